@@ -1,0 +1,165 @@
+"""The data that flows through gpudoctor: findings, their fixes, and check results.
+
+Everything here is a frozen dataclass: probes, checks, the log matcher and the fixers exchange
+these values and never mutate them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """Higher is more severe; used for ordering and for ``--fail-on``."""
+        return {"info": 0, "warning": 1, "error": 2}[self.value]
+
+
+class CheckStatus(str, enum.Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+    ERROR = "error"  # the check itself crashed; the others went on
+
+
+# ---------------------------------------------------------------------------------------------
+# Fix actions: data only. Rendering to shell, applying and undoing live in ``gpudoctor.fix``,
+# which dispatches on the action's type, so checks can build plans without importing fixers.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MakeDir:
+    path: str
+    mode: int = 0o700
+
+
+@dataclass(frozen=True)
+class Symlink:
+    """Create ``link`` pointing at ``target``; never over an existing file."""
+
+    link: str
+    target: str
+
+
+@dataclass(frozen=True)
+class SetEnv:
+    """A variable for gpudoctor's user-local env file. ``prepend`` joins with ':' in front of
+    the current value (for PATH-like variables)."""
+
+    name: str
+    value: str
+    prepend: bool = False
+
+
+@dataclass(frozen=True)
+class RootCommand:
+    """A shell command that needs root; only run with ``gpudoctor fix --system``."""
+
+    argv: tuple[str, ...]
+    undo_argv: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class WriteFile:
+    """Write a file gpudoctor owns (e.g. ``/etc/ld.so.conf.d/gpudoctor-libcuda.conf``)."""
+
+    path: str
+    content: str
+    needs_root: bool = False
+
+
+@dataclass(frozen=True)
+class InstallPackage:
+    """Install OS packages with the distro's own package manager (root)."""
+
+    manager: str  # apt | dnf | yum | zypper | pacman
+    packages: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RemoveFromPathVar:
+    """Remove ``entry`` from a PATH-like variable (e.g. a stubs dir from LD_LIBRARY_PATH)."""
+
+    name: str
+    entry: str
+
+
+@dataclass(frozen=True)
+class CodeEdit:
+    """A change in the user's training code or config that gpudoctor can describe but not apply."""
+
+    description: str
+    before: str = ""
+    after: str = ""
+
+
+Action = MakeDir | Symlink | SetEnv | RootCommand | WriteFile | InstallPackage | RemoveFromPathVar | CodeEdit
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One way to fix a finding. ``kind``: user (no root) | system (root) | code | manual."""
+
+    kind: str
+    summary: str
+    actions: tuple[Action, ...] = ()
+    commands: tuple[str, ...] = ()  # shell lines shown to the user (derived for typed actions)
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "summary": self.summary,
+            "commands": list(self.commands),
+            "env": dict(self.env),
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    severity: Severity
+    title: str
+    message: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    fixes: tuple[Fix, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "severity": self.severity.value,
+            "title": self.title,
+            "message": self.message,
+            "evidence": dict(self.evidence),
+            "fixes": [f.to_json() for f in self.fixes],
+        }
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    id: str
+    status: CheckStatus
+    reason: str = ""
+    duration_ms: float = 0.0
+    findings: tuple[Finding, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "status": self.status.value,
+            "reason": self.reason,
+            "duration_ms": round(self.duration_ms, 3),
+        }
+
+
+def sort_findings(findings: list[Finding] | tuple[Finding, ...]) -> list[Finding]:
+    """Most severe first; stable within a severity (so explain's cause-first order survives)."""
+    return sorted(findings, key=lambda f: -f.severity.rank)
