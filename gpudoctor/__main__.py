@@ -1,0 +1,5 @@
+import sys
+
+from gpudoctor.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,44 @@
+"""The explicit registry of static checks: one per rule id, in report order."""
+
+from __future__ import annotations
+
+from . import capability, driver, packages, runtime, toolchain
+from .base import Check, Skip
+
+CHECKS: tuple[Check, ...] = (
+    # driver and libraries
+    Check("no-nvidia-driver", ("driver",), driver.check_no_nvidia_driver),
+    Check("no-gpu-visible", ("driver",), driver.check_no_gpu_visible),
+    Check("driver-library-mismatch", ("driver",), driver.check_driver_library_mismatch),
+    Check("driver-too-old", ("driver", "packages"), driver.check_driver_too_old),
+    Check("cuda-compat-lib-mismatch", ("driver", "libcuda"), driver.check_cuda_compat_lib_mismatch),
+    Check("libcuda-not-in-linker-cache", ("libcuda", "packages"), driver.check_libcuda_not_in_linker_cache),
+    Check("libcuda-unversioned-missing", ("link", "libcuda", "dirs"), driver.check_libcuda_unversioned_missing),
+    Check("libcuda-stub-at-runtime", ("libcuda",), driver.check_libcuda_stub_at_runtime),
+    # toolchain
+    Check("c-compiler-missing", ("toolchain", "packages", "env"), toolchain.check_c_compiler_missing),
+    Check("nvcc-host-compiler-unsupported", ("toolchain", "system"), toolchain.check_nvcc_host_compiler_unsupported),
+    Check("cuda-home-missing", ("toolchain", "packages"), toolchain.check_cuda_home_missing),
+    Check("cuda-version-mismatch", ("toolchain", "packages"), toolchain.check_cuda_version_mismatch),
+    # GPU capability
+    Check("torch-arch-unsupported", ("driver", "packages"), capability.check_torch_arch_unsupported),
+    Check("bf16-unsupported", ("driver",), capability.check_bf16_unsupported),
+    Check("flash-attn-arch-unsupported", ("driver", "packages"), capability.check_flash_attn_arch_unsupported),
+    Check("flash-attn-head-dim-unsupported", ("driver", "packages", "requirements"), capability.check_flash_attn_head_dim_unsupported),
+    Check("triton-arch-unsupported", ("driver", "packages"), capability.check_triton_arch_unsupported),
+    # packages
+    Check("torch-cpu-only", ("packages", "driver"), packages.check_torch_cpu_only),
+    Check("triton-missing", ("packages",), packages.check_triton_missing),
+    Check("triton-version-mismatch", ("packages",), packages.check_triton_version_mismatch),
+    Check("flash-attn-abi-mismatch", ("packages",), packages.check_flash_attn_abi_mismatch),
+    Check("bitsandbytes-cuda-setup", ("packages", "driver", "env"), packages.check_bitsandbytes_cuda_setup),
+    Check("duplicate-distributions", ("packages",), packages.check_duplicate_distributions),
+    # runtime
+    Check("triton-cache-unwritable", ("runtime", "packages", "dirs"), runtime.check_triton_cache_unwritable),
+    Check("shm-too-small", ("system",), runtime.check_shm_too_small),
+    Check("ld-library-path-insecure", ("runtime",), runtime.check_ld_library_path_insecure),
+)
+
+CHECKS_BY_ID = {check.id: check for check in CHECKS}
+
+__all__ = ["CHECKS", "CHECKS_BY_ID", "Check", "Skip"]

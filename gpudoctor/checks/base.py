@@ -1,0 +1,50 @@
+"""What a check is, and helpers to build findings from the catalogue."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ..knowledge import load_catalogue
+from ..model import Finding, Fix, Severity
+
+
+class Skip(Exception):
+    """Raised by a check that cannot decide; the message is the reason shown to the user."""
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str  # the rule id it decides
+    needs: tuple[str, ...]  # names of facts (see gpudoctor.facts.Facts)
+    run: Callable[..., list[Finding]]
+
+
+def finding(rule_id: str, message: str, evidence: Mapping[str, Any] | None = None,
+            fixes: tuple[Fix, ...] | list[Fix] = (), severity: Severity | None = None) -> Finding:
+    rule = load_catalogue()[rule_id]
+    return Finding(
+        id=rule_id,
+        severity=severity or rule.severity,
+        title=rule.title,
+        message=message,
+        evidence=dict(evidence or {}),
+        fixes=tuple(fixes),
+    )
+
+
+def cc_str(cc: tuple[int, int]) -> str:
+    return f"{cc[0]}.{cc[1]}"
+
+
+def parse_cc(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")[:2]
+    return (int(major), int(minor))
+
+
+def gpus_or_skip(driver) -> list:
+    if not driver.nvml.ok:
+        raise Skip(f"no GPU information: NVML {driver.nvml.error_kind} ({driver.nvml.error})")
+    if not driver.nvml.devices:
+        raise Skip("no GPU visible")
+    return list(driver.nvml.devices)

@@ -1,0 +1,55 @@
+"""gpudoctor's command line: an explicit registry of subcommands, one module each."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .. import __version__
+
+# name -> module path. Each module exposes add_parser(subparsers) and run(args) -> int.
+COMMANDS = {
+    "check": "gpudoctor.cli.check",
+    "rules": "gpudoctor.cli.rules",
+    "snapshot": "gpudoctor.cli.snapshot",
+}
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit 2, as the contract says
+        self.exit(EXIT_USAGE, f"gpudoctor: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gpudoctor", description="Environment doctor and auto-fixer for GPU fine-tuning stacks.")
+    parser.add_argument("--version", action="version", version=f"gpudoctor {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, module_path in COMMANDS.items():
+        importlib.import_module(module_path).add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv if argv is not None else sys.argv[1:])
+    if not args.command:
+        args = parser.parse_args(["check", *(argv if argv is not None else sys.argv[1:])])
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        sys.stderr.write("gpudoctor: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - gpudoctor's own failure: one line, exit 2
+        if getattr(args, "debug", False):
+            raise
+        sys.stderr.write(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)\n")
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Runs the checks over a host's facts: gather -> evaluate. Formatting lives in gpudoctor.report."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from .checks import CHECKS, Skip
+from .facts import Facts, ProbeFailure
+from .model import CheckResult, CheckStatus, Finding, sort_findings
+
+
+@dataclass(frozen=True)
+class Report:
+    findings: tuple[Finding, ...]
+    checks: tuple[CheckResult, ...]
+    facts: Any = None  # the Facts object, for reporters that show the machine summary
+
+    def worst(self):
+        return max((f.severity.rank for f in self.findings), default=-1)
+
+
+def run_checks(facts: Facts, only: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> list[CheckResult]:
+    only_set = set(only or ())
+    skip_set = set(skip or ())
+    results = []
+    for check in CHECKS:
+        if (only_set and check.id not in only_set) or check.id in skip_set:
+            continue
+        start = time.perf_counter()
+        try:
+            kwargs = {name: facts.get(name) for name in check.needs}
+            findings = tuple(check.run(**kwargs))
+            status = CheckStatus.FAIL if findings else CheckStatus.PASS
+            reason = "; ".join(f.title for f in findings) if findings else ""
+        except Skip as why:
+            findings, status, reason = (), CheckStatus.SKIP, str(why)
+        except ProbeFailure as exc:
+            findings, status, reason = (), CheckStatus.ERROR, str(exc)
+        except Exception as exc:  # noqa: BLE001 - a crashed check is reported, the others go on
+            findings, status, reason = (), CheckStatus.ERROR, f"check crashed: {type(exc).__name__}: {exc}"
+        results.append(CheckResult(check.id, status, reason, (time.perf_counter() - start) * 1000, findings))
+    return results
+
+
+def diagnose(host, only=None, skip=None, requirements=None, extra_findings=()) -> Report:
+    """Probe ``host``, run the static checks, and return findings most severe first."""
+    facts = Facts(host, requirements)
+    results = run_checks(facts, only, skip)
+    findings = [f for r in results for f in r.findings] + list(extra_findings)
+    return Report(tuple(sort_findings(findings)), tuple(results), facts)

@@ -1,0 +1,60 @@
+"""All facts about one host, each probed on first use and then kept.
+
+Checks name the facts they need; the engine asks this object for them. A probe that crashes
+is remembered as a ``ProbeFailure`` so every check that needs it is reported, not the doctor.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .paths import GpudoctorDirs
+from .probes.driver import probe_driver
+from .probes.libcuda import probe_libcuda
+from .probes.linktest import probe_link
+from .probes.packages import probe_packages
+from .probes.runtime import probe_runtime
+from .probes.system import probe_system
+from .probes.toolchain import probe_toolchain
+
+
+class ProbeFailure(Exception):
+    def __init__(self, name: str, cause: BaseException) -> None:
+        super().__init__(f"probe '{name}' failed: {type(cause).__name__}: {cause}")
+        self.name = name
+
+
+class Facts:
+    """Lazily computed facts. ``requirements`` holds what the user asked for (--require)."""
+
+    def __init__(self, host, requirements: dict[str, Any] | None = None) -> None:
+        self.host = host
+        self.requirements = dict(requirements or {})
+        self._cache: dict[str, Any] = {}
+        self._probes: dict[str, Callable[[], Any]] = {
+            "system": lambda: probe_system(host),
+            "driver": lambda: probe_driver(host),
+            "packages": lambda: probe_packages(host),
+            "toolchain": lambda: probe_toolchain(host),
+            "libcuda": lambda: probe_libcuda(host, tuple(t.root for t in self.get("toolchain").toolkits)),
+            "link": lambda: probe_link(host, self.get("packages"), self.get("toolchain"), self.get("libcuda")),
+            "runtime": lambda: probe_runtime(host),
+            "requirements": lambda: self.requirements,
+            "dirs": lambda: GpudoctorDirs.from_env(host.env),
+            "env": lambda: dict(host.env),
+        }
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._probes)
+
+    def get(self, name: str) -> Any:
+        if name not in self._cache:
+            try:
+                self._cache[name] = self._probes[name]()
+            except Exception as exc:  # noqa: BLE001 - a probe bug must not kill the doctor
+                self._cache[name] = ProbeFailure(name, exc)
+        value = self._cache[name]
+        if isinstance(value, ProbeFailure):
+            raise value
+        return value

@@ -1,0 +1,193 @@
+"""The Host interface: the only way gpudoctor's probes touch a machine.
+
+``LiveHost`` asks the real machine, ``SnapshotHost`` answers from a recorded snapshot and
+``RecordingHost`` wraps a live host and keeps every answer. Every answer is plain data (the
+dataclasses below) so it can be recorded as JSON and replayed byte for byte.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import stat as statmod
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Protocol
+
+DEFAULT_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """A file's text (decoded as UTF-8 with replacement) or why it could not be read."""
+
+    text: str | None
+    error: str | None = None  # "missing" | "permission" | "<errno text>"
+
+
+@dataclass(frozen=True)
+class PathInfo:
+    exists: bool
+    is_dir: bool = False
+    is_file: bool = False
+    is_symlink: bool = False
+    link_target: str | None = None
+    mode: int = 0
+    uid: int = -1
+    size: int = 0
+    realpath: str | None = None
+    error: str | None = None
+
+    @property
+    def world_writable(self) -> bool:
+        return bool(self.mode & statmod.S_IWOTH)
+
+    @property
+    def sticky(self) -> bool:
+        return bool(self.mode & statmod.S_ISVTX)
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    error: str | None = None  # "not-found" | "permission" | other OSError text
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out and self.error is None
+
+    def why_not(self) -> str:
+        if self.error == "not-found":
+            return f"{self.argv[0]} not found"
+        if self.error:
+            return f"{self.argv[0]}: {self.error}"
+        if self.timed_out:
+            return f"{' '.join(self.argv)} timed out"
+        tail = (self.stderr or self.stdout).strip().splitlines()
+        return f"{' '.join(self.argv)} exited {self.returncode}" + (f": {tail[-1][:200]}" if tail else "")
+
+
+@dataclass(frozen=True)
+class LinkResult:
+    """Outcome of linking a tiny shared object the way Triton links its launcher."""
+
+    ok: bool
+    command: tuple[str, ...]
+    output: str = ""
+    error: str | None = None  # set when the test could not run at all (no compiler, timeout)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str  # as in the metadata
+    version: str
+    location: str
+    requires: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()  # only the files gpudoctor asks about (native libs), relative
+    direct_url: str | None = None
+
+
+@dataclass(frozen=True)
+class NvmlDevice:
+    index: int
+    name: str
+    compute_capability: tuple[int, int]
+    memory_total: int
+
+
+@dataclass(frozen=True)
+class NvmlInfo:
+    ok: bool
+    error_kind: str | None = None  # library-not-found | driver-not-loaded | mismatch | no-permission | timeout | other
+    error: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: int | None = None  # e.g. 13000
+    devices: tuple[NvmlDevice, ...] = ()
+
+
+@dataclass(frozen=True)
+class SystemInfo:
+    machine: str
+    kernel: str
+    libc: str | None
+    ram_total: int | None
+    distro_id: str
+    distro_version: str
+    distro_name: str
+    distro_like: str
+    python_version: str
+    python_executable: str
+    prefix: str
+    base_prefix: str
+    euid: int
+    shm: tuple[int, int] | None = None  # (total, free) bytes of /dev/shm
+
+
+def to_jsonable(value: Any) -> Any:
+    if hasattr(value, "__dataclass_fields__"):
+        return asdict(value)
+    return value
+
+
+class Host(Protocol):
+    """What probes may ask. Implementations never raise for machine trouble: they answer it."""
+
+    env: Mapping[str, str]
+
+    def read_text(self, path: str) -> FileRead: ...
+    def listdir(self, path: str) -> list[str] | None: ...
+    def stat(self, path: str) -> PathInfo: ...
+    def run(self, argv: tuple[str, ...], timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult: ...
+    def nvml(self) -> NvmlInfo: ...
+    def distributions(self) -> list[Distribution]: ...
+    def system(self) -> SystemInfo: ...
+    def disk_free(self, path: str) -> int | None: ...
+    def writable(self, path: str) -> bool: ...
+    def link_test(self, cc: str, lib_dirs: tuple[str, ...], lib_flag: str, library_path: str) -> LinkResult: ...
+
+
+class HostHelpers:
+    """Derived queries, written once over the primitive ones so snapshots replay them too."""
+
+    env: Mapping[str, str]
+
+    def which(self, name: str) -> str | None:
+        """``shutil.which`` over this host's PATH and stat answers."""
+        if "/" in name:
+            info = self.stat(name)  # type: ignore[attr-defined]
+            return name if info.exists and not info.is_dir and info.mode & 0o111 else None
+        for directory in self.env.get("PATH", "").split(os.pathsep):
+            if not directory:
+                continue
+            candidate = posixpath.join(directory, name)
+            info = self.stat(candidate)  # type: ignore[attr-defined]
+            if info.exists and not info.is_dir and info.mode & 0o111:
+                return candidate
+        return None
+
+    def glob(self, pattern: str) -> list[str]:
+        """Glob with wildcards in the last component only (e.g. /usr/local/cuda-*)."""
+        parent, leaf = posixpath.split(pattern)
+        entries = self.listdir(parent)  # type: ignore[attr-defined]
+        if not entries:
+            return []
+        return sorted(posixpath.join(parent, e) for e in entries if fnmatch.fnmatchcase(e, leaf))
+
+    def exists(self, path: str) -> bool:
+        return self.stat(path).exists  # type: ignore[attr-defined]
+
+
+@dataclass
+class HostError(Exception):
+    """Raised only for unusable input to gpudoctor itself (a corrupt snapshot), never for
+    trouble on the machine being examined."""
+
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,296 @@
+"""LiveHost: answers from the real machine, with a timeout on everything that can hang."""
+
+from __future__ import annotations
+
+import errno
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import Mapping
+
+from .base import (
+    DEFAULT_TIMEOUT_S,
+    CommandResult,
+    Distribution,
+    FileRead,
+    HostHelpers,
+    LinkResult,
+    NvmlInfo,
+    PathInfo,
+    SystemInfo,
+)
+
+MAX_READ_BYTES = 4 << 20  # /proc files are tiny; anything larger is not what we want
+MAX_OUTPUT_BYTES = 4 << 20
+NVML_TIMEOUT_S = 5.0
+
+# Native libraries whose presence inside a distribution we report (bitsandbytes' CUDA builds,
+# flash-attn's extension); listing every file of every distribution would be slow.
+_INTERESTING_FILE_PREFIXES = ("bitsandbytes/libbitsandbytes", "flash_attn_2_cuda", "flash_attn_3")
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _oserror_kind(exc: OSError) -> str:
+    if exc.errno == errno.ENOENT:
+        return "missing"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission"
+    return exc.strerror or type(exc).__name__
+
+
+class LiveHost(HostHelpers):
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self.env = dict(os.environ if env is None else env)
+
+    # -- files ---------------------------------------------------------------------------
+    def read_text(self, path: str) -> FileRead:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_READ_BYTES)
+        except OSError as exc:
+            return FileRead(None, _oserror_kind(exc))
+        return FileRead(_decode(data))
+
+    def listdir(self, path: str) -> list[str] | None:
+        try:
+            return sorted(os.listdir(path))
+        except OSError:
+            return None
+
+    def stat(self, path: str) -> PathInfo:
+        try:
+            lst = os.lstat(path)
+        except OSError as exc:
+            return PathInfo(exists=False, error=_oserror_kind(exc))
+        is_link = os.path.islink(path)
+        target = None
+        if is_link:
+            try:
+                target = os.readlink(path)
+            except OSError:
+                target = None
+        try:
+            st = os.stat(path)
+        except OSError as exc:  # dangling symlink
+            return PathInfo(exists=False, is_symlink=is_link, link_target=target, error=_oserror_kind(exc))
+        import stat as statmod
+
+        return PathInfo(
+            exists=True,
+            is_dir=statmod.S_ISDIR(st.st_mode),
+            is_file=statmod.S_ISREG(st.st_mode),
+            is_symlink=is_link,
+            link_target=target,
+            mode=st.st_mode & 0o7777,
+            uid=st.st_uid if not is_link else lst.st_uid,
+            size=st.st_size,
+            realpath=os.path.realpath(path),
+        )
+
+    def disk_free(self, path: str) -> int | None:
+        try:
+            return shutil.disk_usage(path).free
+        except OSError:
+            return None
+
+    def writable(self, path: str) -> bool:
+        return os.access(path, os.W_OK | os.X_OK)
+
+    # -- commands ------------------------------------------------------------------------
+    def run(self, argv: tuple[str, ...], timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult:
+        argv = tuple(argv)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env,
+                start_new_session=True,  # so a timeout kills the whole process group
+            )
+        except FileNotFoundError:
+            return CommandResult(argv, None, error="not-found")
+        except PermissionError:
+            return CommandResult(argv, None, error="permission")
+        except OSError as exc:
+            return CommandResult(argv, None, error=exc.strerror or str(exc))
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                out, err = proc.communicate(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                out, err = b"", b""
+            return CommandResult(argv, None, _decode(out[:MAX_OUTPUT_BYTES]), _decode(err[:MAX_OUTPUT_BYTES]), timed_out=True)
+        return CommandResult(argv, proc.returncode, _decode(out[:MAX_OUTPUT_BYTES]), _decode(err[:MAX_OUTPUT_BYTES]))
+
+    def link_test(self, cc: str, lib_dirs: tuple[str, ...], lib_flag: str, library_path: str) -> LinkResult:
+        """Link an empty shared object exactly as Triton's ``_build`` links its launcher:
+        ``cc src -O3 -shared -fPIC -Wno-psabi -o out.so <lib_flag> -L<dir>...``, with gcc's
+        LIBRARY_PATH as given (it is how the user-local fix reaches the linker)."""
+        with tempfile.TemporaryDirectory(prefix="gpudoctor-link-") as tmp:
+            src = os.path.join(tmp, "launcher.c")
+            out = os.path.join(tmp, "launcher.so")
+            with open(src, "w") as handle:
+                # A real reference to the driver API, like Triton's launcher has.
+                handle.write("int cuInit(unsigned int);\nint gpudoctor_probe(void) { return cuInit(0); }\n")
+            argv = (cc, src, "-O3", "-shared", "-fPIC", "-Wno-psabi", "-o", out, lib_flag, *[f"-L{d}" for d in lib_dirs])
+            env = dict(self.env)
+            if library_path:
+                env["LIBRARY_PATH"] = library_path
+            else:
+                env.pop("LIBRARY_PATH", None)
+            saved, self.env = self.env, env
+            try:
+                result = self.run(argv, timeout=30.0)
+            finally:
+                self.env = saved
+        shown = (cc, "<src>", "-O3", "-shared", "-fPIC", "-Wno-psabi", "-o", "<out>", lib_flag, *[f"-L{d}" for d in lib_dirs])
+        if result.error or result.timed_out:
+            return LinkResult(False, shown, result.stderr, error=result.why_not())
+        return LinkResult(result.returncode == 0, shown, (result.stderr + result.stdout)[-4000:])
+
+    # -- NVML ----------------------------------------------------------------------------
+    def nvml(self) -> NvmlInfo:
+        box: list[NvmlInfo] = []
+        worker = threading.Thread(target=lambda: box.append(_query_nvml()), daemon=True)
+        worker.start()
+        worker.join(NVML_TIMEOUT_S)
+        if not box:
+            return NvmlInfo(False, "timeout", f"NVML did not answer within {NVML_TIMEOUT_S:.0f} s")
+        return box[0]
+
+    # -- Python packages -----------------------------------------------------------------
+    def distributions(self) -> list[Distribution]:
+        from importlib import metadata
+
+        found: list[Distribution] = []
+        for dist in metadata.distributions():
+            try:
+                name = dist.metadata["Name"]
+                if not name:
+                    continue
+                location = str(dist.locate_file(""))
+                if not location.startswith("/"):
+                    # '' on sys.path (the current directory, e.g. a checkout's .egg-info) is
+                    # an artifact of where gpudoctor runs, not an installed copy.
+                    continue
+                files = tuple(
+                    str(f) for f in (dist.files or ()) if str(f).startswith(_INTERESTING_FILE_PREFIXES)
+                ) if name.lower().replace("_", "-") in ("bitsandbytes", "flash-attn", "flash-attn-3") else ()
+                found.append(
+                    Distribution(
+                        name=name,
+                        version=dist.version or "",
+                        location=location,
+                        requires=tuple(dist.requires or ()) if name.lower() in ("torch",) else (),
+                        files=files,
+                        direct_url=dist.read_text("direct_url.json"),
+                    )
+                )
+            except Exception:  # noqa: BLE001 - one broken dist-info must not hide the others
+                continue
+        return found
+
+    # -- the system ----------------------------------------------------------------------
+    def system(self) -> SystemInfo:
+        import distro
+
+        try:
+            import psutil
+
+            ram = psutil.virtual_memory().total
+            try:
+                shm_usage = psutil.disk_usage("/dev/shm")
+                shm = (shm_usage.total, shm_usage.free)
+            except OSError:
+                shm = None
+        except Exception:  # noqa: BLE001
+            ram, shm = None, None
+        libc_name, libc_version = platform.libc_ver()
+        return SystemInfo(
+            machine=platform.machine(),
+            kernel=platform.release(),
+            libc=f"{libc_name} {libc_version}".strip() or None,
+            ram_total=ram,
+            distro_id=distro.id(),
+            distro_version=distro.version(),
+            distro_name=distro.name(pretty=True),
+            distro_like=distro.like(),
+            python_version=platform.python_version(),
+            python_executable=sys.executable,
+            prefix=sys.prefix,
+            base_prefix=sys.base_prefix,
+            euid=os.geteuid(),
+            shm=shm,
+        )
+
+
+def _query_nvml() -> NvmlInfo:
+    """Ask NVML in-process. pynvml is a thin ctypes wrapper; loading it cannot crash Python."""
+    try:
+        import pynvml
+    except Exception as exc:  # noqa: BLE001
+        return NvmlInfo(False, "library-not-found", f"nvidia-ml-py not importable: {exc}")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return NvmlInfo(False, _nvml_error_kind(exc), str(exc))
+    except Exception as exc:  # noqa: BLE001
+        return NvmlInfo(False, "other", str(exc))
+    try:
+        driver = _s(pynvml.nvmlSystemGetDriverVersion())
+        try:
+            cuda = int(pynvml.nvmlSystemGetCudaDriverVersion())
+        except pynvml.NVMLError:
+            cuda = None
+        devices = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            devices.append(
+                _device(index, _s(pynvml.nvmlDeviceGetName(handle)), (int(major), int(minor)),
+                        int(pynvml.nvmlDeviceGetMemoryInfo(handle).total))
+            )
+        return NvmlInfo(True, driver_version=driver, cuda_driver_version=cuda, devices=tuple(devices))
+    except pynvml.NVMLError as exc:
+        return NvmlInfo(False, _nvml_error_kind(exc), str(exc))
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _device(index, name, cc, memory):
+    from .base import NvmlDevice
+
+    return NvmlDevice(index, name, cc, memory)
+
+
+def _s(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _nvml_error_kind(exc) -> str:
+    import pynvml
+
+    code = getattr(exc, "value", None)
+    return {
+        pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: "library-not-found",
+        pynvml.NVML_ERROR_DRIVER_NOT_LOADED: "driver-not-loaded",
+        pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: "mismatch",
+        pynvml.NVML_ERROR_NO_PERMISSION: "no-permission",
+    }.get(code, "other")

@@ -1,0 +1,227 @@
+"""SnapshotHost replays a machine recorded by ``gpudoctor snapshot``; RecordingHost records one.
+
+A snapshot is a directory with one ``snapshot.json``: every question the probes asked and the
+live machine's answer. A question that was never recorded is answered "not recorded", which the
+probes turn into a skipped check, so a partial snapshot degrades instead of failing.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from dataclasses import asdict, fields
+from typing import Any, Mapping
+
+from .. import __version__
+from .base import (
+    DEFAULT_TIMEOUT_S,
+    CommandResult,
+    Distribution,
+    FileRead,
+    HostError,
+    HostHelpers,
+    LinkResult,
+    NvmlDevice,
+    NvmlInfo,
+    PathInfo,
+    SystemInfo,
+)
+from .redact import relevant_env
+
+SNAPSHOT_SCHEMA = 1
+SNAPSHOT_FILE = "snapshot.json"
+NOT_RECORDED = "not recorded in the snapshot"
+
+
+def _command_key(argv) -> str:
+    return "\x00".join(argv)
+
+
+def _link_key(cc: str, lib_dirs, lib_flag: str, library_path: str) -> str:
+    return "\x00".join([cc, ":".join(lib_dirs), lib_flag, library_path])
+
+
+def _build(cls, data: Mapping[str, Any]):
+    """Rebuild a dataclass from JSON, tolerating unknown keys; tuples come back as lists."""
+    names = {f.name for f in fields(cls)}
+    kwargs = {k: v for k, v in data.items() if k in names}
+    for key, value in list(kwargs.items()):
+        if isinstance(value, list):
+            kwargs[key] = tuple(tuple(v) if isinstance(v, list) else v for v in value)
+    return cls(**kwargs)
+
+
+def read_snapshot_data(directory: str) -> dict[str, Any]:
+    """The raw JSON of a snapshot directory (or file); HostError with one line if unusable."""
+    path = os.path.join(directory, SNAPSHOT_FILE) if os.path.isdir(directory) else directory
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise HostError(f"cannot read snapshot {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HostError(f"corrupt snapshot {path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise HostError(f"corrupt snapshot {path}: expected a JSON object")
+    return data
+
+
+class SnapshotHost(HostHelpers):
+    def __init__(self, directory: str, data: dict[str, Any] | None = None) -> None:
+        self.directory = directory
+        path = directory
+        if data is None:
+            data = read_snapshot_data(directory)
+        if not isinstance(data, dict) or data.get("schema") != SNAPSHOT_SCHEMA:
+            raise HostError(f"corrupt snapshot {path}: expected a gpudoctor snapshot with schema {SNAPSHOT_SCHEMA}")
+        try:
+            self._load(data)
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            raise HostError(f"corrupt snapshot {path}: {type(exc).__name__}: {exc}") from None
+        self.meta = {k: data.get(k) for k in ("recorded_at", "gpudoctor", "note")}
+
+    def _load(self, data: dict[str, Any]) -> None:
+        self.env = dict(data.get("env") or {})
+        self._files = {p: _build(FileRead, v) for p, v in (data.get("files") or {}).items()}
+        self._dirs = dict(data.get("dirs") or {})
+        self._stats = {p: _build(PathInfo, v) for p, v in (data.get("stats") or {}).items()}
+        self._commands = {}
+        for entry in data.get("commands") or []:
+            result = _build(CommandResult, entry)
+            self._commands[_command_key(result.argv)] = result
+        self._links = {}
+        for entry in data.get("link_tests") or []:
+            key = _link_key(entry["cc"], entry["lib_dirs"], entry["lib_flag"], entry["library_path"])
+            self._links[key] = _build(LinkResult, entry["result"])
+        nvml = data.get("nvml")
+        if nvml is not None:
+            devices = tuple(_build(NvmlDevice, d) for d in nvml.get("devices") or [])
+            self._nvml = _build(NvmlInfo, {**nvml, "devices": []})
+            self._nvml = NvmlInfo(**{**asdict(self._nvml), "devices": devices})
+        else:
+            self._nvml = NvmlInfo(False, "other", NOT_RECORDED)
+        dists = data.get("distributions")
+        self._dists = None if dists is None else [_build(Distribution, d) for d in dists]
+        system = data.get("system")
+        self._system = None if system is None else _build(SystemInfo, system)
+        self._disk_free = dict(data.get("disk_free") or {})
+        self._writable = dict(data.get("writable") or {})
+
+    def read_text(self, path: str) -> FileRead:
+        return self._files.get(path, FileRead(None, NOT_RECORDED))
+
+    def listdir(self, path: str) -> list[str] | None:
+        return self._dirs.get(path)
+
+    def stat(self, path: str) -> PathInfo:
+        return self._stats.get(path, PathInfo(exists=False, error=NOT_RECORDED))
+
+    def run(self, argv, timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult:
+        return self._commands.get(_command_key(argv), CommandResult(tuple(argv), None, error=NOT_RECORDED))
+
+    def link_test(self, cc, lib_dirs, lib_flag, library_path) -> LinkResult:
+        key = _link_key(cc, lib_dirs, lib_flag, library_path)
+        return self._links.get(key, LinkResult(False, (cc, lib_flag), error=NOT_RECORDED))
+
+    def nvml(self) -> NvmlInfo:
+        return self._nvml
+
+    def distributions(self) -> list[Distribution]:
+        return list(self._dists or [])
+
+    def system(self) -> SystemInfo | None:  # type: ignore[override]
+        return self._system
+
+    def disk_free(self, path: str) -> int | None:
+        return self._disk_free.get(path)
+
+    def writable(self, path: str) -> bool:
+        return bool(self._writable.get(path, False))
+
+
+class RecordingHost(HostHelpers):
+    """Wraps a live host and records every answer, for ``gpudoctor snapshot``."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.env = inner.env
+        self.data: dict[str, Any] = {
+            "files": {}, "dirs": {}, "stats": {}, "commands": [], "link_tests": [],
+            "disk_free": {}, "writable": {},
+        }
+
+    def read_text(self, path):
+        result = self.inner.read_text(path)
+        recorded = result
+        if path.endswith("crt/host_config.h") and result.text:
+            # Keep only the preprocessor lines the parser reads, not NVIDIA's whole header.
+            kept = "\n".join(line for line in result.text.splitlines() if line.lstrip().startswith("#"))
+            recorded = FileRead(kept, result.error)
+        self.data["files"][path] = asdict(recorded)
+        return result
+
+    def listdir(self, path):
+        result = self.inner.listdir(path)
+        self.data["dirs"][path] = result
+        return result
+
+    def stat(self, path):
+        result = self.inner.stat(path)
+        self.data["stats"][path] = asdict(result)
+        return result
+
+    def run(self, argv, timeout=DEFAULT_TIMEOUT_S):
+        result = self.inner.run(argv, timeout)
+        self.data["commands"].append(asdict(result))
+        return result
+
+    def link_test(self, cc, lib_dirs, lib_flag, library_path):
+        result = self.inner.link_test(cc, lib_dirs, lib_flag, library_path)
+        self.data["link_tests"].append(
+            {"cc": cc, "lib_dirs": list(lib_dirs), "lib_flag": lib_flag, "library_path": library_path, "result": asdict(result)}
+        )
+        return result
+
+    def nvml(self):
+        result = self.inner.nvml()
+        self.data["nvml"] = asdict(result)
+        return result
+
+    def distributions(self):
+        result = self.inner.distributions()
+        self.data["distributions"] = [asdict(d) for d in result]
+        return result
+
+    def system(self):
+        result = self.inner.system()
+        self.data["system"] = asdict(result)
+        return result
+
+    def disk_free(self, path):
+        result = self.inner.disk_free(path)
+        self.data["disk_free"][path] = result
+        return result
+
+    def writable(self, path):
+        result = self.inner.writable(path)
+        self.data["writable"][path] = result
+        return result
+
+    def write(self, directory: str, note: str = "") -> str:
+        os.makedirs(directory, exist_ok=True)
+        payload = {
+            "schema": SNAPSHOT_SCHEMA,
+            "gpudoctor": __version__,
+            "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "note": note,
+            "env": relevant_env(self.env),
+            **self.data,
+        }
+        path = os.path.join(directory, SNAPSHOT_FILE)
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, indent=1, sort_keys=True)
+            handle.write("\n")
+        return path

@@ -1,0 +1,61 @@
+"""Loads the rule catalogue and version tables shipped in ``gpudoctor/rules/*.toml``."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from .model import Severity
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+DOC_SECTIONS = ("what", "why", "fix", "references")
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    area: str
+    severity: Severity
+    title: str
+    detected_by: tuple[str, ...]
+    what: str
+    why: str
+    fix: str
+    references: tuple[str, ...]
+
+
+def _load_toml(name: str) -> dict[str, Any]:
+    return tomllib.loads(resources.files("gpudoctor.rules").joinpath(name).read_text("utf-8"))
+
+
+@functools.lru_cache(maxsize=None)
+def load_catalogue() -> dict[str, Rule]:
+    rules: dict[str, Rule] = {}
+    for raw in _load_toml("catalogue.toml")["rule"]:
+        rule = Rule(
+            id=raw["id"],
+            area=raw["area"],
+            severity=Severity(raw["severity"]),
+            title=raw["title"],
+            detected_by=tuple(raw["detected_by"]),
+            what=raw["what"],
+            why=raw["why"],
+            fix=raw["fix"],
+            references=tuple(raw["references"]),
+        )
+        if rule.id in rules:
+            raise ValueError(f"duplicate rule id in catalogue.toml: {rule.id}")
+        rules[rule.id] = rule
+    return rules
+
+
+@functools.lru_cache(maxsize=None)
+def load_tables() -> dict[str, Any]:
+    return _load_toml("tables.toml")

@@ -1,0 +1,61 @@
+"""The link test: does the C compiler link ``-lcuda`` (or ``-l:libcuda.so.1``) against the
+directories Triton would pass? This decides libcuda-unversioned-missing by doing, not guessing."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Mapping
+
+from packaging.version import Version
+
+from ..host.base import LinkResult
+from ..knowledge import load_tables
+
+
+@dataclass(frozen=True)
+class LinkFacts:
+    triton_version: str | None
+    flag: str | None
+    cc: str | None
+    lib_dirs: tuple[str, ...]
+    result: LinkResult | None
+    skip_reason: str | None
+
+
+def triton_link_flag(triton_version: Version) -> str:
+    """How this Triton links its launcher against libcuda (tables.toml: triton_libcuda_link)."""
+    flag = "-lcuda"
+    for row in sorted(load_tables()["triton_libcuda_link"], key=lambda r: Version(r["min_triton"])):
+        # Compare the release only: 3.6.0+git1234 and 3.6.0rc1 nightlies carry the change too.
+        if Version(triton_version.base_version) >= Version(row["min_triton"]):
+            flag = row["flag"]
+    return flag
+
+
+def probe_link(host, packages, toolchain, libcuda) -> LinkFacts:
+    triton = packages.triton
+    version = packages.triton_version
+    if triton is None or version is None:
+        return LinkFacts(None, None, None, (), None, "Triton is not installed")
+    flag = triton_link_flag(version)
+    if libcuda.triton_dirs_error:
+        return LinkFacts(str(version), flag, toolchain.triton_cc, (), None,
+                         f"Triton cannot locate libcuda at all ({libcuda.triton_dirs_error})")
+    if not toolchain.triton_cc or not toolchain.triton_cc_exists:
+        return LinkFacts(str(version), flag, toolchain.triton_cc, (), None, "no C compiler for Triton")
+    libdevice = posixpath.join(triton.location, "triton", "backends", "nvidia", "lib")
+    lib_dirs = (libdevice, *libcuda.triton_dirs)
+    result = host.link_test(toolchain.triton_cc, lib_dirs, flag, host.env.get("LIBRARY_PATH", ""))
+    if result.error:
+        return LinkFacts(str(version), flag, toolchain.triton_cc, lib_dirs, result, f"link test could not run: {result.error}")
+    return LinkFacts(str(version), flag, toolchain.triton_cc, lib_dirs, result, None)
+
+
+def link_test(cc: str, lib_dirs: list[str] | tuple[str, ...], lib_flag: str, env: Mapping[str, str],
+              timeout: float = 20) -> LinkResult:
+    """Run the link test on this machine under ``env`` (its LIBRARY_PATH counts), for fixers
+    verifying that a fix worked."""
+    from ..host.live import LiveHost
+
+    return LiveHost(env).link_test(cc, tuple(lib_dirs), lib_flag, env.get("LIBRARY_PATH", ""))

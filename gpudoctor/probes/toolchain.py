@@ -1,0 +1,189 @@
+"""Toolchain facts: CUDA toolkits with their own host-compiler limits, and C/C++ compilers."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+
+from .parse import compiler_version, cuda_version_json, host_compiler_limits, nvcc_release
+
+COMPILER_ENV = ("CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN")
+_VERSIONED_COMPILER = re.compile(r"^(gcc|g\+\+|clang|clang\+\+)-(\d+)$")
+
+
+@dataclass(frozen=True)
+class CudaToolkit:
+    root: str
+    found_via: tuple[str, ...]  # CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda, glob
+    version: tuple[int, int] | None
+    max_gcc: int | None  # from the toolkit's own crt/host_config.h
+    max_clang: int | None
+    limits_source: str | None  # path of host_config.h, or None when it could not be read
+
+
+@dataclass(frozen=True)
+class Compiler:
+    path: str
+    family: str  # gcc | clang
+    version: tuple[int, ...] | None
+    via: str  # CC, CXX, PATH:gcc, PATH:gcc-12, ...
+
+
+@dataclass(frozen=True)
+class ToolchainFacts:
+    toolkits: tuple[CudaToolkit, ...]
+    compilers: tuple[Compiler, ...]
+    compiler_env: dict[str, str] = field(default_factory=dict)
+    triton_cc: str | None = None  # the compiler Triton would use: $CC, else gcc, else clang
+    triton_cc_exists: bool = False
+    cpp_extension_toolkit: str | None = None  # root torch.utils.cpp_extension would pick
+    cpp_extension_via: str | None = None
+
+    def active_toolkit(self) -> CudaToolkit | None:
+        """The toolkit builds would use: the one torch's cpp_extension resolves, else the first."""
+        for toolkit in self.toolkits:
+            if toolkit.root == self.cpp_extension_toolkit:
+                return toolkit
+        return None
+
+    def compiler_at(self, path: str) -> Compiler | None:
+        for compiler in self.compilers:
+            if compiler.path == path:
+                return compiler
+        return None
+
+
+def _family(path: str) -> str:
+    return "clang" if "clang" in posixpath.basename(path) else "gcc"
+
+
+def probe_toolchain(host) -> ToolchainFacts:
+    env = host.env
+    compilers = _probe_compilers(host)
+    toolkits, cpp_root, cpp_via = _probe_toolkits(host)
+    cc = env.get("CC") or host.which("gcc") or host.which("clang")
+    cc_path = host.which(cc) if cc else None
+    return ToolchainFacts(
+        toolkits=tuple(toolkits),
+        compilers=tuple(compilers),
+        compiler_env={k: env[k] for k in COMPILER_ENV if env.get(k)},
+        triton_cc=cc,
+        triton_cc_exists=cc_path is not None,
+        cpp_extension_toolkit=cpp_root,
+        cpp_extension_via=cpp_via,
+    )
+
+
+def _probe_compilers(host) -> list[Compiler]:
+    candidates: list[tuple[str, str]] = []  # (name or path, via)
+    for name in COMPILER_ENV:
+        if host.env.get(name):
+            candidates.append((host.env[name], name))
+    for name in ("gcc", "cc", "clang"):
+        candidates.append((name, f"PATH:{name}"))
+    for directory in dict.fromkeys(host.env.get("PATH", "").split(":")):
+        if not directory or not directory.startswith("/"):
+            continue
+        for entry in host.listdir(directory) or []:
+            match = _VERSIONED_COMPILER.match(entry)
+            if match and match.group(1) in ("gcc", "clang"):
+                candidates.append((posixpath.join(directory, entry), f"PATH:{entry}"))
+    compilers: list[Compiler] = []
+    seen: set[str] = set()
+    for name, via in candidates:
+        path = host.which(name)
+        if path is None or path in seen:
+            continue
+        seen.add(path)
+        family = _family(path)
+        if posixpath.basename(path) == "cc" or via in COMPILER_ENV:
+            # `cc` and $CC may be either family: ask it.
+            probe = host.run((path, "--version"))
+            family = "clang" if "clang" in probe.stdout.lower() else "gcc"
+        if family == "clang":
+            result = host.run((path, "--version"))
+        else:
+            result = host.run((path, "-dumpfullversion", "-dumpversion"))
+        version = compiler_version(family, result.stdout) if result.ok else None
+        compilers.append(Compiler(path, family, version, via))
+    return compilers
+
+
+def _probe_toolkits(host) -> tuple[list[CudaToolkit], str | None]:
+    found: dict[str, list[str]] = {}
+
+    def add(root: str | None, via: str) -> None:
+        if not root:
+            return
+        root = root.rstrip("/") or "/"
+        # A toolkit has nvcc and its headers; a bin/nvcc wrapper script alone is not one.
+        if host.stat(posixpath.join(root, "bin", "nvcc")).exists and host.stat(posixpath.join(root, "include", "cuda_runtime.h")).exists:
+            found.setdefault(root, []).append(via)
+
+    for name in ("CUDA_HOME", "CUDA_PATH"):
+        add(host.env.get(name), name)
+    nvcc = host.which("nvcc")
+    nvcc_root = None
+    if nvcc:
+        info = host.stat(nvcc)
+        real = info.realpath or nvcc
+        nvcc_root = posixpath.dirname(posixpath.dirname(real))
+        # A wrapper script on PATH (exec /usr/local/cuda-X/bin/nvcc) has no toolkit beside it.
+        add(nvcc_root, "PATH")
+    add("/usr/local/cuda", "/usr/local/cuda")
+    for root in host.glob("/usr/local/cuda-*") + host.glob("/opt/cuda*"):
+        add(root, "glob")
+
+    # torch.utils.cpp_extension._find_cuda_home: CUDA_HOME or CUDA_PATH, else nvcc on PATH,
+    # else /usr/local/cuda if it exists.
+    cpp_root = host.env.get("CUDA_HOME") or host.env.get("CUDA_PATH")
+    cpp_via = "CUDA_HOME" if host.env.get("CUDA_HOME") else "CUDA_PATH"
+    if not cpp_root:
+        if nvcc:
+            # cpp_extension takes dirname(dirname(which nvcc)) without resolving links.
+            cpp_root, cpp_via = posixpath.dirname(posixpath.dirname(nvcc)), f"nvcc on PATH ({nvcc})"
+        elif host.stat("/usr/local/cuda").exists:
+            cpp_root, cpp_via = "/usr/local/cuda", "/usr/local/cuda"
+    if cpp_root:
+        cpp_root = cpp_root.rstrip("/") or "/"
+
+    toolkits = []
+    real_seen: dict[str, int] = {}
+    for root, via in found.items():
+        real = host.stat(root).realpath or root
+        if real in real_seen:  # /usr/local/cuda -> /usr/local/cuda-13.0: one toolkit, two names
+            index = real_seen[real]
+            toolkits[index] = _merge_via(toolkits[index], via, root)
+            if root == cpp_root:
+                cpp_root = toolkits[index].root
+            continue
+        real_seen[real] = len(toolkits)
+        toolkits.append(_probe_toolkit(host, root, tuple(via)))
+    return toolkits, cpp_root, cpp_via
+
+
+def _merge_via(toolkit: CudaToolkit, via: list[str], root: str) -> CudaToolkit:
+    from dataclasses import replace
+
+    return replace(toolkit, found_via=toolkit.found_via + tuple(via))
+
+
+def _probe_toolkit(host, root: str, via: tuple[str, ...]) -> CudaToolkit:
+    version = None
+    version_json = host.read_text(posixpath.join(root, "version.json"))
+    if version_json.text:
+        version = cuda_version_json(version_json.text)
+    if version is None:
+        result = host.run((posixpath.join(root, "bin", "nvcc"), "--version"), timeout=10.0)
+        if result.ok:
+            version = nvcc_release(result.stdout)
+    limits, source = {}, None
+    for candidate in ("include/crt/host_config.h", "targets/x86_64-linux/include/crt/host_config.h",
+                      "targets/sbsa-linux/include/crt/host_config.h"):
+        path = posixpath.join(root, candidate)
+        text = host.read_text(path).text
+        if text:
+            limits, source = host_compiler_limits(text), path
+            break
+    return CudaToolkit(root, via, version, limits.get("gcc"), limits.get("clang"), source)

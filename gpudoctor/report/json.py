@@ -1,0 +1,36 @@
+"""The JSON report (DESIGN.md contract, schema 1)."""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable
+
+from .. import __version__
+from ..host.redact import REDACTED, is_secret_name
+from ..model import CheckResult, Finding
+
+SCHEMA = 1
+
+
+def _scrub(value):
+    """Redact secret-looking keys anywhere in evidence."""
+    if isinstance(value, dict):
+        return {k: (REDACTED if is_secret_name(str(k)) and isinstance(v, str) else _scrub(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def report_dict(findings: Iterable[Finding], checks: Iterable[CheckResult] = (), **extra) -> dict:
+    data = {
+        "schema": SCHEMA,
+        "tool": {"name": "gpudoctor", "version": __version__},
+        "findings": [_scrub(f.to_json()) for f in findings],
+        "checks": [c.to_json() for c in checks],
+    }
+    data.update(extra)
+    return data
+
+
+def render_json(findings: Iterable[Finding], checks: Iterable[CheckResult] = (), **extra) -> str:
+    return json.dumps(report_dict(findings, checks, **extra), indent=2, default=str)

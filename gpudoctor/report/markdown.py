@@ -1,0 +1,27 @@
+"""A Markdown report, for issues and docs."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..model import CheckResult, Finding
+
+
+def render_markdown(findings: Iterable[Finding], checks: Iterable[CheckResult], summary: list[str] | None = None) -> str:
+    lines = ["# gpudoctor report", ""]
+    for line in summary or []:
+        lines.append(f"- {line}")
+    lines += ["", "| check | status | reason |", "| --- | --- | --- |"]
+    for c in checks:
+        lines.append(f"| `{c.id}` | {c.status.value} | {c.reason.replace('|', '/')} |")
+    findings = list(findings)
+    if findings:
+        lines += ["", "## Findings", ""]
+        for f in findings:
+            lines.append(f"### {f.severity.value}: {f.title} (`{f.id}`)")
+            lines += ["", f.message, ""]
+            for fix in f.fixes:
+                lines.append(f"- fix ({fix.kind}): {fix.summary}")
+                lines += [f"  - `{c}`" for c in fix.commands]
+            lines.append("")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,60 @@
+"""The meta-test that keeps the catalogue honest."""
+
+import os
+
+import pytest
+
+from gpudoctor.checks import CHECKS, CHECKS_BY_ID
+from gpudoctor.knowledge import load_catalogue, load_tables
+
+from rule_cases import FIXTURES, load_cases
+
+CATALOGUE = load_catalogue()
+DESIGN_IDS = """no-nvidia-driver no-gpu-visible driver-library-mismatch driver-too-old cuda-compat-lib-mismatch
+libcuda-not-in-linker-cache libcuda-unversioned-missing libcuda-stub-at-runtime c-compiler-missing
+nvcc-host-compiler-unsupported cuda-home-missing cuda-version-mismatch torch-arch-unsupported bf16-unsupported
+flash-attn-arch-unsupported flash-attn-head-dim-unsupported triton-arch-unsupported torch-cpu-only triton-missing
+triton-version-mismatch flash-attn-abi-mismatch bitsandbytes-cuda-setup duplicate-distributions
+triton-cache-unwritable shm-too-small cuda-oom nccl-failure ld-library-path-insecure unsloth-layers-not-patched
+transformers-removed-kwarg trl-sfttrainer-api-change triton-jit-failed kernel-numerics-mismatch
+training-pass-diverged""".split()
+
+
+def test_catalogue_holds_every_design_rule():
+    assert sorted(set(DESIGN_IDS) - set(CATALOGUE)) == []
+
+
+@pytest.mark.parametrize("rule_id", sorted(CATALOGUE))
+def test_rule_is_documented(rule_id):
+    rule = CATALOGUE[rule_id]
+    assert rule.title and rule.what and rule.why and rule.fix, rule_id
+    assert isinstance(rule.references, tuple)
+    assert rule_id == rule_id.lower() and " " not in rule_id and "_" not in rule_id
+
+
+@pytest.mark.parametrize("rule_id", sorted(r for r in CATALOGUE if "static" in CATALOGUE[r].detected_by))
+def test_static_rule_has_a_check_and_pass_and_fail_fixtures(rule_id):
+    assert rule_id in CHECKS_BY_ID, f"{rule_id} is detected_by static but has no check"
+    cases = [c for c in load_cases() if c.rule_id == rule_id]
+    assert any(c.expect == "fail" for c in cases), f"fixtures/rules/{rule_id}/fail/ is missing"
+    assert any(c.expect == "pass" for c in cases), f"fixtures/rules/{rule_id}/pass/ is missing"
+
+
+def test_every_check_decides_a_catalogue_rule():
+    assert [c.id for c in CHECKS if c.id not in CATALOGUE] == []
+    assert all("static" in CATALOGUE[c.id].detected_by for c in CHECKS)
+
+
+def test_fixture_cases_name_real_snapshots_and_derived_ones_say_why():
+    for case in load_cases():
+        assert os.path.exists(os.path.join(FIXTURES, case.spec["snapshot"], "snapshot.json")), case.path
+        if case.spec.get("patch"):
+            assert case.spec.get("derived"), f"{case.path}: a patched case must say why and where its values come from"
+
+
+def test_tables_cite_their_sources():
+    text = open(os.path.join(os.path.dirname(__import__("gpudoctor").__file__), "rules", "tables.toml")).read()
+    for table in load_tables():
+        head = text.index(f"[{table}") if f"[{table}" in text else text.index(f"[[{table}")
+        preceding = text[:head].rsplit("\n\n", 1)[-1]
+        assert "Source" in preceding or "source" in preceding, f"table {table} does not cite its source"

@@ -1,0 +1,109 @@
+"""LiveHost copes with a broken machine: hung commands, missing files, bad bytes, no permission."""
+
+import os
+import stat
+import time
+
+import pytest
+
+from gpudoctor.host import LiveHost
+
+
+def test_hung_command_is_killed_within_its_timeout():
+    host = LiveHost()
+    start = time.monotonic()
+    result = host.run(("sh", "-c", "sleep 30"), timeout=0.3)
+    assert result.timed_out and not result.ok
+    assert time.monotonic() - start < 5
+    assert "timed out" in result.why_not()
+
+
+def test_hung_grandchild_is_killed_too():
+    host = LiveHost()
+    start = time.monotonic()
+    result = host.run(("sh", "-c", "sleep 30 & sleep 30; wait"), timeout=0.3)
+    assert result.timed_out
+    assert time.monotonic() - start < 5
+
+
+def test_missing_command_is_an_answer_not_an_exception():
+    result = LiveHost().run(("gpudoctor-no-such-command-xyz",))
+    assert result.error == "not-found" and not result.ok
+    assert "not found" in result.why_not()
+
+
+def test_non_utf8_output_is_decoded_with_replacement():
+    result = LiveHost().run(("printf", r"ok \377\376 bytes"))
+    assert result.ok and "ok" in result.stdout and "\ufffd" in result.stdout
+
+
+def test_reads_missing_unreadable_and_binary_files(tmp_path):
+    host = LiveHost()
+    assert host.read_text(str(tmp_path / "missing")).error == "missing"
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"NVRM \xff\xfe version")
+    assert host.read_text(str(binary)).text.startswith("NVRM \ufffd")
+    if os.geteuid() != 0:  # root reads everything
+        secret = tmp_path / "secret"
+        secret.write_text("x")
+        secret.chmod(0)
+        assert host.read_text(str(secret)).error == "permission"
+
+
+def test_stat_reports_symlinks_and_dangling_links(tmp_path):
+    host = LiveHost()
+    (tmp_path / "real").write_text("x")
+    (tmp_path / "link").symlink_to("real")
+    (tmp_path / "dangling").symlink_to("nowhere")
+    link = host.stat(str(tmp_path / "link"))
+    assert link.exists and link.is_symlink and link.link_target == "real"
+    dangling = host.stat(str(tmp_path / "dangling"))
+    assert not dangling.exists and dangling.is_symlink
+
+
+def test_world_writable_and_sticky_bits(tmp_path):
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    info = LiveHost().stat(str(open_dir))
+    assert info.world_writable and not info.sticky
+    open_dir.chmod(0o777 | stat.S_ISVTX)
+    assert LiveHost().stat(str(open_dir)).sticky
+
+
+def test_which_and_glob_use_the_hosts_path(tmp_path):
+    tool = tmp_path / "bin" / "gcc-12"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    host = LiveHost({"PATH": str(tool.parent)})
+    assert host.which("gcc-12") == str(tool)
+    assert host.which("gcc-99") is None
+    assert host.glob(str(tmp_path / "bin" / "gcc-*")) == [str(tool)]
+
+
+@pytest.mark.skipif(not __import__("shutil").which("gcc"), reason="needs gcc")
+def test_link_test_fails_without_unversioned_libcuda_and_passes_with_it(tmp_path):
+    """The real link test with Triton's -lcuda flag, against a stand-in libcuda.so.1 built here."""
+    import subprocess
+
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    src = tmp_path / "libcuda.c"
+    src.write_text("int cuInit(unsigned int f) { return (int)f; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(driver / "libcuda.so.1"), str(src)], check=True)
+    host = LiveHost({"PATH": os.environ["PATH"]})
+    before = host.link_test("gcc", (str(driver),), "-lcuda", "")
+    assert not before.ok and before.error is None
+    assert "cannot find -lcuda" in before.output
+    assert host.link_test("gcc", (str(driver),), "-l:libcuda.so.1", "").ok
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "libcuda.so").symlink_to(driver / "libcuda.so.1")
+    assert host.link_test("gcc", (str(driver),), "-lcuda", str(stub)).ok
+
+
+def test_nvml_without_a_driver_is_an_answer():
+    info = LiveHost().nvml()
+    if not info.ok:
+        assert info.error_kind in ("library-not-found", "driver-not-loaded", "mismatch", "no-permission", "timeout", "other")
