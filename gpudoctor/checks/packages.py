@@ -9,6 +9,7 @@ from packaging.version import Version
 
 from ..knowledge import load_tables
 from ..model import Fix, Severity
+from ..probes.packages import WATCHED
 from .base import Skip, finding
 
 _BNB_LIB = re.compile(r"libbitsandbytes_cuda(\d+)(?:_nocublaslt)?\.so$")
@@ -132,12 +133,21 @@ def check_bitsandbytes_cuda_setup(packages, driver, env):
 def check_duplicate_distributions(packages):
     if not packages.recorded:
         raise Skip("the installed distributions could not be listed")
-    findings = []
-    for name, copies in packages.duplicates():
-        findings.append(finding(
-            "duplicate-distributions",
-            f"{name} is installed {len(copies)} times: " + "; ".join(f"{c.name} {c.version} in {c.location}" for c in copies),
-            {"name": name, "copies": [{"name": c.name, "version": c.version, "location": c.location} for c in copies]},
-            [Fix("manual", f"pip uninstall {copies[0].name} until none is left, then install one copy.")],
-        ))
-    return findings
+    duplicates = packages.duplicates()
+    if not duplicates:
+        return []
+    # Import-relevant packages first: a second torch or triton matters more than a second pip.
+    watched = [d for d in duplicates if d[0] in WATCHED or d[0] == "triton+pytorch-triton"]
+    ordered = watched + [d for d in duplicates if d not in watched]
+    described = "; ".join(f"{name}: " + ", ".join(f"{c.version} in {c.location}" for c in copies)
+                          for name, copies in ordered[:6])
+    more = f" (and {len(ordered) - 6} more)" if len(ordered) > 6 else ""
+    first = ordered[0][1][0].name
+    return [finding(
+        "duplicate-distributions",
+        f"{len(ordered)} package(s) installed more than once — {described}{more}. Which copy Python imports depends on sys.path order.",
+        {"duplicates": {name: [{"name": c.name, "version": c.version, "location": c.location} for c in copies]
+                        for name, copies in ordered}},
+        [Fix("manual", f"pip uninstall {first} until none is left, then install one copy (likewise for the others); "
+                       "check PYTHONPATH and user site-packages (~/.local/lib).")],
+    )]

@@ -177,13 +177,14 @@ class LiveHost(HostHelpers):
         from importlib import metadata
 
         found: list[Distribution] = []
+        cwd = os.path.realpath(os.getcwd())
         for dist in metadata.distributions():
             try:
                 name = dist.metadata["Name"]
                 if not name:
                     continue
                 location = str(dist.locate_file(""))
-                if not location.startswith("/"):
+                if not location.startswith("/") or os.path.realpath(location) == cwd:
                     # '' on sys.path (the current directory, e.g. a checkout's .egg-info) is
                     # an artifact of where gpudoctor runs, not an installed copy.
                     continue
