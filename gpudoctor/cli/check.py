@@ -52,7 +52,9 @@ def parse_requirements(items: list[str]) -> dict:
                     try:
                         requirements.setdefault("head_dim", []).append(int(value))
                     except ValueError:
-                        raise SystemExit(f"gpudoctor: error: head_dim must be an integer, got {value!r}") from None
+                        from .main import UsageError
+
+                        raise UsageError(f"head_dim must be an integer, got {value!r}") from None
                 else:
                     requirements[key] = value
             else:

@@ -13,9 +13,14 @@ COMMANDS = {
     "check": "gpudoctor.cli.check",
     "rules": "gpudoctor.cli.rules",
     "snapshot": "gpudoctor.cli.snapshot",
+    "explain": "gpudoctor.cli.explain",
 }
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported as one line, exit 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    except UsageError as exc:
+        sys.stderr.write(f"gpudoctor: error: {exc}\n")
+        return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 - gpudoctor's own failure: one line, exit 2
         if getattr(args, "debug", False):
             raise

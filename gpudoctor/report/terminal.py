@@ -42,6 +42,8 @@ def print_findings(console: Console, findings: Iterable[Finding], verbose: bool 
             console.print(f"      [cyan]fix[/] [dim]({fix.kind})[/] {escape(fix.summary)}", highlight=False)
             for command in fix.commands:
                 console.print(f"        $ {escape(command)}", highlight=False)
+            if fix.actions and not fix.commands and fix.kind == "user":
+                console.print(f"        $ gpudoctor fix --only {f.id}   [dim]# no root; review first with --dry-run[/]", highlight=False)
         if verbose and f.evidence:
             for key, value in f.evidence.items():
                 console.print(f"      [dim]{escape(str(key))}: {escape(str(value))}[/]", highlight=False)
