@@ -24,10 +24,10 @@ class Report:
 def run_checks(facts: Facts, only: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> list[CheckResult]:
     only_set = set(only or ())
     skip_set = set(skip or ())
+    selected = [c for c in CHECKS if not (only_set and c.id not in only_set) and c.id not in skip_set]
+    facts.prefetch(name for check in selected for name in check.needs)
     results = []
-    for check in CHECKS:
-        if (only_set and check.id not in only_set) or check.id in skip_set:
-            continue
+    for check in selected:
         start = time.perf_counter()
         try:
             kwargs = {name: facts.get(name) for name in check.needs}

@@ -55,7 +55,7 @@ def check_triton_missing(packages):
     severity = Severity.ERROR if packages.get("unsloth") else None
     return [finding(
         "triton-missing",
-        f"torch {packages.version('torch')} (CUDA) is installed without Triton: torch.compile and Unsloth need it.",
+        f"torch {packages.version('torch')} (CUDA) is installed without Triton ({spec} expected): torch.compile and Unsloth need it.",
         {"torch": str(packages.version("torch")), "expected": spec},
         [Fix("manual", f"pip install \"{spec}\"", commands=(f"pip install \"{spec}\"",))],
         severity=severity,

@@ -33,12 +33,11 @@ def _host_compiler_for_nvcc(toolchain):
         value = toolchain.compiler_env.get(name)
         if value:
             for compiler in toolchain.compilers:
-                if compiler.via == name:
+                if compiler.via == name or compiler.path == value:
                     return compiler, name
             return None, name
-    for compiler in toolchain.compilers:
-        if compiler.via == "PATH:gcc":
-            return compiler, "gcc on PATH"
+    if toolchain.default_gcc:
+        return toolchain.compiler_at(toolchain.default_gcc), "gcc on PATH"
     return None, None
 
 
@@ -87,14 +86,12 @@ def check_nvcc_host_compiler_unsupported(toolchain, system):
     if major <= limit:
         return []
     compatible = sorted(
-        (c for c in toolchain.compilers if c.family == family and c.version and c.version[0] <= limit
-         and posixpath.basename(c.path).startswith(("gcc-", "clang-"))),
+        (c for c in toolchain.compilers if c.family == family and c.version and c.version[0] <= limit and c.cxx),
         key=lambda c: c.version, reverse=True,
     )
     fixes = []
     if compatible and family == "gcc":
-        cc = compatible[0].path
-        cxx = posixpath.join(posixpath.dirname(cc), posixpath.basename(cc).replace("gcc", "g++"))
+        cc, cxx = compatible[0].path, compatible[0].cxx
         fixes.append(Fix(
             "user", f"Use the installed {posixpath.basename(cc)} for CUDA builds (no root).",
             actions=(SetEnv("CC", cc), SetEnv("CXX", cxx), SetEnv("CUDAHOSTCXX", cxx), SetEnv("NVCC_CCBIN", cxx)),

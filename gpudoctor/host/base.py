@@ -21,7 +21,7 @@ DEFAULT_TIMEOUT_S = 5.0
 class FileRead:
     """A file's text (decoded as UTF-8 with replacement) or why it could not be read."""
 
-    text: str | None
+    text: str | None = None
     error: str | None = None  # "missing" | "permission" | "<errno text>"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -32,6 +33,8 @@ NVML_TIMEOUT_S = 5.0
 # Native libraries whose presence inside a distribution we report (bitsandbytes' CUDA builds,
 # flash-attn's extension); listing every file of every distribution would be slow.
 _INTERESTING_FILE_PREFIXES = ("bitsandbytes/libbitsandbytes", "flash_attn_2_cuda", "flash_attn_3")
+_DETAILED = ("torch", "bitsandbytes", "flash-attn", "flash-attn-3")
+_DIST_INFO = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._]*?)-(\d[^-]*)\.dist-info$")
 
 
 def _decode(data: bytes) -> str:
@@ -174,13 +177,19 @@ class LiveHost(HostHelpers):
 
     # -- Python packages -----------------------------------------------------------------
     def distributions(self) -> list[Distribution]:
+        """Every installed distribution on sys.path. Name and version come from the
+        ``name-version.dist-info`` folder name when it has one, because parsing ~200 METADATA
+        files costs more than the rest of ``gpudoctor check``; METADATA is read only for the few
+        distributions whose requirements or files a check needs."""
         from importlib import metadata
 
         found: list[Distribution] = []
         cwd = os.path.realpath(os.getcwd())
         for dist in metadata.distributions():
             try:
-                name = dist.metadata["Name"]
+                folder = os.path.basename(str(getattr(dist, "_path", "")))
+                match = _DIST_INFO.match(folder)
+                name, version = (match.group(1), match.group(2)) if match else (dist.metadata["Name"], dist.version)
                 if not name:
                     continue
                 location = str(dist.locate_file(""))
@@ -188,17 +197,17 @@ class LiveHost(HostHelpers):
                     # '' on sys.path (the current directory, e.g. a checkout's .egg-info) is
                     # an artifact of where gpudoctor runs, not an installed copy.
                     continue
-                files = tuple(
-                    str(f) for f in (dist.files or ()) if str(f).startswith(_INTERESTING_FILE_PREFIXES)
-                ) if name.lower().replace("_", "-") in ("bitsandbytes", "flash-attn", "flash-attn-3") else ()
+                key = name.lower().replace("_", "-")
+                needs_details = key in _DETAILED
                 found.append(
                     Distribution(
-                        name=name,
-                        version=dist.version or "",
+                        name=dist.metadata["Name"] if needs_details else name,
+                        version=version or "",
                         location=location,
-                        requires=tuple(dist.requires or ()) if name.lower() in ("torch",) else (),
-                        files=files,
-                        direct_url=dist.read_text("direct_url.json"),
+                        requires=tuple(dist.requires or ()) if key == "torch" else (),
+                        files=tuple(str(f) for f in (dist.files or ()) if str(f).startswith(_INTERESTING_FILE_PREFIXES))
+                        if needs_details and key != "torch" else (),  # torch's RECORD is huge
+                        direct_url=dist.read_text("direct_url.json") if needs_details else None,
                     )
                 )
             except Exception:  # noqa: BLE001 - one broken dist-info must not hide the others

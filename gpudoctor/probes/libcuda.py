@@ -101,7 +101,7 @@ def probe_libcuda(host, toolkit_roots: tuple[str, ...] = ()) -> LibcudaFacts:
         if entry is not None:
             dirs.append(entry)
 
-    triton_dirs, triton_error = _triton_libcuda_dirs(host, triton_env, ldconfig.ok, ldconfig_paths, ld_library_path)
+    triton_dirs, triton_error = _triton_libcuda_dirs(host, triton_env, ldconfig, ldconfig_paths, ld_library_path)
     return LibcudaFacts(
         ldconfig_ok=ldconfig.ok,
         ldconfig_error=None if ldconfig.ok else ldconfig.why_not(),
@@ -140,13 +140,13 @@ def _probe_dir(host, path: str, sources: tuple[str, ...]) -> LibcudaDir | None:
     )
 
 
-def _triton_libcuda_dirs(host, env_path, ldconfig_ok, ldconfig_paths, ld_library_path):
+def _triton_libcuda_dirs(host, env_path, ldconfig, ldconfig_paths, ld_library_path):
     """Triton's third_party/nvidia/backend/driver.py::libcuda_dirs(), replayed on this host."""
     if env_path:
         return (env_path,), None
-    if not ldconfig_ok:
+    if not ldconfig.ok:
         # Triton calls subprocess.check_output(["/sbin/ldconfig", "-p"]) unguarded.
-        return (), f"{LDCONFIG} -p failed, which Triton does not survive"
+        return (), f"{ldconfig.why_not()}, which Triton does not survive"
     dirs = [posixpath.dirname(p) for p in ldconfig_paths]
     if not dirs and ld_library_path:
         dirs = [d for d in ld_library_path if d and host.stat(posixpath.join(d, "libcuda.so.1")).exists]

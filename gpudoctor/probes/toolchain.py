@@ -28,6 +28,7 @@ class Compiler:
     family: str  # gcc | clang
     version: tuple[int, ...] | None
     via: str  # CC, CXX, PATH:gcc, PATH:gcc-12, ...
+    cxx: str | None = None  # the matching C++ driver beside a gcc-N / clang-N (g++-N, clang++-N)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class ToolchainFacts:
     triton_cc_exists: bool = False
     cpp_extension_toolkit: str | None = None  # root torch.utils.cpp_extension would pick
     cpp_extension_via: str | None = None
+    default_gcc: str | None = None  # `gcc` on PATH: nvcc's host compiler unless -ccbin says otherwise
 
     def active_toolkit(self) -> CudaToolkit | None:
         """The toolkit builds would use: the one torch's cpp_extension resolves, else the first."""
@@ -72,6 +74,7 @@ def probe_toolchain(host) -> ToolchainFacts:
         triton_cc_exists=cc_path is not None,
         cpp_extension_toolkit=cpp_root,
         cpp_extension_via=cpp_via,
+        default_gcc=host.which("gcc"),
     )
 
 
@@ -106,8 +109,17 @@ def _probe_compilers(host) -> list[Compiler]:
         else:
             result = host.run((path, "-dumpfullversion", "-dumpversion"))
         version = compiler_version(family, result.stdout) if result.ok else None
-        compilers.append(Compiler(path, family, version, via))
+        compilers.append(Compiler(path, family, version, via, _cxx_partner(host, path)))
     return compilers
+
+
+def _cxx_partner(host, path: str) -> str | None:
+    directory, name = posixpath.split(path)
+    match = _VERSIONED_COMPILER.match(name)
+    if not match or match.group(1) not in ("gcc", "clang"):
+        return None
+    partner = f"{'g++' if match.group(1) == 'gcc' else 'clang++'}-{match.group(2)}"
+    return posixpath.join(directory, partner) if partner in (host.listdir(directory) or []) else None
 
 
 def _probe_toolkits(host) -> tuple[list[CudaToolkit], str | None]:
