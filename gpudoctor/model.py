@@ -161,5 +161,7 @@ class CheckResult:
 
 
 def sort_findings(findings: list[Finding] | tuple[Finding, ...]) -> list[Finding]:
-    """Most severe first; stable within a severity (so explain's cause-first order survives)."""
-    return sorted(findings, key=lambda f: -f.severity.rank)
+    """Root causes before consequences (a log's generic CalledProcessError after the
+    `cannot find -lcuda` that caused it), then most severe first; stable otherwise, so the log
+    matcher's cause-first order survives."""
+    return sorted(findings, key=lambda f: (bool(f.evidence.get("consequence")), -f.severity.rank))

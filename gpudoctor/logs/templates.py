@@ -1,0 +1,82 @@
+"""Fill message and fix templates with the values a signature captured.
+
+Templates use ``str.format`` fields (``{gcc_limit}``); a value that no line captured renders
+as ``?`` rather than raising, because a log may show only part of a multi-line message.
+Derived values (``derive = { name = "function:capture" }``) are computed by the small, named
+functions below so the TOML stays data.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Callable, Mapping
+
+
+class _Values(dict):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+_FORMATTER = string.Formatter()
+
+
+def fill(template: str, values: Mapping[str, str]) -> str:
+    try:
+        return _FORMATTER.vformat(template, (), _Values(values))
+    except (ValueError, IndexError, AttributeError):  # a malformed template must not crash explain
+        return template
+
+
+def _cuda_version(values: Mapping[str, str], arg: str) -> str:
+    # CUDA encodes versions as 1000 * major + 10 * minor: 11040 is 11.4.
+    raw = values.get(arg, "")
+    if not raw.isdigit():
+        return "?"
+    number = int(raw)
+    return f"{number // 1000}.{(number % 1000) // 10}"
+
+
+def _suffix_nvml(values: Mapping[str, str], arg: str) -> str:
+    return f" (the libraries on disk are {values[arg]})" if values.get(arg) else ""
+
+
+def _prefix_comma(values: Mapping[str, str], arg: str) -> str:
+    return f", {values[arg]}" if values.get(arg) else ""
+
+
+def _suffix_nccl(values: Mapping[str, str], arg: str) -> str:
+    return f" in NCCL {values[arg]}" if values.get(arg) else ""
+
+
+def _prefix_supports(values: Mapping[str, str], arg: str) -> str:
+    return f"; it supports {values[arg].strip()}" if values.get(arg) else ""
+
+
+def _default_training_args(values: Mapping[str, str], arg: str) -> str:
+    return values.get(arg) or "TrainingArguments"
+
+
+def _oom_detail(values: Mapping[str, str], arg: str) -> str:
+    if not values.get(arg):
+        return ""
+    gpu = values.get("gpu_index", "?")
+    free = values.get("free")
+    return f" (GPU {gpu}: {values[arg]} in total" + (f", {free} free)" if free else ")")
+
+
+DERIVERS: dict[str, Callable[[Mapping[str, str], str], str]] = {
+    "cuda_version": _cuda_version,
+    "suffix_nvml": _suffix_nvml,
+    "prefix_comma": _prefix_comma,
+    "suffix_nccl": _suffix_nccl,
+    "prefix_supports": _prefix_supports,
+    "default_training_args": _default_training_args,
+    "oom_detail": _oom_detail,
+}
+
+
+def derive(values: dict[str, str], specs: Mapping[str, str]) -> None:
+    """Add derived values in place; ``specs`` maps name -> "function:capture"."""
+    for name, spec in specs.items():
+        function, _, arg = spec.partition(":")
+        values[name] = DERIVERS[function](values, arg)

@@ -1,0 +1,144 @@
+"""Input edge cases: ANSI colours, '\\r' progress bars, CRLF, non-UTF-8 bytes, gzip, stdin,
+UTF-16, a 100 MB line, and constant memory while streaming."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+import tracemalloc
+
+import pytest
+
+from gpudoctor.logs import LogInputError, diagnose_lines, diagnose_paths
+from gpudoctor.logs.matcher import MAX_PENDING
+
+LCUDA = "/usr/bin/ld: cannot find -lcuda: No such file or directory"
+GCC = "#error -- unsupported GNU version! gcc versions later than 12 are not supported!"
+
+
+def ids(findings):
+    return [f.id for f in findings]
+
+
+def write(tmp_path, name: str, data: bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return str(path)
+
+
+def test_ansi_colour_codes_are_stripped_before_matching(tmp_path):
+    line = "\x1b[1;31mERROR\x1b[0m \x1b[33m#error -- unsupported GNU version! gcc versions later than \x1b[1m12\x1b[0m are not supported!\x1b[0m\n"
+    [finding] = diagnose_paths([write(tmp_path, "a.log", line.encode())])
+    assert finding.id == "nvcc-host-compiler-unsupported"
+    assert finding.evidence["values"]["gcc_limit"] == "12"
+    assert "\x1b" not in finding.evidence["line"]
+
+
+def test_carriage_return_progress_bars_split_lines(tmp_path):
+    bar = "".join(f"\r{i:3d}%|{'█' * (i // 10):<10}| {i}/100 [00:0{i % 10}<00:10]" for i in range(100))
+    data = (bar + "\r" + LCUDA + "\r" + bar + "\n").encode()
+    [finding] = diagnose_paths([write(tmp_path, "tqdm.log", data)])
+    assert finding.id == "libcuda-unversioned-missing"
+    assert finding.evidence["line"] == LCUDA  # not the whole redrawn bar
+
+
+def test_crlf_line_endings(tmp_path):
+    data = ("step 1\r\n" + GCC + "\r\n" + "step 2\r\n").encode()
+    [finding] = diagnose_paths([write(tmp_path, "win.log", data)])
+    assert finding.evidence["line_number"] == 2
+    assert finding.evidence["values"]["gcc_limit"] == "12"
+
+
+def test_non_utf8_bytes_are_replaced_not_fatal(tmp_path):
+    data = b"\xff\xfe\x80 garbage \xc3\x28\n" + b"caf\xe9 " + LCUDA.encode() + b"\n" + b"\x00\x01\x02\n"
+    assert ids(diagnose_paths([write(tmp_path, "latin1.log", data)])) == ["libcuda-unversioned-missing"]
+
+
+def test_gzip_by_content_and_by_name(tmp_path):
+    payload = ("warming up\n" + LCUDA + "\n").encode()
+    gz = gzip.compress(payload)
+    assert ids(diagnose_paths([write(tmp_path, "run.log.gz", gz)])) == ["libcuda-unversioned-missing"]
+    assert ids(diagnose_paths([write(tmp_path, "no-suffix.log", gz)])) == ["libcuda-unversioned-missing"]
+
+
+def test_truncated_gzip_is_a_one_line_error(tmp_path):
+    gz = gzip.compress(("x" * 100000 + LCUDA).encode())[:-8]  # lose the trailer
+    with pytest.raises(LogInputError) as exc:
+        diagnose_paths([write(tmp_path, "cut.log.gz", gz)])
+    assert "\n" not in str(exc.value) and "cut.log.gz" in str(exc.value)
+
+
+def test_utf16_powershell_redirect(tmp_path):
+    data = ("\ufeffEpoch 1\r\n" + LCUDA + "\r\n").encode("utf-16-le")
+    assert ids(diagnose_paths([write(tmp_path, "ps.log", data)])) == ["libcuda-unversioned-missing"]
+
+
+def test_stdin_dash(monkeypatch):
+    fake = io.TextIOWrapper(io.BytesIO(("hello\n" + GCC + "\n").encode()))
+    monkeypatch.setattr(sys, "stdin", fake)
+    [finding] = diagnose_paths(["-"])
+    assert finding.id == "nvcc-host-compiler-unsupported"
+    assert finding.evidence["log"] == "<stdin>"
+
+
+def test_unreadable_inputs_raise_one_line_errors(tmp_path):
+    for path, reason in ((str(tmp_path / "missing.log"), "no such file"), (str(tmp_path), "is a directory")):
+        with pytest.raises(LogInputError) as exc:
+            diagnose_paths([path])
+        assert reason in str(exc.value)
+
+
+def test_diagnose_lines_with_and_without_newlines():
+    assert ids(diagnose_lines(["a", LCUDA, "b"])) == ["libcuda-unversioned-missing"]
+    assert ids(diagnose_lines(["a\n", LCUDA + "\n"])) == ["libcuda-unversioned-missing"]
+    assert diagnose_lines([]) == []
+
+
+def test_100_mb_line_in_bounded_memory(tmp_path):
+    """A 100 MB line with no newline (a runaway progress bar) with failures in the middle and at
+    the end: both are found, and memory stays far below the line's size."""
+    path = tmp_path / "huge.log"
+    piece = b"\r 42%|####      | 4200/10000 [01:02<01:30, 3.3it/s]" * 2000  # ~100 KB, no newline
+    with open(path, "wb") as f:
+        for i in range(1000):
+            f.write(piece)
+            if i == 500:
+                f.write(GCC.encode())
+        f.write(b" " + LCUDA.encode())
+    assert path.stat().st_size > 100_000_000
+    tracemalloc.start()
+    found = ids(diagnose_paths([str(path)]))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert sorted(found) == ["libcuda-unversioned-missing", "nvcc-host-compiler-unsupported"]
+    assert peak < 16 * MAX_PENDING, f"peak {peak / 1e6:.1f} MB"
+
+
+@pytest.mark.parametrize("offset", [0, 1, 17, 4095, 4096, 8191, 8192, 9000])
+def test_a_match_straddling_long_line_pieces_is_found_once(offset):
+    from gpudoctor.logs import default_matcher
+
+    scanner = default_matcher().scanner()
+    before = b"x" * (MAX_PENDING + offset)
+    data = before + LCUDA.encode() + b"y" * (MAX_PENDING // 2)
+    for i in range(0, len(data), 65536):  # fed in chunks, as the reader does
+        scanner.feed(data[i : i + 65536])
+    scanner.close()
+    assert scanner.hits["ld-cannot-find-lcuda"].count == 1
+
+
+def test_memory_is_flat_as_the_stream_grows():
+    from gpudoctor.logs import default_matcher
+
+    line = b"{'loss': 1.2345, 'grad_norm': 0.5, 'learning_rate': 2e-05, 'epoch': 0.5}\n" * 14000  # ~1 MB
+    scanner = default_matcher().scanner()
+    tracemalloc.start()
+    for _ in range(5):
+        scanner.feed(line)
+    small = tracemalloc.get_traced_memory()[1]
+    for _ in range(45):
+        scanner.feed(line)
+    large = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert large <= small * 1.2 + 65536
