@@ -58,3 +58,40 @@ def test_tables_cite_their_sources():
         head = text.index(f"[{table}") if f"[{table}" in text else text.index(f"[[{table}")
         preceding = text[:head].rsplit("\n\n", 1)[-1]
         assert "Source" in preceding or "source" in preceding, f"table {table} does not cite its source"
+
+
+def _signature_rule_ids():
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    path = os.path.join(os.path.dirname(__import__("gpudoctor").__file__), "rules", "signatures.toml")
+    with open(path, "rb") as handle:
+        return {s["rule"] for s in tomllib.load(handle)["signature"]}
+
+
+@pytest.mark.parametrize("rule_id", sorted(r for r in CATALOGUE if "log" in CATALOGUE[r].detected_by))
+def test_log_rule_has_a_signature_and_real_logs(rule_id):
+    assert rule_id in _signature_rule_ids(), f"{rule_id} is detected_by log but has no signature"
+    folder = os.path.join(FIXTURES, "logs", rule_id)
+    logs = [f for f in os.listdir(folder) if not f.endswith(".source")] if os.path.isdir(folder) else []
+    assert logs, f"fixtures/logs/{rule_id}/ has no log"
+    assert all(os.path.exists(os.path.join(folder, os.path.splitext(f)[0] + ".source")) for f in logs)
+
+
+def test_every_signature_names_a_catalogue_rule():
+    assert sorted(_signature_rule_ids() - set(CATALOGUE)) == []
+
+
+@pytest.mark.parametrize("rule_id", sorted(r for r in CATALOGUE if CATALOGUE[r].detected_by == ("train",)))
+def test_training_pass_rule_is_produced_by_the_training_pass(rule_id):
+    import importlib.util
+
+    if importlib.util.find_spec("gpudoctor.train") is None:
+        pytest.skip("the training pass (gpudoctor/train, issue 6) is not built yet")
+    import pathlib
+
+    source = "".join(p.read_text() for p in pathlib.Path(os.path.dirname(__import__("gpudoctor").__file__), "train").rglob("*.py"))
+    assert f'"{rule_id}"' in source, f"nothing in gpudoctor/train produces {rule_id}"
