@@ -4,6 +4,7 @@ directories Triton would pass? This decides libcuda-unversioned-missing by doing
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -23,6 +24,24 @@ class LinkFacts:
     skip_reason: str | None
 
 
+_LIBRARIES_LINE = re.compile(r"^libraries\s*=\s*\[([^\]\n]*)\]", re.MULTILINE)
+
+
+def link_flag_from_driver_source(text: str) -> str | None:
+    """Triton's nvidia backend declares what it links: ``libraries = ['cuda']`` (-> ``-lcuda``)
+    before PR #8668, ``libraries = ['libcuda.so.1']`` (-> ``-l:libcuda.so.1``) after it. Reading
+    the installed file beats any version table: it is what this Triton will actually run."""
+    match = _LIBRARIES_LINE.search(text)
+    if not match:
+        return None
+    names = [n.strip().strip("'\"") for n in match.group(1).split(",") if n.strip()]
+    if "libcuda.so.1" in names:
+        return "-l:libcuda.so.1"
+    if "cuda" in names:
+        return "-lcuda"
+    return None
+
+
 def triton_link_flag(triton_version: Version) -> str:
     """How this Triton links its launcher against libcuda (tables.toml: triton_libcuda_link)."""
     flag = "-lcuda"
@@ -38,7 +57,8 @@ def probe_link(host, packages, toolchain, libcuda) -> LinkFacts:
     version = packages.triton_version
     if triton is None or version is None:
         return LinkFacts(None, None, None, (), None, "Triton is not installed")
-    flag = triton_link_flag(version)
+    driver_source = host.read_text(posixpath.join(triton.location, "triton", "backends", "nvidia", "driver.py"))
+    flag = (link_flag_from_driver_source(driver_source.text) if driver_source.text else None) or triton_link_flag(version)
     if libcuda.triton_dirs_error:
         return LinkFacts(str(version), flag, toolchain.triton_cc, (), None,
                          f"Triton cannot locate libcuda at all ({libcuda.triton_dirs_error})")
