@@ -1,0 +1,222 @@
+"""Benchmark gpudoctor's fused NF4 dequantization against bitsandbytes (issue 4).
+
+For each shape: median time of (a) gpudoctor.kernels.nf4.dequantize_nf4 (one Triton launch),
+(b) bitsandbytes.functional.dequantize_4bit, (c) an Unsloth-style path (Unsloth's
+fast_dequantize: bitsandbytes' C functions called directly through ctypes into preallocated
+buffers: cdequantize_blockwise_fp32 for the nested absmax, `+= offset`, then
+cdequantize_blockwise_{bf16,fp16}_nf4). All three are timed the same way, with
+triton.testing.do_bench (CUDA events, L2 flushed before every call, median). Bandwidth counts
+2.516 bytes per element (0.5 packed + 1/64 absmax code + 2 output); the device's copy bandwidth is
+measured in the same run (a large device-to-device copy, bytes read + written).
+
+Usage: python bench/nf4.py --out results.json [--sweep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import platform
+import subprocess
+import sys
+
+import torch
+import triton
+import triton.language as tl
+import triton.testing
+
+from gpudoctor.kernels import nf4
+
+SHAPES = [(2048, 8192), (1024, 4096), (4096, 14336), (4096, 4096), (14336, 4096)]
+BYTES_PER_ELEMENT = 0.5 + 1 / 64 + 2  # = 2.515625, the issue's 2.516
+# Launch variants timed with --sweep (private knobs of dequantize_nf4), the shipped default first.
+SWEEP = [
+    {},
+    {"_elements_per_program": 1024, "_num_warps": 4},
+    {"_elements_per_program": 4096, "_num_warps": 4},
+    {"_elements_per_program": 8192, "_num_warps": 4},
+    {"_elements_per_program": 8192, "_num_warps": 8},
+    {"_elements_per_program": 16384, "_num_warps": 8},
+    {"_elements_per_program": 4096, "_num_warps": 2},
+    {"_store_cache": ".cs"},
+    {"_packed_vector_bytes": 32},
+    {"_lut_by_asm": False, "_packed_vector_bytes": 32},
+    {"_decode_in_output_layout": True},
+]
+
+
+@triton.jit
+def _store_only_kernel(out_ptr, n_elements, BLOCK: tl.constexpr):
+    # The output-write half of the dequantizer alone (same tile, same 16-byte stores): a floor.
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.full([BLOCK], 1.0, out_ptr.dtype.element_ty), mask=offsets < n_elements)
+
+
+def store_only(out: torch.Tensor):
+    n = out.numel()
+    return lambda: _store_only_kernel[(triton.cdiv(n, 2048),)](out, n, BLOCK=2048, num_warps=4)
+
+
+def median_us(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median") * 1e3
+
+
+def copy_bandwidth_tbs() -> dict:
+    n = 1 << 30  # 1 GiB each way: far larger than the 50 MB L2
+    src = torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t = median_us(lambda: dst.copy_(src))
+    return {"bytes_each_way": n, "median_us": t, "tb_per_s": 2 * n / (t * 1e-6) / 1e12}
+
+
+def environment() -> dict:
+    info = {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+    }
+    try:
+        info["driver"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as error:
+        info["driver"] = f"unknown ({error})"
+    try:
+        import bitsandbytes
+
+        info["bitsandbytes"] = bitsandbytes.__version__
+    except Exception as error:  # noqa: BLE001 - report why, carry on without it
+        info["bitsandbytes"] = f"not importable ({error!r})"
+    return info
+
+
+def unsloth_style(bnb, packed, state, out, out_absmax):
+    """Unsloth's fast_dequantize path: bitsandbytes' C entry points (names and argument order as
+    bitsandbytes 0.50 backends/cuda/ops.py declares them: code, A, absmax, out, blocksize, n,
+    stream) called directly into preallocated buffers."""
+    lib = bnb.cextension.lib
+    dequant_absmax = lib.cdequantize_blockwise_fp32
+    dequant_weight = lib.cdequantize_blockwise_bf16_nf4 if out.dtype == torch.bfloat16 else lib.cdequantize_blockwise_fp16_nf4
+    state2 = state.state2
+    pointers = [ctypes.c_void_p(t.data_ptr()) for t in (state2.code, state.absmax, state2.absmax, out_absmax, packed, out)]
+    code2_p, qabsmax_p, absmax2_p, out_absmax_p, packed_p, out_p = pointers
+    n_absmax = ctypes.c_int32(state.absmax.numel())
+    n = ctypes.c_int32(out.numel())
+    blocksize2 = ctypes.c_int32(state2.blocksize)
+    blocksize = ctypes.c_int32(state.blocksize)
+    offset = state.offset
+
+    def run():
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        dequant_absmax(code2_p, qabsmax_p, absmax2_p, out_absmax_p, blocksize2, n_absmax, stream)
+        out_absmax.add_(offset)
+        dequant_weight(None, packed_p, out_absmax_p, out_p, blocksize, n, stream)
+
+    return run
+
+
+def bench_shape(shape, bnb, copy_tbs, sweep: bool) -> dict:
+    rows, cols = shape
+    n = rows * cols
+    weight = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    if bnb is not None:
+        packed, state = bnb.functional.quantize_4bit(weight, quant_type="nf4", compress_statistics=True)
+    else:
+        packed, state = nf4.quantize_nf4(weight)
+    del weight
+    result = {"shape": list(shape), "elements": n, "bytes_moved": n * BYTES_PER_ELEMENT}
+    for dtype in (torch.bfloat16, torch.float16):
+        name = "bf16" if dtype == torch.bfloat16 else "fp16"
+        out = torch.empty(shape, device="cuda", dtype=dtype)
+        ours = median_us(lambda: nf4.dequantize_nf4(packed, state, dtype, out=out))
+        entry = {"gpudoctor_us": ours, "gpudoctor_tb_per_s": n * BYTES_PER_ELEMENT / (ours * 1e-6) / 1e12}
+        entry["fraction_of_copy"] = entry["gpudoctor_tb_per_s"] / copy_tbs
+        if bnb is not None:
+            state.dtype = dtype
+            expected = bnb.functional.dequantize_4bit(packed, state, quant_type="nf4")
+            out.fill_(float("nan"))
+            nf4.dequantize_nf4(packed, state, dtype, out=out)
+            entry["bit_exact_vs_bitsandbytes"] = bool(torch.equal(out.view(torch.int16), expected.view(torch.int16)))
+            entry["bitsandbytes_us"] = median_us(lambda: bnb.functional.dequantize_4bit(packed, state, quant_type="nf4"))
+            out_absmax = torch.empty(state.absmax.numel(), device="cuda", dtype=torch.float32)
+            reference_out = torch.empty_like(out)
+            unsloth = unsloth_style(bnb, packed, state, reference_out, out_absmax)
+            unsloth()
+            entry["unsloth_style_bit_exact_vs_bitsandbytes"] = bool(torch.equal(reference_out.view(torch.int16), expected.view(torch.int16)))
+            entry["unsloth_style_us"] = median_us(unsloth)
+            entry["speedup_vs_bitsandbytes"] = entry["bitsandbytes_us"] / ours
+            entry["speedup_vs_unsloth_style"] = entry["unsloth_style_us"] / ours
+        if sweep and dtype == torch.bfloat16:
+            entry["sweep"] = []
+            for knobs in SWEEP:
+                t = median_us(lambda: nf4.dequantize_nf4(packed, state, dtype, out=out, **knobs))
+                entry["sweep"].append({"knobs": knobs, "us": t})
+            # What writing the output alone costs: a floor for any dequantizer of this shape.
+            entry["write_only_fill_us"] = median_us(lambda: out.fill_(1.0))
+            entry["write_only_triton_us"] = median_us(store_only(out))
+        result[name] = entry
+    return result
+
+
+def markdown_table(results: list[dict], copy: dict) -> str:
+    lines = [
+        f"copy bandwidth (1 GiB d2d, read+write): {copy['tb_per_s']:.2f} TB/s",
+        "",
+        "| shape | gpudoctor bf16 (us) | TB/s | % of copy | bitsandbytes (us) | speedup | Unsloth-style (us) | speedup | gpudoctor fp16 (us) | bit-exact bf16/fp16 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in results:
+        b, h = r["bf16"], r["fp16"]
+        bnb_cells = (
+            f"{b['bitsandbytes_us']:.1f} | {b['speedup_vs_bitsandbytes']:.2f}x | "
+            f"{b['unsloth_style_us']:.1f} | {b['speedup_vs_unsloth_style']:.2f}x"
+            if "bitsandbytes_us" in b else "n/a | n/a | n/a | n/a"
+        )
+        exact = f"{b.get('bit_exact_vs_bitsandbytes', 'n/a')}/{h.get('bit_exact_vs_bitsandbytes', 'n/a')}"
+        lines.append(
+            f"| {r['shape'][0]}x{r['shape'][1]} | {b['gpudoctor_us']:.1f} | {b['gpudoctor_tb_per_s']:.2f} | "
+            f"{100 * b['fraction_of_copy']:.0f}% | {bnb_cells} | {h['gpudoctor_us']:.1f} | {exact} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="path of the JSON results file")
+    parser.add_argument("--sweep", action="store_true", help="also time other tile sizes / warp counts")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench/nf4.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    try:
+        import bitsandbytes as bnb
+        import bitsandbytes.functional  # noqa: F401
+    except Exception as error:  # noqa: BLE001
+        print(f"bitsandbytes not importable ({error!r}): timing gpudoctor alone", file=sys.stderr)
+        bnb = None
+    env = environment()
+    copy = copy_bandwidth_tbs()
+    results = [bench_shape(shape, bnb, copy["tb_per_s"], args.sweep) for shape in SHAPES]
+    report = {"environment": env, "copy_bandwidth": copy, "bytes_per_element": BYTES_PER_ELEMENT,
+              "timing": "triton.testing.do_bench median, L2 flushed before each call", "results": results}
+    with open(args.out, "w") as handle:
+        json.dump(report, handle, indent=2)
+    if args.sweep:
+        for r in results:
+            best = min(r["bf16"]["sweep"], key=lambda s: s["us"])
+            print(f"sweep {r['shape']} (write-only: torch fill_ {r['bf16']['write_only_fill_us']:.1f} us, "
+                  f"Triton stores {r['bf16']['write_only_triton_us']:.1f} us): "
+                  + ", ".join(f"{s['knobs'] or 'default'}={s['us']:.1f}" for s in r["bf16"]["sweep"]) + f"  best={best}")
+    print(json.dumps(env))
+    print(markdown_table(results, copy))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

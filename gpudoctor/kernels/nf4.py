@@ -1,0 +1,538 @@
+"""NF4 (QLoRA 4-bit NormalFloat) quantization in bitsandbytes' exact layout, and a fused
+one-launch Triton dequantization kernel.
+
+Format facts, all from bitsandbytes 0.50 (github.com/bitsandbytes-foundation/bitsandbytes):
+
+* ``functional.get_4bit_type("nf4")`` / ``csrc/kernels.cu: nf4_dequantization_lut``: the 16 code
+  values below (fp32). Code 7 is exactly 0.
+* ``csrc/kernels.cu: kQuantizeBlockwise``: per block of ``blocksize`` elements the absmax
+  ``max(|float(x)|)`` is stored as fp32, the values are normalized by multiplying with
+  ``1.0f / absmax`` and mapped to a code by ``dQuantizeNF4``, a decision tree whose thresholds are
+  the midpoints of neighbouring code values (``x > t`` is strict). Element ``2j`` goes to the HIGH
+  nibble of byte ``j``, element ``2j + 1`` to the low nibble. A missing last element (odd count) is
+  quantized as 0.0.
+* ``functional.quantize_4bit(..., compress_statistics=True)``: ``offset = absmax.mean()``, then
+  ``quantize_blockwise(absmax - offset, blocksize=256)`` with the signed dynamic map
+  (``create_dynamic_map(signed=True)``), whose kernel maps each value by ``dQuantize<0>``, a binary
+  search over the sorted 256-entry map followed by a round-to-nearest-midpoint step.
+* ``functional.dequantize_4bit``: ``absmax = dequantize_blockwise(qabsmax, state2)`` (an fp32
+  product ``code2[q] * absmax2[q_block]``, rounded), then ``absmax += offset`` in a separate torch
+  op (a second rounding: the two must not fuse into one FMA), then ``kDequantizeBlockwise``
+  writes ``T(float(nf4[code]) * absmax)``: an fp32 product rounded once more to bf16/fp16 (RNE).
+
+bitsandbytes builds its CUDA library with ``--use_fast_math`` (its CMakeLists.txt), so in
+*quantization* ``1.0f / absmax`` is the hardware approximate reciprocal, where this module's
+pure-torch quantizer uses the correctly rounded one. Both agree on almost every input; a value can
+land in a different code only when its normalized value is within an ulp or two of a threshold
+(measured on the H200: 0 differing bytes at 4096x4096, 1024x4096 and 4097x37, random bf16 data).
+Dequantization has no division, and the kernel here reproduces it bit for bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from typing import Any, Optional
+
+import torch
+import triton
+import triton.language as tl
+
+__all__ = ["NF4State", "quantize_nf4", "dequantize_nf4", "NF4_CODE", "create_dynamic_map"]
+
+# bitsandbytes functional.get_4bit_type("nf4") (== csrc/kernels.cu nf4_dequantization_lut).
+NF4_CODE = (
+    -1.0,
+    -0.6961928009986877,
+    -0.5250730514526367,
+    -0.39491748809814453,
+    -0.28444138169288635,
+    -0.18477343022823334,
+    -0.09105003625154495,
+    0.0,
+    0.07958029955625534,
+    0.16093020141124725,
+    0.24611230194568634,
+    0.33791524171829224,
+    0.44070982933044434,
+    0.5626170039176941,
+    0.7229568362236023,
+    1.0,
+)
+
+# csrc/kernels.cu dQuantizeNF4: the decision tree's thresholds, ascending. The tree returns the
+# number of thresholds t with x > t, so a vectorized count gives the same code (NaN -> 0).
+NF4_THRESHOLDS = (
+    -0.8480964004993439,
+    -0.6106329262256622,
+    -0.4599952697753906,
+    -0.33967943489551544,
+    -0.23460740596055984,
+    -0.13791173323988914,
+    -0.045525018125772476,
+    0.03979014977812767,
+    0.1202552504837513,
+    0.2035212516784668,
+    0.2920137718319893,
+    0.3893125355243683,
+    0.5016634166240692,
+    0.6427869200706482,
+    0.8614784181118011,
+)
+
+# bitsandbytes quantize_4bit(compress_statistics=True) always quantizes the absmax in blocks of 256.
+NESTED_BLOCKSIZE = 256
+
+
+def create_dynamic_map(signed: bool = True, max_exponent_bits: int = 7, total_bits: int = 8) -> torch.Tensor:
+    """bitsandbytes ``functional.create_dynamic_map``, reproduced op for op (same torch calls in
+    the same order) so that its 256 fp32 values are bit-identical."""
+    data: list[float] = []
+    non_sign_bits = total_bits - 1
+    additional_items = 2 ** (non_sign_bits - max_exponent_bits) - 1
+    for i in range(max_exponent_bits):
+        fraction_items = int(
+            2 ** (i + non_sign_bits - max_exponent_bits) + 1
+            if signed
+            else 2 ** (i + non_sign_bits - max_exponent_bits + 1) + 1,
+        )
+        boundaries = torch.linspace(0.1, 1, fraction_items, dtype=torch.float32)
+        means = (boundaries[:-1] + boundaries[1:]) / 2.0
+        data += ((10 ** (-(max_exponent_bits - 1) + i)) * means).tolist()
+        if signed:
+            data += (-(10 ** (-(max_exponent_bits - 1) + i)) * means).tolist()
+    if additional_items > 0:
+        boundaries = torch.linspace(0.1, 1, additional_items + 1, dtype=torch.float32)
+        means = (boundaries[:-1] + boundaries[1:]) / 2.0
+        data += ((10 ** (-(max_exponent_bits - 1) + i)) * means).tolist()
+        if signed:
+            data += (-(10 ** (-(max_exponent_bits - 1) + i)) * means).tolist()
+    data.append(0)
+    data.append(1.0)
+    assert len(data) == 2**total_bits
+    data += [0] * (256 - len(data))
+    data.sort()
+    return torch.tensor(data, dtype=torch.float32)
+
+
+@functools.lru_cache(maxsize=None)
+def _table(name: str, device: str) -> torch.Tensor:
+    """Small constant tables, one copy per device (64 bytes / 1 KiB / 60 bytes)."""
+    if name == "nf4":
+        return torch.tensor(NF4_CODE, dtype=torch.float32, device=device)
+    if name == "nf4_thresholds":
+        return torch.tensor(NF4_THRESHOLDS, dtype=torch.float32, device=device)
+    if name == "dynamic":
+        return create_dynamic_map(signed=True).to(device)
+    raise KeyError(name)
+
+
+@dataclasses.dataclass(frozen=True)
+class NF4State:
+    """What :func:`dequantize_nf4` needs besides the packed bytes. Field names follow
+    bitsandbytes' ``QuantState`` so the same code path reads both.
+
+    absmax: uint8 codes of the nested absmax (double_quant) or the fp32 absmax itself.
+    offset / state2_*: only with double quantization (``nested``).
+    """
+
+    shape: torch.Size
+    dtype: torch.dtype
+    blocksize: int
+    absmax: torch.Tensor
+    code: torch.Tensor
+    offset: Optional[torch.Tensor] = None
+    state2_absmax: Optional[torch.Tensor] = None
+    state2_code: Optional[torch.Tensor] = None
+    state2_blocksize: int = NESTED_BLOCKSIZE
+    quant_type: str = "nf4"
+
+    @property
+    def nested(self) -> bool:
+        return self.state2_absmax is not None
+
+
+def _nf4_codes(normalized: torch.Tensor) -> torch.Tensor:
+    """dQuantizeNF4 for a tensor of normalized fp32 values: count of thresholds strictly below."""
+    thresholds = _table("nf4_thresholds", str(normalized.device))
+    codes = torch.zeros(normalized.shape, dtype=torch.uint8, device=normalized.device)
+    for threshold in thresholds.unbind():  # 15 passes, no (n, 15) temporary
+        codes += normalized > threshold
+    return codes
+
+
+def _dynamic_codes(x: torch.Tensor, code: torch.Tensor) -> torch.Tensor:
+    """csrc/kernels.cu ``dQuantize<0>`` vectorized: the same 7-step binary search over the sorted
+    map, then the same midpoint rounding, in fp32 (so ties and NaN go where bitsandbytes sends them)."""
+    pivot = torch.full(x.shape, 127, dtype=torch.int64, device=x.device)
+    upper_pivot = torch.full_like(pivot, 255)
+    lower_pivot = torch.zeros_like(pivot)
+    lower = torch.full(x.shape, -1.0, dtype=torch.float32, device=x.device)
+    upper = torch.full_like(lower, 1.0)
+    val = code[pivot]
+    step = 64
+    while step > 0:
+        go_up = x > val
+        lower_pivot = torch.where(go_up, pivot, lower_pivot)
+        lower = torch.where(go_up, val, lower)
+        upper_pivot = torch.where(go_up, upper_pivot, pivot)
+        upper = torch.where(go_up, upper, val)
+        pivot = torch.where(go_up, pivot + step, pivot - step)
+        val = code[pivot]
+        step //= 2
+    upper = torch.where(upper_pivot == 255, code[255], upper)
+    lower = torch.where(lower_pivot == 0, code[0], lower)
+    above = x > val
+    pick_upper = x > (upper + val) * 0.5
+    pick_lower = x < (lower + val) * 0.5
+    result = torch.where(
+        above,
+        torch.where(pick_upper, upper_pivot, pivot),
+        torch.where(pick_lower, lower_pivot, pivot),
+    )
+    return result.to(torch.uint8)
+
+
+def _blockwise_absmax(values: torch.Tensor, blocksize: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad the flat fp32 values with 0.0 to whole blocks (what bitsandbytes' block load does) and
+    return (padded values as [blocks, blocksize], fp32 absmax per block)."""
+    n = values.numel()
+    blocks = -(n // -blocksize)
+    padded = torch.zeros(blocks * blocksize, dtype=torch.float32, device=values.device)
+    padded[:n] = values
+    padded = padded.view(blocks, blocksize)
+    return padded, padded.abs().amax(dim=1)
+
+
+def quantize_nf4(weight: torch.Tensor, blocksize: int = 64, double_quant: bool = True) -> tuple[torch.Tensor, NF4State]:
+    """Quantize ``weight`` (fp32/fp16/bf16, any shape) to NF4 in bitsandbytes' layout.
+
+    Returns ``(packed, state)``: ``packed`` is uint8 of shape ``((n + 1) // 2, 1)`` like
+    ``bitsandbytes.functional.quantize_4bit(weight, blocksize, compress_statistics=double_quant,
+    quant_type="nf4")``. Pure torch, runs on any device.
+    """
+    if weight.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise ValueError(f"NF4 quantization takes fp32/fp16/bf16, got {weight.dtype}")
+    if blocksize not in (32, 64, 128, 256, 512, 1024, 2048, 4096):
+        raise ValueError(f"invalid blocksize {blocksize} (bitsandbytes allows 32..4096, powers of 2)")
+    device = weight.device
+    n = weight.numel()
+    blocks, absmax = _blockwise_absmax(weight.detach().reshape(-1).float(), blocksize)
+    # kQuantizeBlockwise multiplies by the reciprocal rather than dividing (see module docstring).
+    normalized = blocks * (1.0 / absmax)[:, None]
+    codes = _nf4_codes(normalized).view(-1)  # padded to whole blocks, so an even count
+    packed = ((codes[0::2] << 4) | codes[1::2])[: (n + 1) // 2].reshape(-1, 1).contiguous()
+    del blocks, normalized, codes
+
+    nf4_code = _table("nf4", str(device))
+    if not double_quant:
+        return packed, NF4State(weight.shape, weight.dtype, blocksize, absmax, nf4_code)
+
+    offset = absmax.mean()
+    centered = absmax - offset
+    dynamic = _table("dynamic", str(device))
+    blocks2, absmax2 = _blockwise_absmax(centered, NESTED_BLOCKSIZE)
+    qabsmax = _dynamic_codes(blocks2 * (1.0 / absmax2)[:, None], dynamic).view(-1)[: absmax.numel()]
+    return packed, NF4State(
+        shape=weight.shape,
+        dtype=weight.dtype,
+        blocksize=blocksize,
+        absmax=qabsmax.contiguous(),
+        code=nf4_code,
+        offset=offset,
+        state2_absmax=absmax2,
+        state2_code=dynamic,
+        state2_blocksize=NESTED_BLOCKSIZE,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Triton kernel
+# ---------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _lut_load(pointers):
+    # ld.global.nc: read-only path; the 64-byte table stays resident in L1.
+    return tl.inline_asm_elementwise(
+        "ld.global.nc.f32 $0, [$1];", "=r,l", [pointers], dtype=tl.float32, is_pure=True, pack=1
+    )
+
+
+@triton.jit
+def _dequant_tile(
+    packed_ptr,
+    absmax_ptr,
+    absmax2_ptr,
+    code2_ptr,
+    offset,
+    nf4_ptr,
+    out_ptr,
+    tile,
+    n_elements,
+    BLOCKSIZE: tl.constexpr,
+    BLOCKSIZE2: tl.constexpr,
+    ROW_BYTES: tl.constexpr,
+    ROWS: tl.constexpr,
+    NESTED: tl.constexpr,
+    MASKED: tl.constexpr,
+    BF16_RNE_BY_HAND: tl.constexpr,
+    DECODE_IN_OUTPUT_LAYOUT: tl.constexpr,
+    LUT_BY_ASM: tl.constexpr,
+    PACKED_VECTOR_BYTES: tl.constexpr,
+    STORE_CACHE: tl.constexpr,
+):
+    # A tile is ROWS rows of ROW_BYTES packed bytes; one row lies inside one quantization block,
+    # so the block scale is a per-row value computed once and broadcast along the row.
+    row = tile * ROWS + tl.arange(0, ROWS)  # global row index (int64)
+    first_byte = row * ROW_BYTES
+    byte_offsets = first_byte[:, None] + tl.arange(0, ROW_BYTES)[None, :]
+    if PACKED_VECTOR_BYTES < ROW_BYTES:
+        # Narrower packed loads (e.g. 4 bytes = 8 outputs per thread) make the decoded values
+        # land in exactly the layout of 16-byte output stores: no layout conversion.
+        byte_offsets = tl.max_contiguous(byte_offsets, [1, PACKED_VECTOR_BYTES])
+    block = (row * (2 * ROW_BYTES)) // BLOCKSIZE
+    if MASKED:
+        n_bytes = (n_elements + 1) // 2
+        row_valid = row * (2 * ROW_BYTES) < n_elements
+        packed = tl.load(packed_ptr + byte_offsets, mask=byte_offsets < n_bytes, other=0)
+        if NESTED:
+            quantized_absmax = tl.load(absmax_ptr + block, mask=row_valid, other=0)
+            absmax2 = tl.load(absmax2_ptr + block // BLOCKSIZE2, mask=row_valid, other=0.0)
+        else:
+            scale = tl.load(absmax_ptr + block, mask=row_valid, other=0.0)
+    else:
+        packed = tl.load(packed_ptr + byte_offsets)
+        if NESTED:
+            quantized_absmax = tl.load(absmax_ptr + block)
+            absmax2 = tl.load(absmax2_ptr + block // BLOCKSIZE2)
+        else:
+            scale = tl.load(absmax_ptr + block)
+    if NESTED:
+        # bitsandbytes: kDequantizeBlockwise (fp32 product, rounded), then `absmax += offset`
+        # as a separate op (rounded again). The launch passes enable_fp_fusion=False so these
+        # two stay a MUL and an ADD instead of one FMA.
+        scale = tl.load(code2_ptr + quantized_absmax.to(tl.int32)) * absmax2
+        scale = scale + offset
+    if DECODE_IN_OUTPUT_LAYOUT:
+        # Duplicate every byte into its two output slots, then pick the nibble by parity: the
+        # LUT gather and the scale multiply then happen in the store's own layout.
+        both = tl.reshape(tl.join(packed, packed), [ROWS, 2 * ROW_BYTES]).to(tl.int32)
+        shift = 4 - 4 * (tl.arange(0, 2 * ROW_BYTES) % 2)  # even element: high nibble
+        codes = (both >> shift[None, :]) & 0xF
+        if LUT_BY_ASM:
+            values = _lut_load(nf4_ptr + codes) * scale[:, None]
+        else:
+            values = tl.load(nf4_ptr + codes) * scale[:, None]
+    else:
+        high = (packed >> 4).to(tl.int32)
+        low = (packed & 0xF).to(tl.int32)
+        # 16-entry LUT gather (64 bytes, stays in L1), fp32 product rounded once to the output
+        # dtype: exactly `T(dDequantizeNF4(q) * local_abs_max)` in bitsandbytes.
+        if LUT_BY_ASM:
+            # The same gather as inline PTX: an elementwise op keeps the packed bytes' register
+            # layout (a tl.load gather gets its own layout from Triton's coalescing pass, and
+            # the conversions between layouts cost shared-memory round trips and barriers).
+            even = _lut_load(nf4_ptr + high) * scale[:, None]
+            odd = _lut_load(nf4_ptr + low) * scale[:, None]
+        else:
+            even = tl.load(nf4_ptr + high) * scale[:, None]
+            odd = tl.load(nf4_ptr + low) * scale[:, None]
+        # join + reshape == tl.interleave (spelled out: tl.interleave is a @jit helper that the
+        # interpreter cannot run when triton was imported before TRITON_INTERPRET was set).
+        values = tl.reshape(tl.join(even, odd), [ROWS, 2 * ROW_BYTES])
+    if BF16_RNE_BY_HAND:
+        # Triton's CPU interpreter converts fp32 -> bf16 by truncation; the GPU (and bitsandbytes'
+        # __float2bfloat16) rounds to nearest even. Do RNE on the bits so the interpreter agrees.
+        bits = values.to(tl.uint32, bitcast=True)
+        bits = bits + 0x7FFF + ((bits >> 16) & 1)
+        values = (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    else:
+        values = values.to(out_ptr.dtype.element_ty)
+    out_offsets = (first_byte * 2)[:, None] + tl.arange(0, 2 * ROW_BYTES)[None, :]
+    if MASKED:
+        tl.store(out_ptr + out_offsets, values, mask=out_offsets < n_elements, cache_modifier=STORE_CACHE)
+    else:
+        tl.store(out_ptr + out_offsets, values, cache_modifier=STORE_CACHE)
+
+
+@triton.jit
+def _nf4_dequant_kernel(
+    packed_ptr,
+    absmax_ptr,
+    absmax2_ptr,
+    code2_ptr,
+    offset_ptr,
+    nf4_ptr,
+    out_ptr,
+    n_elements,
+    BLOCKSIZE: tl.constexpr,
+    BLOCKSIZE2: tl.constexpr,
+    ROW_BYTES: tl.constexpr,
+    ROWS: tl.constexpr,
+    NESTED: tl.constexpr,
+    BF16_RNE_BY_HAND: tl.constexpr,
+    DECODE_IN_OUTPUT_LAYOUT: tl.constexpr,
+    LUT_BY_ASM: tl.constexpr,
+    PACKED_VECTOR_BYTES: tl.constexpr,
+    STORE_CACHE: tl.constexpr,
+):
+    tile = tl.program_id(0).to(tl.int64)  # int64: tile * tile_elements may pass 2**31
+    tile_elements: tl.constexpr = ROWS * ROW_BYTES * 2
+    if NESTED:
+        offset = tl.load(offset_ptr)  # a device scalar: no host sync to read it
+    else:
+        offset = 0.0
+    # Every tile but a ragged last one runs without masks, so loads and stores stay 16 bytes wide.
+    if (tile + 1) * tile_elements <= n_elements:
+        _dequant_tile(packed_ptr, absmax_ptr, absmax2_ptr, code2_ptr, offset, nf4_ptr, out_ptr, tile, n_elements,
+                      BLOCKSIZE, BLOCKSIZE2, ROW_BYTES, ROWS, NESTED, False, BF16_RNE_BY_HAND,
+                      DECODE_IN_OUTPUT_LAYOUT, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE)
+    else:
+        _dequant_tile(packed_ptr, absmax_ptr, absmax2_ptr, code2_ptr, offset, nf4_ptr, out_ptr, tile, n_elements,
+                      BLOCKSIZE, BLOCKSIZE2, ROW_BYTES, ROWS, NESTED, True, BF16_RNE_BY_HAND,
+                      DECODE_IN_OUTPUT_LAYOUT, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE)
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _launch_config(n_elements: int) -> tuple[int, int]:
+    """(elements per program, num_warps). In the H200 sweep (bench/results/nf4-h200.json) tiles
+    of 2048 to 8192 elements with 4 warps were within run-to-run spread (about 1 us) of each other
+    and 1024 was clearly slower on the large shapes (48 vs 42 us at 4096x14336); tiny tensors use
+    1024 so that more SMs get a tile."""
+    if n_elements >= 1 << 20:
+        return 2048, 4
+    return 1024, 4
+
+
+def _unwrap_state(packed: Any, state: Any) -> tuple[torch.Tensor, Any]:
+    """Accept gpudoctor's NF4State, a bitsandbytes QuantState, or a Params4bit (duck-typed)."""
+    if state is None and hasattr(packed, "quant_state"):
+        state = packed.quant_state
+    # A Params4bit passed as the state: it is a tensor whose quant_state is the real state (it
+    # also mirrors blocksize and absmax as properties, so duck-typing on those would accept it).
+    if isinstance(state, torch.Tensor) and getattr(state, "quant_state", None) is not None:
+        state = state.quant_state
+    if state is None:
+        raise ValueError("dequantize_nf4 needs a state (NF4State, bitsandbytes QuantState or Params4bit)")
+    if getattr(state, "quant_type", "nf4") != "nf4":
+        raise ValueError(f"only NF4 is supported, got quant_type={state.quant_type!r}")
+    tensor = packed.data if isinstance(packed, torch.nn.Parameter) else packed
+    return tensor, state
+
+
+def _nested_parts(state: Any) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor], Optional[torch.Tensor], int]:
+    """(offset, absmax2, code2, blocksize2) from either state flavour; Nones when not nested."""
+    if isinstance(state, NF4State):
+        if not state.nested:
+            return None, None, None, NESTED_BLOCKSIZE
+        return state.offset, state.state2_absmax, state.state2_code, state.state2_blocksize
+    if getattr(state, "nested", False) or getattr(state, "state2", None) is not None:
+        state2 = state.state2
+        return state.offset, state2.absmax, state2.code, int(state2.blocksize)
+    return None, None, None, NESTED_BLOCKSIZE
+
+
+def dequantize_nf4(
+    packed: torch.Tensor,
+    state: Any = None,
+    dtype: Optional[torch.dtype] = None,
+    out: Optional[torch.Tensor] = None,
+    *,
+    _elements_per_program: Optional[int] = None,
+    _num_warps: Optional[int] = None,
+    _decode_in_output_layout: bool = False,
+    _lut_by_asm: Optional[bool] = None,
+    _packed_vector_bytes: int = 4,
+    _store_cache: str = "",
+) -> torch.Tensor:
+    """Dequantize NF4 ``packed`` bytes to a contiguous bf16/fp16 tensor of ``state.shape`` in ONE
+    Triton launch (nested absmax decoded in the same pass). Bit-identical to bitsandbytes'
+    ``dequantize_4bit``. ``dtype`` defaults to the state's dtype when that is fp16/bf16, else bf16.
+    ``packed`` may be a bitsandbytes ``Params4bit`` (then ``state`` may be omitted).
+
+    The underscore keywords are launch variants for bench/nf4.py's sweep, not API.
+    """
+    tensor, state = _unwrap_state(packed, state)
+    if dtype is None:
+        dtype = out.dtype if out is not None else state.dtype
+        if dtype not in (torch.float16, torch.bfloat16):
+            dtype = torch.bfloat16
+    if dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
+    shape = torch.Size(state.shape)
+    n_elements = shape.numel()
+    blocksize = int(state.blocksize)
+    if blocksize & (blocksize - 1) or blocksize < 2:
+        raise ValueError(f"blocksize must be a power of two, got {blocksize}")
+    if not tensor.is_contiguous():
+        raise ValueError("packed NF4 data must be contiguous")
+    packed_bytes = tensor.view(torch.uint8) if tensor.dtype != torch.uint8 else tensor  # quant_storage
+    if packed_bytes.numel() < (n_elements + 1) // 2:
+        raise ValueError(f"packed has {packed_bytes.numel()} bytes, {shape} needs {(n_elements + 1) // 2}")
+    if out is None:
+        out = torch.empty(shape, dtype=dtype, device=packed_bytes.device)
+    else:
+        if out.dtype != dtype or out.numel() != n_elements or not out.is_contiguous():
+            raise ValueError(f"out must be a contiguous {dtype} tensor of {n_elements} elements")
+        if out.device != packed_bytes.device:
+            raise ValueError("out must be on the packed tensor's device")
+    if n_elements == 0:
+        return out
+
+    offset, absmax2, code2, blocksize2 = _nested_parts(state)
+    nested = absmax2 is not None
+    absmax = state.absmax
+    nf4_table = _table("nf4", str(packed_bytes.device))
+    if nested:
+        if absmax.dtype != torch.uint8:
+            raise ValueError(f"nested absmax must be uint8 codes, got {absmax.dtype}")
+        offset_tensor = offset if isinstance(offset, torch.Tensor) else torch.tensor(float(offset))
+        offset_tensor = offset_tensor.to(device=packed_bytes.device, dtype=torch.float32).reshape(1)
+        absmax2 = absmax2.float()
+        code2 = code2.float()
+    else:
+        absmax = absmax.float()
+        offset_tensor = absmax  # unused by the kernel when not nested; any pointer will do
+        absmax2 = absmax
+        code2 = absmax
+
+    row_bytes = min(blocksize, 64) // 2  # one row never straddles two quantization blocks
+    elements_per_program, num_warps = _launch_config(n_elements)
+    if _elements_per_program is not None:
+        elements_per_program = _elements_per_program
+    if _num_warps is not None:
+        num_warps = _num_warps
+    decode_in_output_layout = _decode_in_output_layout
+    packed_vector_bytes = _packed_vector_bytes
+    lut_by_asm = (not _interpreting()) if _lut_by_asm is None else _lut_by_asm  # no PTX on the CPU
+    rows = max(1, elements_per_program // (2 * row_bytes))
+    tile_elements = rows * 2 * row_bytes
+    grid = (triton.cdiv(n_elements, tile_elements),)
+    _nf4_dequant_kernel[grid](
+        packed_bytes,
+        absmax,
+        absmax2,
+        code2,
+        offset_tensor,
+        nf4_table,
+        out,
+        n_elements,
+        BLOCKSIZE=blocksize,
+        BLOCKSIZE2=int(blocksize2),
+        ROW_BYTES=row_bytes,
+        ROWS=rows,
+        NESTED=nested,
+        BF16_RNE_BY_HAND=dtype == torch.bfloat16 and _interpreting(),
+        DECODE_IN_OUTPUT_LAYOUT=decode_in_output_layout,
+        LUT_BY_ASM=lut_by_asm,
+        PACKED_VECTOR_BYTES=packed_vector_bytes,
+        STORE_CACHE=_store_cache,
+        num_warps=num_warps,
+        enable_fp_fusion=False,
+    )
+    return out
