@@ -14,6 +14,9 @@ COMMANDS = {
     "rules": "gpudoctor.cli.rules",
     "snapshot": "gpudoctor.cli.snapshot",
     "explain": "gpudoctor.cli.explain",
+    "fix": "gpudoctor.cli.fix",
+    "env": "gpudoctor.cli.env",
+    "run": "gpudoctor.cli.run",
 }
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130

@@ -1,0 +1,230 @@
+"""`gpudoctor fix`: review (--dry-run), apply user-local fixes without root, system fixes with
+--system after confirmation, verify each fix, and undo exactly what was done (--undo).
+
+Exit status: 0 when every finding that was worked on is verified fixed (or there was nothing
+to do); 1 when something was refused, not confirmed, or is NOT fixed; 2 for usage errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .. import __version__
+from ..paths import GpudoctorDirs
+
+EXIT_OK, EXIT_NOT_FIXED = 0, 1
+
+
+def run_diagnosis(env, only):
+    """(env, only ids) -> engine Report. A module attribute so tests can swap the machine."""
+    from ..fix.verify import live_diagnose
+
+    return live_diagnose(env, only)
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "fix",
+        help="apply user-local fixes (no root); --dry-run to review, --system for root fixes, --undo to revert",
+        description="Fix what gpudoctor check finds. By default only user-local changes (no root): a private "
+        "stub library dir, an env file, a writable cache dir. Every change is recorded for --undo.",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the plan as a bash script; change nothing")
+    parser.add_argument("--script", metavar="FILE", help="write the plan's bash script to FILE; change nothing else")
+    parser.add_argument("--system", action="store_true", help="the root fixes instead (shown and confirmed first)")
+    parser.add_argument("--sudo", action="store_true", help="with --system/--undo: allowed to use sudo when not root")
+    parser.add_argument("-y", "--yes", action="store_true", help="do not ask before running root fixes")
+    parser.add_argument("--undo", action="store_true", help="reverse every change recorded in the manifest")
+    parser.add_argument("--only", nargs="+", action="extend", default=[], metavar="ID", help="only these rule ids")
+    parser.add_argument("--json", action="store_true", help="print a JSON result on stdout")
+    parser.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    dirs = GpudoctorDirs.from_env()
+    if args.undo:
+        return _undo(args, dirs)
+
+    from ..fix.plan import build_plan
+    from ..fix.script import render_script
+
+    report = run_diagnosis(dict(os.environ), args.only)
+    plan = build_plan(report.findings, "system" if args.system else "user")
+    script = render_script(plan, dirs)
+
+    if args.dry_run or args.script:
+        if args.script:
+            _write_script(args.script, script)
+            _say(args, f"gpudoctor: wrote the {plan.scope} fix plan to {args.script} ({len(plan.steps)} steps)")
+        if args.json:
+            _emit_json({"scope": plan.scope, "script": script, "steps": _steps_json(plan)})
+        elif args.dry_run:
+            sys.stdout.write(script)
+        return EXIT_OK
+    if plan.scope == "user":
+        return _apply_user(args, dirs, plan, report)
+    return _apply_system(args, dirs, plan, script)
+
+
+# -- user-local ---------------------------------------------------------------------------
+
+
+def _apply_user(args, dirs, plan, report) -> int:
+    from ..fix.apply import apply_plan
+    from ..fix.verify import FIXED, fixed_environment, verify
+
+    if plan.empty:
+        _say(args, "gpudoctor: nothing to fix without root.")
+        _list_without_fix(args, plan)
+        if args.json:
+            _emit_json({"scope": "user", "applied": [], "verification": [], "without_fix": [f.id for f in plan.without_fix]})
+        return EXIT_NOT_FIXED if _errors_left(plan) else EXIT_OK
+
+    result = apply_plan(plan, dirs)
+    for outcome in result.outcomes:
+        from ..fix.render import describe
+
+        line = f"  {outcome.status:>12}  {describe(outcome.step.action)}"
+        _say(args, line + (f"\n{'':16}{outcome.message}" if outcome.message else ""))
+    for note in plan.notes:
+        _say(args, f"  note: {note}")
+
+    env = fixed_environment(os.environ, dirs)
+    checks = verify(plan.finding_ids, env, run_diagnosis)
+    _say(args, "Verification (checks re-run with the env file applied):")
+    for item in checks:
+        _say(args, f"  {item.finding_id}: {item.status}" + (f" — {item.detail}" if item.detail else ""))
+    if any(v.status == FIXED for v in checks):
+        _say(args, f'Env file: {dirs.env_file}\nUse it with: eval "$(gpudoctor env)"  or  gpudoctor run -- CMD ...')
+    if result.changed:
+        _say(args, f"Recorded in {result.manifest_path}; revert with: gpudoctor fix --undo")
+    _list_without_fix(args, plan)
+    if args.json:
+        _emit_json({
+            "scope": "user",
+            "applied": [{"action": _describe(o.step.action), "findings": list(o.step.finding_ids),
+                         "status": o.status, "message": o.message} for o in result.outcomes],
+            "verification": [{"id": v.finding_id, "status": v.status, "detail": v.detail} for v in checks],
+            "without_fix": [f.id for f in plan.without_fix],
+            "env_file": dirs.env_file,
+            "manifest": result.manifest_path,
+        })
+    ok = all(o.ok for o in result.outcomes) and all(v.status == FIXED for v in checks)
+    return EXIT_OK if ok and not _errors_left(plan) else EXIT_NOT_FIXED
+
+
+# -- system (root) ------------------------------------------------------------------------
+
+
+def _apply_system(args, dirs, plan, script) -> int:
+    from ..fix.system import NeedsRoot, paths_touched, record_system_changes, root_prefix, run_system_script
+    from ..fix.verify import FIXED, fixed_environment, verify
+
+    if plan.empty:
+        _say(args, "gpudoctor: no system fixes to run.")
+        return EXIT_OK
+    out = sys.stderr if args.json else sys.stdout
+    out.write(script)
+    out.flush()
+    try:
+        root_prefix(args.sudo)
+    except NeedsRoot as exc:
+        sys.stderr.write(
+            f"gpudoctor: {exc}.\n  Save the script: gpudoctor fix --system --script FILE\n"
+            "  then run it as root:  sudo bash FILE\n"
+        )
+        return EXIT_NOT_FIXED
+    if not args.yes and not _confirm(f"Run these {len(plan.steps)} step(s) as root? [y/N] "):
+        sys.stderr.write("gpudoctor: not confirmed; nothing was run.\n")
+        return EXIT_NOT_FIXED
+    existed = {p for p in paths_touched(plan) if os.path.lexists(p)}
+    code = run_system_script(script, args.sudo)
+    if code != 0:
+        sys.stderr.write(f"gpudoctor: the root script failed (exit {code}); nothing recorded for undo, see its output.\n")
+        return EXIT_NOT_FIXED
+    recorded = record_system_changes(plan, dirs, existed)
+    checks = verify(plan.finding_ids, fixed_environment(os.environ, dirs), run_diagnosis)
+    _say(args, "Verification:")
+    for item in checks:
+        _say(args, f"  {item.finding_id}: {item.status}" + (f" — {item.detail}" if item.detail else ""))
+    if recorded:
+        _say(args, f"Recorded {recorded} root change(s) with a known undo: gpudoctor fix --undo --sudo")
+    if args.json:
+        _emit_json({"scope": "system", "exit": code,
+                    "verification": [{"id": v.finding_id, "status": v.status, "detail": v.detail} for v in checks]})
+    return EXIT_OK if all(v.status == FIXED for v in checks) else EXIT_NOT_FIXED
+
+
+def _confirm(question: str) -> bool:
+    if not sys.stdin or not sys.stdin.isatty():
+        sys.stderr.write("gpudoctor: stdin is not a terminal, cannot ask; pass --yes to run the root fixes.\n")
+        return False
+    try:
+        return input(question).strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+# -- undo ---------------------------------------------------------------------------------
+
+
+def _undo(args, dirs) -> int:
+    from ..fix.system import root_runner
+    from ..fix.undo import KEPT, MANUAL, undo
+
+    if not os.path.exists(dirs.manifest_file):
+        _say(args, f"gpudoctor: nothing to undo (no manifest at {dirs.manifest_file}).")
+        if args.json:
+            _emit_json({"undo": []})
+        return EXIT_OK
+    outcomes = undo(dirs, root_runner(args.sudo))
+    for outcome in outcomes:
+        _say(args, f"  {outcome.status:>14}  {outcome.message}")
+    if args.json:
+        _emit_json({"undo": [{"op": o.change["op"], "status": o.status, "message": o.message} for o in outcomes]})
+    return EXIT_NOT_FIXED if any(o.status in (KEPT, MANUAL) for o in outcomes) else EXIT_OK
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _describe(action) -> str:
+    from ..fix.render import describe
+
+    return describe(action)
+
+
+def _steps_json(plan) -> list[dict]:
+    return [{"action": type(s.action).__name__, "description": _describe(s.action), "findings": list(s.finding_ids)}
+            for s in plan.steps]
+
+
+def _errors_left(plan) -> bool:
+    return any(f.severity.value == "error" for f in plan.without_fix)
+
+
+def _list_without_fix(args, plan) -> None:
+    if plan.without_fix:
+        _say(args, f"Not fixable {'without root' if plan.scope == 'user' else 'here'} (see `gpudoctor check`):")
+        for finding in plan.without_fix:
+            kinds = ", ".join(sorted({f.kind for f in finding.fixes})) or "no automatic fix"
+            _say(args, f"  [{finding.severity.value}] {finding.id}: {finding.title} ({kinds})")
+
+
+def _write_script(path: str, script: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(script)
+
+
+def _say(args, text: str) -> None:
+    """Human output: stdout normally, stderr under --json so stdout stays one JSON object."""
+    print(text, file=sys.stderr if args.json else sys.stdout)
+
+
+def _emit_json(payload: dict) -> None:
+    json.dump({"schema": 1, "tool": {"name": "gpudoctor", "version": __version__}, **payload}, sys.stdout, indent=2)
+    sys.stdout.write("\n")

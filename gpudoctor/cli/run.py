@@ -1,0 +1,165 @@
+"""`gpudoctor run -- CMD ARGS…`: run a training command with the user-local fixes applied.
+
+Output passes through live (raw chunks, so progress bars keep working) while a bounded tail is
+kept; the exit status is the command's own (128+N when killed by signal N); when the command
+fails, gpudoctor diagnoses the tail with the log signatures."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+TAIL_LINES = 400
+TAIL_BYTES = 256 * 1024
+MAX_LINE_BYTES = 8 * 1024  # a progress bar without newlines must not grow one line forever
+
+
+class Tail:
+    """The last lines of a stream: at most TAIL_LINES lines and TAIL_BYTES bytes."""
+
+    def __init__(self, max_lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> None:
+        self.lines: collections.deque[str] = collections.deque()
+        self.max_lines, self.max_bytes, self.size = max_lines, max_bytes, 0
+        self.pending = b""
+        self.lock = threading.Lock()
+
+    def feed(self, chunk: bytes) -> None:
+        with self.lock:
+            data = self.pending + chunk
+            *complete, self.pending = data.split(b"\n")
+            if len(self.pending) > MAX_LINE_BYTES:
+                complete.append(self.pending[-MAX_LINE_BYTES:])
+                self.pending = b""
+            for raw in complete:
+                self._push(raw[-MAX_LINE_BYTES:].decode("utf-8", "replace").rstrip("\r"))
+
+    def close(self) -> None:
+        with self.lock:
+            if self.pending:
+                self._push(self.pending.decode("utf-8", "replace"))
+                self.pending = b""
+
+    def _push(self, line: str) -> None:
+        # a carriage-return progress bar keeps only its last state
+        line = line.rsplit("\r", 1)[-1]
+        self.lines.append(line)
+        self.size += len(line) + 1
+        while self.lines and (len(self.lines) > self.max_lines or self.size > self.max_bytes):
+            self.size -= len(self.lines.popleft()) + 1
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("run", help="run a command with the user-local fixes applied; diagnose it if it fails")
+    parser.add_argument("--no-diagnose", action="store_true", help="do not diagnose the output when the command fails")
+    parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="CMD", help="the command and its arguments (after --)")
+    parser.set_defaults(run=run)
+
+
+def child_environment(base=None) -> dict[str, str]:
+    from ..fix.verify import fixed_environment
+
+    env = fixed_environment(os.environ if base is None else base)
+    env.setdefault("PYTHONUNBUFFERED", "1")  # a piped Python child would otherwise buffer: not live
+    return env
+
+
+def _pump(stream, sink, tail: Tail) -> None:
+    fd = stream.fileno()
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        try:
+            sink.write(chunk)
+            sink.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # our own stdout went away; keep the child running and the tail filling
+        tail.feed(chunk)
+
+
+def _forward_signals(proc) -> dict:
+    """SIGTERM/SIGHUP sent to gpudoctor (a scheduler stopping the job) go to the command too,
+    so it can checkpoint; its exit code then comes back as usual."""
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[signum] = signal.signal(signum, lambda sig, _frame: proc.send_signal(sig))
+        except ValueError:  # not the main thread: leave signals alone
+            break
+    return previous
+
+
+def run_command(argv: list[str], env: dict[str, str], tail: Tail) -> int:
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pumps = [
+        threading.Thread(target=_pump, args=(proc.stdout, sys.stdout.buffer, tail), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, sys.stderr.buffer, tail), daemon=True),
+    ]
+    for pump in pumps:
+        pump.start()
+    previous = _forward_signals(proc)
+    try:
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:  # the child got the same SIGINT from the terminal; let it finish
+            code = proc.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    for pump in pumps:
+        pump.join()
+    tail.close()
+    return 128 - code if code < 0 else code
+
+
+def run(args) -> int:
+    argv = list(args.argv)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        sys.stderr.write("gpudoctor run: no command given (gpudoctor run -- CMD ARGS...)\n")
+        return 2
+    tail = Tail()
+    try:
+        code = run_command(argv, child_environment(), tail)
+    except FileNotFoundError:
+        sys.stderr.write(f"gpudoctor run: command not found: {argv[0]}\n")
+        return 127
+    except PermissionError:
+        sys.stderr.write(f"gpudoctor run: permission denied: {argv[0]}\n")
+        return 126
+    if code != 0 and not args.no_diagnose:
+        _diagnose(list(tail.lines), code)
+    return code
+
+
+def _diagnose(lines: list[str], code: int) -> None:
+    err = sys.stderr
+    err.write(f"\ngpudoctor: the command exited {code}; diagnosing the last {len(lines)} lines of its output\n")
+    try:
+        from ..logs import diagnose_lines
+    except ImportError:
+        err.write("gpudoctor: log diagnosis is not available in this install; try `gpudoctor check`\n")
+        return
+    try:
+        findings = diagnose_lines(lines, host=None)
+    except Exception as exc:  # noqa: BLE001 - the command's exit code matters more than our diagnosis
+        err.write(f"gpudoctor: could not diagnose the output ({type(exc).__name__}: {exc})\n")
+        return
+    if not findings:
+        err.write("gpudoctor: no known failure recognised in the output; try `gpudoctor check`\n")
+        return
+    for finding in findings:
+        err.write(f"  [{finding.severity.value}] {finding.id}: {finding.title}\n")
+        for line in finding.message.splitlines():
+            err.write(f"      {line}\n")
+        for fix in finding.fixes:
+            err.write(f"      fix ({fix.kind}): {fix.summary}\n")
+            for command in fix.commands:
+                err.write(f"        $ {command}\n")
+    err.write("  Apply the user-local fixes with: gpudoctor fix   (review first: gpudoctor fix --dry-run)\n")

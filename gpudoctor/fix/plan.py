@@ -1,0 +1,121 @@
+"""The planner: pick one fix per finding for the requested scope, merge the actions across
+findings, drop duplicates and order them so every step's prerequisites come first."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..model import (
+    Action,
+    CodeEdit,
+    Finding,
+    Fix,
+    InstallPackage,
+    MakeDir,
+    RemoveFromPathVar,
+    RootCommand,
+    SetEnv,
+    Symlink,
+    WriteFile,
+)
+from .render import needs_root
+
+SCOPES = ("user", "system")
+
+# Lower runs first: a directory before the symlink inside it, files before the commands
+# that read them (ld.so.conf.d before ldconfig), the environment last.
+_ORDER: dict[type, int] = {
+    InstallPackage: 0,
+    MakeDir: 1,
+    WriteFile: 2,
+    Symlink: 3,
+    RootCommand: 4,
+    SetEnv: 5,
+    RemoveFromPathVar: 5,
+    CodeEdit: 9,
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    action: Action
+    finding_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Chosen:
+    finding: Finding
+    fix: Fix
+
+
+@dataclass(frozen=True)
+class Plan:
+    scope: str
+    steps: tuple[Step, ...]
+    chosen: tuple[Chosen, ...]  # the fix picked for each finding, in finding order
+    without_fix: tuple[Finding, ...]  # findings with no fix of this scope
+    notes: tuple[str, ...] = ()  # conflicts, skipped actions: said plainly to the user
+
+    @property
+    def finding_ids(self) -> tuple[str, ...]:
+        return tuple(c.finding.id for c in self.chosen)
+
+    @property
+    def empty(self) -> bool:
+        return not self.steps
+
+
+def choose_fix(finding: Finding, scope: str) -> Fix | None:
+    """The first fix of the scope's kind; a user fix is the default, a system fix is what
+    ``--system`` asks for."""
+    for fix in finding.fixes:
+        if fix.kind == scope:
+            return fix
+    return None
+
+
+def _sort_key(action: Action) -> tuple[int, int]:
+    depth = action.path.count("/") if isinstance(action, MakeDir) else 0  # parents first
+    return (_ORDER.get(type(action), 8), depth)
+
+
+def build_plan(findings: Iterable[Finding], scope: str = "user") -> Plan:
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, not {scope!r}")
+    chosen: list[Chosen] = []
+    without: list[Finding] = []
+    merged: dict[Action, list[str]] = {}  # insertion-ordered; identical actions merge here
+    notes: list[str] = []
+    set_values: dict[str, tuple[str, str]] = {}  # name -> (value, finding id) for conflicts
+
+    seen: set[str] = set()
+    for finding in findings:
+        if finding.id in seen:  # the same finding reported twice is planned once
+            continue
+        seen.add(finding.id)
+        fix = choose_fix(finding, scope)
+        if fix is None:
+            without.append(finding)
+            continue
+        chosen.append(Chosen(finding, fix))
+        for action in fix.actions:
+            if scope == "user" and needs_root(action):
+                notes.append(f"{finding.id}: skipped (needs root, use --system): {action!r}")
+                continue
+            if isinstance(action, SetEnv) and not action.prepend:
+                earlier = set_values.get(action.name)
+                if earlier and earlier[0] != action.value:
+                    notes.append(
+                        f"{finding.id}: wants {action.name}={action.value!r} but {earlier[1]} already sets "
+                        f"{earlier[0]!r}; keeping the first"
+                    )
+                    continue
+                set_values[action.name] = (action.value, finding.id)
+            ids = merged.setdefault(action, [])
+            if finding.id not in ids:
+                ids.append(finding.id)
+
+    ordered = sorted(merged.items(), key=lambda item: _sort_key(item[0]))  # stable
+    steps = tuple(Step(action, tuple(ids)) for action, ids in ordered)
+    return Plan(scope, steps, tuple(chosen), tuple(without), tuple(notes))

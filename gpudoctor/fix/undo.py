@@ -1,0 +1,144 @@
+"""Undo: reverse exactly the manifest, newest change first, and only where the thing on disk
+is still what gpudoctor made (a symlink still pointing where we pointed it, a file with the
+content we wrote, an empty directory)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..paths import GpudoctorDirs
+from . import envfile
+from .manifest import Manifest
+from .shellquote import sh_argv
+
+UNDONE, GONE, KEPT, MANUAL = "undone", "already gone", "left in place", "needs root"
+
+RootRunner = Callable[[tuple[str, ...]], int]
+
+
+@dataclass(frozen=True)
+class UndoOutcome:
+    change: dict[str, Any]
+    status: str
+    message: str
+
+
+def _mkdir(change: dict[str, Any], _root: RootRunner | None) -> tuple[str, str]:
+    path = change["path"]
+    if not os.path.isdir(path) or os.path.islink(path):
+        return GONE, path
+    if os.listdir(path):
+        return KEPT, f"{path} is not empty"
+    os.rmdir(path)
+    return UNDONE, f"removed directory {path}"
+
+
+def _symlink(change: dict[str, Any], _root: RootRunner | None) -> tuple[str, str]:
+    link, target, previous = change["link"], change["target"], change.get("previous_target")
+    if not os.path.islink(link):
+        return (KEPT, f"{link} is no longer a symlink") if os.path.lexists(link) else (GONE, link)
+    current = os.readlink(link)
+    if current != target:
+        return KEPT, f"{link} now points to {current}, not where gpudoctor pointed it ({target})"
+    os.unlink(link)
+    if previous:
+        os.symlink(previous, link)
+        return UNDONE, f"re-pointed {link} -> {previous}"
+    return UNDONE, f"removed symlink {link}"
+
+
+def _write_file(change: dict[str, Any], _root: RootRunner | None) -> tuple[str, str]:
+    path = change["path"]
+    if not os.path.lexists(path):
+        return GONE, path
+    try:
+        with open(path, encoding="utf-8") as handle:
+            unchanged = handle.read() == change["content"]
+    except (OSError, UnicodeDecodeError):
+        unchanged = False
+    if not unchanged:
+        return KEPT, f"{path} was changed since gpudoctor wrote it"
+    os.unlink(path)
+    return UNDONE, f"removed {path}"
+
+
+def _env(change: dict[str, Any], _root: RootRunner | None, env_file: str = "") -> tuple[str, str]:
+    entry = envfile.EnvEntry.from_json(change["entry"])
+    entries = envfile.read_entries(env_file)
+    if entry not in entries:
+        return GONE, f"{entry.name} entry"
+    index = len(entries) - 1 - entries[::-1].index(entry)
+    if change.get("replaced"):
+        entries[index] = envfile.EnvEntry.from_json(change["replaced"])
+    else:
+        del entries[index]
+    envfile.write_entries(env_file, entries)
+    return UNDONE, f"{entry.mode} {entry.name}: removed from {env_file}"
+
+
+def _env_file(change: dict[str, Any], _root: RootRunner | None) -> tuple[str, str]:
+    path = change["path"]
+    if not os.path.lexists(path):
+        return GONE, path
+    if envfile.read_entries(path):
+        return KEPT, f"{path} still has entries gpudoctor did not record"
+    os.unlink(path)
+    return UNDONE, f"removed {path}"
+
+
+def _root_command(change: dict[str, Any], root: RootRunner | None) -> tuple[str, str]:
+    undo_argv = tuple(change.get("undo_argv") or ())
+    if not undo_argv:
+        return KEPT, f"no undo known for: {sh_argv(change['argv'])}"
+    if root is None:
+        return MANUAL, f"run as root: {sh_argv(undo_argv)}"
+    code = root(undo_argv)
+    return (UNDONE, sh_argv(undo_argv)) if code == 0 else (KEPT, f"{sh_argv(undo_argv)} exited {code}")
+
+
+UNDOERS: dict[str, Callable[..., tuple[str, str]]] = {
+    "mkdir": _mkdir,
+    "symlink": _symlink,
+    "write_file": _write_file,
+    "env": _env,
+    "env_file": _env_file,
+    "root_command": _root_command,
+}
+
+
+def undo(dirs: GpudoctorDirs | None = None, root: RootRunner | None = None) -> list[UndoOutcome]:
+    """Reverse the manifest. ``root`` runs an argv as root (for --system changes); without it
+    those are reported as MANUAL and stay in the manifest."""
+    dirs = dirs or GpudoctorDirs.from_env()
+    manifest = Manifest.load(dirs.manifest_file)
+    outcomes: list[UndoOutcome] = []
+    remaining: list[dict[str, Any]] = []
+    own_dirs = [c for c in manifest.changes if c["op"] == "mkdir" and c.get("purpose") == "manifest"]
+    for change in reversed([c for c in manifest.changes if c not in own_dirs]):
+        handler = UNDOERS.get(change["op"])
+        if handler is None:
+            outcomes.append(UndoOutcome(change, KEPT, f"unknown change {change['op']!r}"))
+            continue
+        try:
+            if change["op"] == "env":
+                status, message = _env(change, root, env_file=dirs.env_file)
+            else:
+                status, message = handler(change, root)
+        except OSError as exc:
+            status, message = KEPT, f"{change['op']}: {exc}"
+        outcomes.append(UndoOutcome(change, status, message))
+        if status == MANUAL:
+            remaining.append(change)
+
+    if remaining:  # keep what still needs a root hand, so a later --undo can finish it
+        manifest.changes = list(reversed(remaining)) + own_dirs
+        manifest.save()
+        return outcomes
+    if os.path.exists(dirs.manifest_file):
+        os.unlink(dirs.manifest_file)
+    for change in reversed(own_dirs):
+        status, message = _mkdir(change, root)
+        outcomes.append(UndoOutcome(change, status, message))
+    return outcomes

@@ -1,0 +1,42 @@
+"""Fixtures for the fixer tests: a temporary HOME, a fake driver dir, a fake machine."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from fixhelpers import FakeMachine
+
+from gpudoctor.paths import GpudoctorDirs
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> GpudoctorDirs:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "LIBRARY_PATH", "TRITON_LIBCUDA_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    return GpudoctorDirs.from_env()
+
+
+@pytest.fixture
+def driver_dir(tmp_path) -> str:
+    """A directory holding only libcuda.so.1 (a real shared object), like most driver installs."""
+    if not shutil.which("gcc"):
+        pytest.skip("gcc is needed to build the fake libcuda.so.1")
+    directory = tmp_path / "driver lib"  # a space, on purpose
+    directory.mkdir()
+    src = tmp_path / "fake.c"
+    src.write_text("int cuInit(unsigned int flags) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(directory / "libcuda.so.1"), str(src)],
+                   check=True, capture_output=True)
+    return str(directory)
+
+
+@pytest.fixture
+def machine(home, driver_dir, monkeypatch) -> FakeMachine:
+    fake = FakeMachine(home, driver_dir)
+    monkeypatch.setattr("gpudoctor.cli.fix.run_diagnosis", fake)
+    return fake
