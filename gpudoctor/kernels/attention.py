@@ -1,0 +1,922 @@
+"""FlashAttention forward and backward in Triton, for every head_dim that is a multiple of 8 from
+32 to 256, grouped-query attention, causal or not, from Turing (sm75) to Hopper (sm90).
+
+Why this exists: FlashAttention's own CUDA backward refuses some (GPU, head_dim) pairs — head_dim 80
+(Phi-2) on a Turing card is the case in the seeds — and its users end up writing CUDA by hand. This
+module is the workaround gpudoctor can point to, and the kernel its training pass exercises.
+
+Layout is (batch, heads, seq, head_dim). The design follows the well-known Triton fused-attention
+tutorial: an online-softmax forward in base 2 (``softmax_scale * log2(e)`` folded into one multiply
+so the exponential is a bare ``exp2``), the causal case split into an unmasked off-diagonal loop and
+a masked diagonal loop, the log-sum-exp (base 2) saved for the backward, and a backward made of a
+``delta = rowsum(o * do)`` pre-pass, a dK/dV kernel that walks the query blocks and a dQ kernel that
+walks the key blocks. Every gradient element is written by exactly one program (dK/dV of a shared
+KV head sum their query heads inside one program), so the backward uses no atomics and is
+deterministic whatever ``deterministic`` says.
+
+Head dims that are a power of two plus a smaller power of two of at least 16 are computed as a
+"main" slice plus a "tail" slice (80 = 64 + 16, 96 = 64 + 32) instead of padding to the next power of two (128), which would spend
+37.5 % (80) or 25 % (96) of the matrix work on zeros; measured on an H200 the split ran hd80
+forward+backward 1.56-1.71x faster than padding (docs/benchmarks.md). Other head dims (40, 72, 112,
+...) are padded to the next power of two with masked columns: see ``head_dim_slices`` for why.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2_E = 1.4426950408889634
+
+MIN_HEAD_DIM = 32
+MAX_HEAD_DIM = 256
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
+# tl.dot needs every dimension >= 16, so the tail slice of the head dim is at least 16 wide.
+MIN_DOT_WIDTH = 16
+
+
+# ----------------------------------------------------------------------------------------------
+# Tile helpers
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _load_tile(base, rows, cols, stride_row, stride_col, row_limit, col_limit,
+               CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
+    """Load a (rows x cols) tile; masks are compiled in only where the caller says the tile can
+    cross the sequence end or the real head_dim, so full tiles stay mask-free."""
+    ptrs = base + rows[:, None] * stride_row + cols[None, :] * stride_col
+    if CHECK_ROWS:
+        if CHECK_COLS:
+            tile = tl.load(ptrs, mask=(rows[:, None] < row_limit) & (cols[None, :] < col_limit),
+                           other=0.0)
+        else:
+            tile = tl.load(ptrs, mask=rows[:, None] < row_limit, other=0.0)
+    else:
+        if CHECK_COLS:
+            tile = tl.load(ptrs, mask=cols[None, :] < col_limit, other=0.0)
+        else:
+            tile = tl.load(ptrs)
+    return tile
+
+
+@triton.jit
+def _store_tile(base, tile, rows, cols, stride_row, stride_col, row_limit, col_limit,
+                CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
+    ptrs = base + rows[:, None] * stride_row + cols[None, :] * stride_col
+    if CHECK_ROWS:
+        if CHECK_COLS:
+            tl.store(ptrs, tile, mask=(rows[:, None] < row_limit) & (cols[None, :] < col_limit))
+        else:
+            tl.store(ptrs, tile, mask=rows[:, None] < row_limit)
+    else:
+        if CHECK_COLS:
+            tl.store(ptrs, tile, mask=cols[None, :] < col_limit)
+        else:
+            tl.store(ptrs, tile)
+
+
+# ----------------------------------------------------------------------------------------------
+# Forward
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _forward_key_block(
+    acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+    stride_kn, stride_kd, stride_vn, stride_vd,
+    offs_m, offs_n, offs_d_main, offs_d_tail, start_n, seq_k, qk_scale,
+    HEAD_DIM: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
+):
+    """One key block of the online softmax: update the running max, sum and accumulators."""
+    if True:
+        cols = start_n + offs_n
+        k_main = _load_tile(k_base, cols, offs_d_main, stride_kn, stride_kd, seq_k, HEAD_DIM,
+                            KEY_END_MASK, MAIN_PADDED)
+        scores = tl.dot(q_main, tl.trans(k_main))
+        if HAS_TAIL:
+            k_tail = _load_tile(k_base, cols, offs_d_tail, stride_kn, stride_kd, seq_k, HEAD_DIM,
+                                KEY_END_MASK, True)
+            scores = tl.dot(q_tail, tl.trans(k_tail), scores)
+        if CAUSAL_MASK or KEY_END_MASK:
+            if CAUSAL_MASK:
+                keep = offs_m[:, None] >= cols[None, :]
+                if KEY_END_MASK:
+                    keep = keep & (cols[None, :] < seq_k)
+            else:
+                keep = (cols[None, :] < seq_k) & (offs_m[:, None] >= 0)
+            # A large finite negative rather than -inf: exp2 of it is 0, and (max - max) never
+            # becomes inf - inf = NaN. Every real row meets an unmasked key in its first block.
+            scores = scores * qk_scale + tl.where(keep, 0.0, -1.0e6)
+            new_max = tl.maximum(row_max, tl.max(scores, 1))
+            scores = scores - new_max[:, None]
+        else:
+            new_max = tl.maximum(row_max, tl.max(scores, 1) * qk_scale)
+            scores = scores * qk_scale - new_max[:, None]
+        probs = tl.math.exp2(scores)
+        correction = tl.math.exp2(row_max - new_max)
+        row_sum = row_sum * correction + tl.sum(probs, 1)
+        acc_main = acc_main * correction[:, None]
+        v_main = _load_tile(v_base, cols, offs_d_main, stride_vn, stride_vd, seq_k, HEAD_DIM,
+                            KEY_END_MASK, MAIN_PADDED)
+        probs_lowp = probs.to(v_main.dtype)
+        acc_main = tl.dot(probs_lowp, v_main, acc_main)
+        if HAS_TAIL:
+            acc_tail = acc_tail * correction[:, None]
+            v_tail = _load_tile(v_base, cols, offs_d_tail, stride_vn, stride_vd, seq_k, HEAD_DIM,
+                                KEY_END_MASK, True)
+            acc_tail = tl.dot(probs_lowp, v_tail, acc_tail)
+        row_max = new_max
+    return acc_main, acc_tail, row_sum, row_max
+
+
+@triton.jit
+def _forward_key_blocks(
+    acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+    stride_kn, stride_kd, stride_vn, stride_vd,
+    offs_m, offs_n, offs_d_main, offs_d_tail, key_lo, key_hi, seq_k, qk_scale,
+    HEAD_DIM: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
+    INTERPRETED: tl.constexpr,
+):
+    if INTERPRETED:
+        # Triton 3.6's interpreter turns range() bounds into int(1-element array), which
+        # NumPy >= 2.4 refuses; a while loop only needs bool(), which still works.
+        start_n = key_lo
+        while start_n < key_hi:
+            acc_main, acc_tail, row_sum, row_max = _forward_key_block(
+                acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+                stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
+                offs_d_tail, start_n, seq_k, qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N,
+                CAUSAL_MASK, KEY_END_MASK)
+            start_n += BLOCK_N
+    else:
+        # A for loop, so that Triton software-pipelines the K/V loads (num_stages).
+        for start_n in range(key_lo, key_hi, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            acc_main, acc_tail, row_sum, row_max = _forward_key_block(
+                acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+                stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
+                offs_d_tail, start_n, seq_k, qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N,
+                CAUSAL_MASK, KEY_END_MASK)
+    return acc_main, acc_tail, row_sum, row_max
+
+
+@triton.jit
+def _attention_forward_kernel(
+    Q, K, V, O, LSE,
+    stride_qb, stride_qh, stride_qm, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_ob, stride_oh, stride_om, stride_od,
+    num_heads, kv_group_size, seq_q, seq_k, qk_scale,
+    HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
+    MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
+):
+    start_m = tl.program_id(0) * BLOCK_M
+    batch_head = tl.program_id(1)
+    batch = batch_head // num_heads
+    head = batch_head % num_heads
+    kv_head = head // kv_group_size
+    # int64 offsets: batch * stride overflows int32 at long sequences times many heads.
+    q_base = Q + batch.to(tl.int64) * stride_qb + head.to(tl.int64) * stride_qh
+    k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
+    v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
+    o_base = O + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
+
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d_main = tl.arange(0, D_MAIN)
+    offs_d_tail = D_MAIN + tl.arange(0, D_TAIL)
+
+    q_main = _load_tile(q_base, offs_m, offs_d_main, stride_qm, stride_qd, seq_q, HEAD_DIM,
+                        CHECK_M, MAIN_PADDED)
+    if HAS_TAIL:
+        q_tail = _load_tile(q_base, offs_m, offs_d_tail, stride_qm, stride_qd, seq_q, HEAD_DIM,
+                            CHECK_M, True)
+    else:
+        q_tail = q_main  # never read: the tail code is compiled out
+    acc_main = tl.zeros([BLOCK_M, D_MAIN], dtype=tl.float32)
+    acc_tail = tl.zeros([BLOCK_M, D_TAIL], dtype=tl.float32)
+    row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+    row_max = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+
+    if CAUSAL:
+        # Keys left of this query block are visible to every row: no mask in that loop.
+        acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
+            acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+            stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
+            0, start_m, seq_k, qk_scale,
+            HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
+        acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
+            acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+            stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
+            start_m, tl.minimum(start_m + BLOCK_M, seq_k), seq_k, qk_scale,
+            HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, True, CHECK_N, INTERPRETED)
+    else:
+        full_key_end = (seq_k // BLOCK_N) * BLOCK_N
+        acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
+            acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+            stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
+            0, full_key_end, seq_k, qk_scale,
+            HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
+        if CHECK_N:
+            acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
+                acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+                stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
+                offs_d_tail, full_key_end, seq_k, seq_k, qk_scale,
+                HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, True, INTERPRETED)
+
+    out_main = acc_main / row_sum[:, None]
+    _store_tile(o_base, out_main.to(O.dtype.element_ty), offs_m, offs_d_main, stride_om, stride_od,
+                seq_q, HEAD_DIM, CHECK_M, MAIN_PADDED)
+    if HAS_TAIL:
+        out_tail = acc_tail / row_sum[:, None]
+        _store_tile(o_base, out_tail.to(O.dtype.element_ty), offs_m, offs_d_tail, stride_om,
+                    stride_od, seq_q, HEAD_DIM, CHECK_M, True)
+    # Base-2 log-sum-exp of the scaled scores; the backward recomputes P = exp2(S*scale - lse).
+    lse_ptrs = LSE + batch_head.to(tl.int64) * seq_q + offs_m
+    lse = row_max + tl.math.log2(row_sum)
+    if CHECK_M:
+        tl.store(lse_ptrs, lse, mask=offs_m < seq_q)
+    else:
+        tl.store(lse_ptrs, lse)
+
+
+# ----------------------------------------------------------------------------------------------
+# Backward
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _backward_delta_kernel(
+    O, DO, DELTA,
+    stride_ob, stride_oh, stride_om, stride_od,
+    stride_dob, stride_doh, stride_dom, stride_dod,
+    num_heads, seq_q,
+    HEAD_DIM: tl.constexpr, D_PADDED: tl.constexpr, BLOCK_M: tl.constexpr,
+):
+    """delta = rowsum(o * do), the term that softmax's Jacobian subtracts from dP."""
+    batch_head = tl.program_id(1)
+    batch = batch_head // num_heads
+    head = batch_head % num_heads
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D_PADDED)
+    o = _load_tile(O + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh,
+                   offs_m, offs_d, stride_om, stride_od, seq_q, HEAD_DIM, True, True)
+    do = _load_tile(DO + batch.to(tl.int64) * stride_dob + head.to(tl.int64) * stride_doh,
+                    offs_m, offs_d, stride_dom, stride_dod, seq_q, HEAD_DIM, True, True)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
+    tl.store(DELTA + batch_head.to(tl.int64) * seq_q + offs_m, delta, mask=offs_m < seq_q)
+
+
+@triton.jit
+def _backward_dkdv_query_block(
+    dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
+    q_base, do_base, lse_base, delta_base,
+    stride_qm, stride_qd, stride_dom, stride_dod,
+    offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale,
+    HEAD_DIM: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr, QUERY_END_MASK: tl.constexpr,
+):
+    if True:
+        rows = start_m + offs_m_in_block
+        q_main = _load_tile(q_base, rows, offs_d_main, stride_qm, stride_qd, seq_q, HEAD_DIM,
+                            QUERY_END_MASK, MAIN_PADDED)
+        do_main = _load_tile(do_base, rows, offs_d_main, stride_dom, stride_dod, seq_q, HEAD_DIM,
+                             QUERY_END_MASK, MAIN_PADDED)
+        if QUERY_END_MASK:
+            # lse = +inf makes P^T exactly 0 for rows past the end of the sequence.
+            lse = tl.load(lse_base + rows, mask=rows < seq_q, other=float("inf"))
+            delta = tl.load(delta_base + rows, mask=rows < seq_q, other=0.0)
+        else:
+            lse = tl.load(lse_base + rows)
+            delta = tl.load(delta_base + rows)
+        scores_t = tl.dot(k_main, tl.trans(q_main))
+        if HAS_TAIL:
+            q_tail = _load_tile(q_base, rows, offs_d_tail, stride_qm, stride_qd, seq_q, HEAD_DIM,
+                                QUERY_END_MASK, True)
+            do_tail = _load_tile(do_base, rows, offs_d_tail, stride_dom, stride_dod, seq_q,
+                                 HEAD_DIM, QUERY_END_MASK, True)
+            scores_t = tl.dot(k_tail, tl.trans(q_tail), scores_t)
+        probs_t = tl.math.exp2(scores_t * qk_scale - lse[None, :])
+        if CAUSAL_MASK:
+            probs_t = tl.where(rows[None, :] >= offs_n[:, None], probs_t, 0.0)
+        probs_t_lowp = probs_t.to(do_main.dtype)
+        dv_main = tl.dot(probs_t_lowp, do_main, dv_main)
+        dprobs_t = tl.dot(v_main, tl.trans(do_main))
+        if HAS_TAIL:
+            dv_tail = tl.dot(probs_t_lowp, do_tail, dv_tail)
+            dprobs_t = tl.dot(v_tail, tl.trans(do_tail), dprobs_t)
+        dscores_t = (probs_t * (dprobs_t - delta[None, :])).to(q_main.dtype)
+        dk_main = tl.dot(dscores_t, q_main, dk_main)
+        if HAS_TAIL:
+            dk_tail = tl.dot(dscores_t, q_tail, dk_tail)
+    return dk_main, dk_tail, dv_main, dv_tail
+
+
+@triton.jit
+def _backward_dkdv_query_blocks(
+    dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
+    q_base, do_base, lse_base, delta_base,
+    stride_qm, stride_qd, stride_dom, stride_dod,
+    offs_n, offs_m_in_block, offs_d_main, offs_d_tail, query_lo, query_hi, seq_q, qk_scale,
+    HEAD_DIM: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr, QUERY_END_MASK: tl.constexpr,
+    INTERPRETED: tl.constexpr,
+):
+    if INTERPRETED:  # see _forward_key_blocks
+        start_m = query_lo
+        while start_m < query_hi:
+            dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_block(
+                dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
+                q_base, do_base, lse_base, delta_base, stride_qm, stride_qd, stride_dom,
+                stride_dod, offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q,
+                qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_M, CAUSAL_MASK, QUERY_END_MASK)
+            start_m += BLOCK_M
+    else:
+        for start_m in range(query_lo, query_hi, BLOCK_M):
+            start_m = tl.multiple_of(start_m, BLOCK_M)
+            dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_block(
+                dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
+                q_base, do_base, lse_base, delta_base, stride_qm, stride_qd, stride_dom,
+                stride_dod, offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q,
+                qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_M, CAUSAL_MASK, QUERY_END_MASK)
+    return dk_main, dk_tail, dv_main, dv_tail
+
+
+@triton.jit
+def _attention_backward_dkdv_kernel(
+    Q, K, V, DO, DK, DV, LSE, DELTA,
+    stride_qb, stride_qh, stride_qm, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_dob, stride_doh, stride_dom, stride_dod,
+    stride_dkb, stride_dkh, stride_dkn, stride_dkd,
+    stride_dvb, stride_dvh, stride_dvn, stride_dvd,
+    num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
+    HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
+    MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
+):
+    """One program owns one key block of one KV head and sums over every query head that
+    shares it, so dK/dV need neither atomics nor a second reduction pass."""
+    start_n = tl.program_id(0) * BLOCK_N
+    batch_kv_head = tl.program_id(1)
+    batch = batch_kv_head // num_kv_heads
+    kv_head = batch_kv_head % num_kv_heads
+
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_m_in_block = tl.arange(0, BLOCK_M)
+    offs_d_main = tl.arange(0, D_MAIN)
+    offs_d_tail = D_MAIN + tl.arange(0, D_TAIL)
+
+    k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
+    v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
+    k_main = _load_tile(k_base, offs_n, offs_d_main, stride_kn, stride_kd, seq_k, HEAD_DIM,
+                        CHECK_N, MAIN_PADDED)
+    v_main = _load_tile(v_base, offs_n, offs_d_main, stride_vn, stride_vd, seq_k, HEAD_DIM,
+                        CHECK_N, MAIN_PADDED)
+    if HAS_TAIL:
+        k_tail = _load_tile(k_base, offs_n, offs_d_tail, stride_kn, stride_kd, seq_k, HEAD_DIM,
+                            CHECK_N, True)
+        v_tail = _load_tile(v_base, offs_n, offs_d_tail, stride_vn, stride_vd, seq_k, HEAD_DIM,
+                            CHECK_N, True)
+    else:
+        k_tail = k_main  # never read
+        v_tail = v_main
+    dk_main = tl.zeros([BLOCK_N, D_MAIN], dtype=tl.float32)
+    dv_main = tl.zeros([BLOCK_N, D_MAIN], dtype=tl.float32)
+    dk_tail = tl.zeros([BLOCK_N, D_TAIL], dtype=tl.float32)
+    dv_tail = tl.zeros([BLOCK_N, D_TAIL], dtype=tl.float32)
+
+    full_query_end = (seq_q // BLOCK_M) * BLOCK_M
+    # A while loop: the interpreter cannot run range() over a runtime bound (see
+    # _forward_key_blocks), and this outer loop has nothing to software-pipeline anyway.
+    group_index = 0
+    while group_index < kv_group_size:
+        head = kv_head * kv_group_size + group_index
+        group_index += 1
+        q_base = Q + batch.to(tl.int64) * stride_qb + head.to(tl.int64) * stride_qh
+        do_base = DO + batch.to(tl.int64) * stride_dob + head.to(tl.int64) * stride_doh
+        row_base = (batch * num_heads + head).to(tl.int64) * seq_q
+        if CAUSAL:
+            # Query blocks on the diagonal of this key block need the causal mask; the ones
+            # below it see every key of the block.
+            diagonal_end = tl.minimum(start_n + BLOCK_N, seq_q)
+            dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_blocks(
+                dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
+                q_base, do_base, LSE + row_base, DELTA + row_base,
+                stride_qm, stride_qd, stride_dom, stride_dod,
+                offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_n, diagonal_end,
+                seq_q, qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_M, True, CHECK_M, INTERPRETED)
+            below_start = start_n + BLOCK_N
+        else:
+            below_start = 0
+        dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_blocks(
+            dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
+            q_base, do_base, LSE + row_base, DELTA + row_base,
+            stride_qm, stride_qd, stride_dom, stride_dod,
+            offs_n, offs_m_in_block, offs_d_main, offs_d_tail, below_start, full_query_end,
+            seq_q, qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_M, False, False, INTERPRETED)
+        if CHECK_M:
+            dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_blocks(
+                dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
+                q_base, do_base, LSE + row_base, DELTA + row_base,
+                stride_qm, stride_qd, stride_dom, stride_dod,
+                offs_n, offs_m_in_block, offs_d_main, offs_d_tail,
+                tl.maximum(below_start, full_query_end), seq_q,
+                seq_q, qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_M, False, True, INTERPRETED)
+
+    dk_base = DK + batch.to(tl.int64) * stride_dkb + kv_head.to(tl.int64) * stride_dkh
+    dv_base = DV + batch.to(tl.int64) * stride_dvb + kv_head.to(tl.int64) * stride_dvh
+    _store_tile(dk_base, (dk_main * softmax_scale).to(DK.dtype.element_ty), offs_n, offs_d_main,
+                stride_dkn, stride_dkd, seq_k, HEAD_DIM, CHECK_N, MAIN_PADDED)
+    _store_tile(dv_base, dv_main.to(DV.dtype.element_ty), offs_n, offs_d_main,
+                stride_dvn, stride_dvd, seq_k, HEAD_DIM, CHECK_N, MAIN_PADDED)
+    if HAS_TAIL:
+        _store_tile(dk_base, (dk_tail * softmax_scale).to(DK.dtype.element_ty), offs_n,
+                    offs_d_tail, stride_dkn, stride_dkd, seq_k, HEAD_DIM, CHECK_N, True)
+        _store_tile(dv_base, dv_tail.to(DV.dtype.element_ty), offs_n, offs_d_tail,
+                    stride_dvn, stride_dvd, seq_k, HEAD_DIM, CHECK_N, True)
+
+
+@triton.jit
+def _backward_dq_key_block(
+    dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
+    stride_kn, stride_kd, stride_vn, stride_vd,
+    offs_m, offs_n_in_block, offs_d_main, offs_d_tail, start_n, seq_k, qk_scale,
+    HEAD_DIM: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
+):
+    if True:
+        cols = start_n + offs_n_in_block
+        k_main = _load_tile(k_base, cols, offs_d_main, stride_kn, stride_kd, seq_k, HEAD_DIM,
+                            KEY_END_MASK, MAIN_PADDED)
+        v_main = _load_tile(v_base, cols, offs_d_main, stride_vn, stride_vd, seq_k, HEAD_DIM,
+                            KEY_END_MASK, MAIN_PADDED)
+        scores = tl.dot(q_main, tl.trans(k_main))
+        dprobs = tl.dot(do_main, tl.trans(v_main))
+        if HAS_TAIL:
+            k_tail = _load_tile(k_base, cols, offs_d_tail, stride_kn, stride_kd, seq_k, HEAD_DIM,
+                                KEY_END_MASK, True)
+            v_tail = _load_tile(v_base, cols, offs_d_tail, stride_vn, stride_vd, seq_k, HEAD_DIM,
+                                KEY_END_MASK, True)
+            scores = tl.dot(q_tail, tl.trans(k_tail), scores)
+            dprobs = tl.dot(do_tail, tl.trans(v_tail), dprobs)
+        probs = tl.math.exp2(scores * qk_scale - lse[:, None])
+        if CAUSAL_MASK:
+            probs = tl.where(offs_m[:, None] >= cols[None, :], probs, 0.0)
+        if KEY_END_MASK:
+            probs = tl.where(cols[None, :] < seq_k, probs, 0.0)
+        dscores = (probs * (dprobs - delta[:, None])).to(k_main.dtype)
+        dq_main = tl.dot(dscores, k_main, dq_main)
+        if HAS_TAIL:
+            dq_tail = tl.dot(dscores, k_tail, dq_tail)
+    return dq_main, dq_tail
+
+
+@triton.jit
+def _backward_dq_key_blocks(
+    dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
+    stride_kn, stride_kd, stride_vn, stride_vd,
+    offs_m, offs_n_in_block, offs_d_main, offs_d_tail, key_lo, key_hi, seq_k, qk_scale,
+    HEAD_DIM: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
+    INTERPRETED: tl.constexpr,
+):
+    if INTERPRETED:  # see _forward_key_blocks
+        start_n = key_lo
+        while start_n < key_hi:
+            dq_main, dq_tail = _backward_dq_key_block(
+                dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
+                stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n_in_block,
+                offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, HEAD_DIM, MAIN_PADDED,
+                HAS_TAIL, BLOCK_N, CAUSAL_MASK, KEY_END_MASK)
+            start_n += BLOCK_N
+    else:
+        for start_n in range(key_lo, key_hi, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            dq_main, dq_tail = _backward_dq_key_block(
+                dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
+                stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n_in_block,
+                offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, HEAD_DIM, MAIN_PADDED,
+                HAS_TAIL, BLOCK_N, CAUSAL_MASK, KEY_END_MASK)
+    return dq_main, dq_tail
+
+
+@triton.jit
+def _attention_backward_dq_kernel(
+    Q, K, V, DO, DQ, LSE, DELTA,
+    stride_qb, stride_qh, stride_qm, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_dob, stride_doh, stride_dom, stride_dod,
+    stride_dqb, stride_dqh, stride_dqm, stride_dqd,
+    num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
+    HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
+    MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
+):
+    """dQ in its own kernel, one program per query block: no atomics, deterministic."""
+    start_m = tl.program_id(0) * BLOCK_M
+    batch_head = tl.program_id(1)
+    batch = batch_head // num_heads
+    head = batch_head % num_heads
+    kv_head = head // kv_group_size
+
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n_in_block = tl.arange(0, BLOCK_N)
+    offs_d_main = tl.arange(0, D_MAIN)
+    offs_d_tail = D_MAIN + tl.arange(0, D_TAIL)
+
+    q_base = Q + batch.to(tl.int64) * stride_qb + head.to(tl.int64) * stride_qh
+    do_base = DO + batch.to(tl.int64) * stride_dob + head.to(tl.int64) * stride_doh
+    k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
+    v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
+    q_main = _load_tile(q_base, offs_m, offs_d_main, stride_qm, stride_qd, seq_q, HEAD_DIM,
+                        CHECK_M, MAIN_PADDED)
+    do_main = _load_tile(do_base, offs_m, offs_d_main, stride_dom, stride_dod, seq_q, HEAD_DIM,
+                         CHECK_M, MAIN_PADDED)
+    if HAS_TAIL:
+        q_tail = _load_tile(q_base, offs_m, offs_d_tail, stride_qm, stride_qd, seq_q, HEAD_DIM,
+                            CHECK_M, True)
+        do_tail = _load_tile(do_base, offs_m, offs_d_tail, stride_dom, stride_dod, seq_q,
+                             HEAD_DIM, CHECK_M, True)
+    else:
+        q_tail = q_main  # never read
+        do_tail = do_main
+    row_ptrs = batch_head.to(tl.int64) * seq_q + offs_m
+    if CHECK_M:
+        lse = tl.load(LSE + row_ptrs, mask=offs_m < seq_q, other=0.0)
+        delta = tl.load(DELTA + row_ptrs, mask=offs_m < seq_q, other=0.0)
+    else:
+        lse = tl.load(LSE + row_ptrs)
+        delta = tl.load(DELTA + row_ptrs)
+    dq_main = tl.zeros([BLOCK_M, D_MAIN], dtype=tl.float32)
+    dq_tail = tl.zeros([BLOCK_M, D_TAIL], dtype=tl.float32)
+
+    if CAUSAL:
+        dq_main, dq_tail = _backward_dq_key_blocks(
+            dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
+            stride_kn, stride_kd, stride_vn, stride_vd,
+            offs_m, offs_n_in_block, offs_d_main, offs_d_tail, 0, start_m, seq_k, qk_scale,
+            HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
+        dq_main, dq_tail = _backward_dq_key_blocks(
+            dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
+            stride_kn, stride_kd, stride_vn, stride_vd,
+            offs_m, offs_n_in_block, offs_d_main, offs_d_tail,
+            start_m, tl.minimum(start_m + BLOCK_M, seq_k), seq_k, qk_scale,
+            HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, True, CHECK_N, INTERPRETED)
+    else:
+        full_key_end = (seq_k // BLOCK_N) * BLOCK_N
+        dq_main, dq_tail = _backward_dq_key_blocks(
+            dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
+            stride_kn, stride_kd, stride_vn, stride_vd,
+            offs_m, offs_n_in_block, offs_d_main, offs_d_tail, 0, full_key_end, seq_k, qk_scale,
+            HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
+        if CHECK_N:
+            dq_main, dq_tail = _backward_dq_key_blocks(
+                dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
+                stride_kn, stride_kd, stride_vn, stride_vd,
+                offs_m, offs_n_in_block, offs_d_main, offs_d_tail, full_key_end, seq_k, seq_k,
+                qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, True, INTERPRETED)
+
+    dq_base = DQ + batch.to(tl.int64) * stride_dqb + head.to(tl.int64) * stride_dqh
+    _store_tile(dq_base, (dq_main * softmax_scale).to(DQ.dtype.element_ty), offs_m, offs_d_main,
+                stride_dqm, stride_dqd, seq_q, HEAD_DIM, CHECK_M, MAIN_PADDED)
+    if HAS_TAIL:
+        _store_tile(dq_base, (dq_tail * softmax_scale).to(DQ.dtype.element_ty), offs_m,
+                    offs_d_tail, stride_dqm, stride_dqd, seq_q, HEAD_DIM, CHECK_M, True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Configurations per architecture and head_dim
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelTiles:
+    """Tile shape and pipelining of one kernel. block_m runs over queries, block_n over keys."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    forward: KernelTiles
+    # dK/dV: one program per key block (block_n), walking query blocks of block_m.
+    backward_dkdv: KernelTiles
+    # dQ: one program per query block (block_m), walking key blocks of block_n.
+    backward_dq: KernelTiles
+    # Compute a non-power-of-two head_dim as main + tail slices instead of padding it.
+    split_head_dim: bool = True
+
+
+def _tiles(block_m, block_n, num_warps, num_stages):
+    return KernelTiles(block_m, block_n, num_warps, num_stages)
+
+
+# Interpreter: smallest legal tiles, so that the CPU tests stay fast and exercise the block edges.
+_INTERPRETER_CONFIG = AttentionConfig(_tiles(16, 16, 4, 1), _tiles(16, 16, 4, 1),
+                                      _tiles(16, 16, 4, 1))
+
+# Keyed by compute-capability family, then by head_dim bucket (<= 64, [<= 96,] <= 128, <= 256).
+# Shared memory per block: sm75 64 KB, sm86/sm89 ~100 KB, sm80 ~164 KB, sm90 ~227 KB. The
+# forward keeps Q resident plus num_stages buffers of (K, V) tiles; those two terms are sized
+# under each limit below. sm90's entries were picked from a tile sweep on an H200 (seq 4096,
+# causal, bf16; docs/benchmarks.md): e.g. hd64 forward 128x64 ran at 389 TFLOP/s against 322
+# for 128x128, and a 32x128 dK/dV tile on 4 warps at hd128 ran at 165 against 360 for 64x128
+# on 8 warps.
+# The other architectures are sized from the shared-memory budget and not measured (no such GPU).
+_ARCH_CONFIGS: dict[str, dict[int, AttentionConfig]] = {
+    "sm90": {
+        64: AttentionConfig(_tiles(128, 64, 8, 3), _tiles(64, 64, 4, 3), _tiles(128, 32, 4, 5)),
+        96: AttentionConfig(_tiles(128, 64, 4, 3), _tiles(64, 64, 4, 3), _tiles(128, 32, 8, 4)),
+        128: AttentionConfig(_tiles(128, 128, 8, 3), _tiles(64, 128, 8, 3), _tiles(128, 64, 8, 3)),
+        256: AttentionConfig(_tiles(64, 64, 4, 2), _tiles(32, 32, 4, 2), _tiles(64, 32, 8, 2)),
+    },
+    "sm80": {
+        64: AttentionConfig(_tiles(128, 64, 4, 3), _tiles(32, 128, 4, 3), _tiles(128, 32, 4, 3)),
+        128: AttentionConfig(_tiles(128, 64, 8, 3), _tiles(32, 128, 8, 2), _tiles(128, 32, 8, 2)),
+        256: AttentionConfig(_tiles(64, 32, 4, 2), _tiles(32, 32, 4, 2), _tiles(64, 32, 8, 2)),
+    },
+    "sm86": {  # also sm89: ~100 KB of shared memory per block
+        64: AttentionConfig(_tiles(128, 64, 4, 2), _tiles(32, 64, 4, 2), _tiles(64, 32, 4, 2)),
+        128: AttentionConfig(_tiles(64, 64, 4, 2), _tiles(32, 64, 4, 2), _tiles(64, 32, 4, 2)),
+        256: AttentionConfig(_tiles(64, 32, 4, 1), _tiles(16, 32, 4, 1), _tiles(32, 32, 4, 1)),
+    },
+    "sm75": {  # Turing: 64 KB of shared memory, no cp.async (so one stage), fp16 only
+        64: AttentionConfig(_tiles(64, 64, 4, 1), _tiles(32, 64, 4, 1), _tiles(64, 32, 4, 1)),
+        128: AttentionConfig(_tiles(64, 32, 4, 1), _tiles(16, 32, 4, 1), _tiles(32, 32, 4, 1)),
+        256: AttentionConfig(_tiles(32, 32, 4, 1), _tiles(16, 16, 4, 1), _tiles(32, 16, 4, 1)),
+    },
+}
+
+
+def _architecture_family(capability: tuple[int, int]) -> str:
+    major, minor = capability
+    if major >= 9:
+        return "sm90"
+    if (major, minor) == (8, 0):
+        return "sm80"
+    if major == 8:
+        return "sm86"
+    return "sm75"
+
+
+def select_config(capability: tuple[int, int] | None, head_dim: int) -> AttentionConfig:
+    """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``."""
+    if capability is None:
+        return _INTERPRETER_CONFIG
+    by_width = _ARCH_CONFIGS[_architecture_family(capability)]
+    # The 64+16 / 64+32 split head dims (80, 96) do less work per tile than 128 and were
+    # measured to want other tiles on sm90; elsewhere they share the <= 128 entry.
+    bucket = 64 if head_dim <= 64 else 96 if head_dim <= 96 and 96 in by_width else \
+        128 if head_dim <= 128 else 256
+    return by_width[bucket]
+
+
+def _next_power_of_2(value: int) -> int:
+    return 1 << (value - 1).bit_length()
+
+
+def head_dim_slices(head_dim: int, split: bool = True) -> tuple[int, int, bool]:
+    """(main width, tail width, has tail); without a tail, main is head_dim padded to the next
+    power of two (its extra columns masked).
+
+    A split is used only when the remainder after the largest power of two is itself a power of
+    two of at least 16 (the smallest tl.dot width), so that neither slice needs a column mask:
+    48 = 32+16, 80 = 64+16, 96 = 64+32, 144 = 128+16, 160 = 128+32, 192 = 128+64. A partially
+    masked tail (40 = 32+16 with 8 columns masked, also 72, 88, 136, 152) was seen on an H200
+    with Triton 3.6 to make the compiled forward read shared memory out of bounds
+    (compute-sanitizer: invalid __shared__ read inside a reduction) or return wrong values,
+    while the padded form of the same head dims passed; so those head dims are padded.
+    """
+    padded = _next_power_of_2(head_dim)
+    main = padded if padded == head_dim else padded // 2
+    remainder = head_dim - main
+    tail_fills_exactly = remainder >= MIN_DOT_WIDTH and remainder == _next_power_of_2(remainder)
+    if main == head_dim or not split or not tail_fills_exactly:
+        return padded, MIN_DOT_WIDTH, False
+    return main, remainder, True
+
+
+# ----------------------------------------------------------------------------------------------
+# Validation
+# ----------------------------------------------------------------------------------------------
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _device_capability(tensor: torch.Tensor) -> tuple[int, int] | None:
+    if tensor.device.type == "cuda":
+        return torch.cuda.get_device_capability(tensor.device)
+    return None
+
+
+def validate_inputs(q, k, v, causal: bool, softmax_scale) -> None:
+    """Raise TypeError/ValueError with a message that names the problem, before any launch."""
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"flash_attention: {name} must be a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.dim() != 4:
+            raise ValueError(f"flash_attention: {name} must be 4-D (batch, heads, seq, head_dim), "
+                             f"got shape {tuple(tensor.shape)}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"flash_attention: q, k, v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"flash_attention: dtype {q.dtype} is not supported; use torch.float16 "
+                        f"or torch.bfloat16")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"flash_attention: q, k, v are on different devices "
+                         f"({q.device}, {k.device}, {v.device})")
+    if q.device.type == "cuda":
+        capability = torch.cuda.get_device_capability(q.device)
+        if capability < (7, 5):
+            raise ValueError(f"flash_attention: compute capability {capability[0]}.{capability[1]} "
+                             f"is not supported; it needs sm75 (Turing) or newer")
+        if q.dtype == torch.bfloat16 and capability < (8, 0):
+            raise TypeError(f"flash_attention: bfloat16 needs compute capability 8.0 (Ampere) or "
+                            f"newer; this GPU is sm{capability[0]}{capability[1]}. Use float16.")
+    elif not _interpreting():
+        raise ValueError(f"flash_attention: tensors must be on a CUDA device (got {q.device}); "
+                         f"on the CPU only Triton's interpreter (TRITON_INTERPRET=1) can run it")
+    batch, num_heads, seq_q, head_dim = q.shape
+    if k.shape != v.shape:
+        raise ValueError(f"flash_attention: k and v shapes differ: {tuple(k.shape)} vs {tuple(v.shape)}")
+    kv_batch, num_kv_heads, seq_k, kv_head_dim = k.shape
+    if kv_batch != batch:
+        raise ValueError(f"flash_attention: batch of q ({batch}) and k/v ({kv_batch}) differ")
+    if kv_head_dim != head_dim:
+        raise ValueError(f"flash_attention: head_dim of q ({head_dim}) and k/v ({kv_head_dim}) differ")
+    if head_dim % 8 != 0 or not MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
+        raise ValueError(f"flash_attention: head_dim {head_dim} is not supported; it must be a "
+                         f"multiple of 8 from {MIN_HEAD_DIM} to {MAX_HEAD_DIM}")
+    if num_kv_heads == 0 or num_heads % num_kv_heads != 0:
+        raise ValueError(f"flash_attention: the {num_kv_heads} key/value heads must divide the "
+                         f"{num_heads} query heads (grouped-query attention)")
+    if batch == 0 or num_heads == 0 or seq_q == 0 or seq_k == 0:
+        raise ValueError(f"flash_attention: empty input, q {tuple(q.shape)}, k {tuple(k.shape)}")
+    if causal and seq_q != seq_k:
+        raise ValueError(f"flash_attention: causal attention needs q and k of the same length "
+                         f"(got {seq_q} and {seq_k}); pass causal=False for cross-attention")
+    if softmax_scale is not None and not (isinstance(softmax_scale, (int, float))
+                                          and math.isfinite(softmax_scale) and softmax_scale > 0):
+        raise ValueError(f"flash_attention: softmax_scale must be a positive finite number, "
+                         f"got {softmax_scale!r}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Launchers
+# ----------------------------------------------------------------------------------------------
+
+
+def _slice_constants(head_dim: int, config: AttentionConfig) -> dict:
+    d_main, d_tail, has_tail = head_dim_slices(head_dim, config.split_head_dim)
+    return dict(HEAD_DIM=head_dim, D_MAIN=d_main, D_TAIL=d_tail,
+                MAIN_PADDED=d_main > head_dim, HAS_TAIL=has_tail)
+
+
+def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: AttentionConfig):
+    """Launch the forward; returns (out, lse) where lse is the base-2 log-sum-exp of the scaled
+    scores, float32, shape (batch * heads, seq_q)."""
+    batch, num_heads, seq_q, head_dim = q.shape
+    num_kv_heads, seq_k = k.shape[1], k.shape[2]
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
+    tiles = config.forward
+    grid = (triton.cdiv(seq_q, tiles.block_m), batch * num_heads)
+    _attention_forward_kernel[grid](
+        q, k, v, out, lse,
+        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+        num_heads, num_heads // num_kv_heads, seq_q, seq_k, softmax_scale * LOG2_E,
+        CAUSAL=causal, BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
+        CHECK_M=seq_q % tiles.block_m != 0, CHECK_N=seq_k % tiles.block_n != 0,
+        INTERPRETED=_interpreting(),
+        num_warps=tiles.num_warps, num_stages=tiles.num_stages,
+        **_slice_constants(head_dim, config),
+    )
+    return out, lse
+
+
+def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale: float,
+                       config: AttentionConfig):
+    batch, num_heads, seq_q, head_dim = q.shape
+    num_kv_heads, seq_k = k.shape[1], k.shape[2]
+    kv_group_size = num_heads // num_kv_heads
+    grad_out = grad_out.contiguous()
+    dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+    dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+    dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+    delta = torch.empty_like(lse)
+    qk_scale = softmax_scale * LOG2_E
+    slices = _slice_constants(head_dim, config)
+
+    delta_block = 64 if q.is_cuda else 16
+    _backward_delta_kernel[(triton.cdiv(seq_q, delta_block), batch * num_heads)](
+        out, grad_out, delta, *out.stride(), *grad_out.stride(), num_heads, seq_q,
+        HEAD_DIM=head_dim, D_PADDED=_next_power_of_2(head_dim), BLOCK_M=delta_block,
+    )
+    tiles = config.backward_dkdv
+    _attention_backward_dkdv_kernel[(triton.cdiv(seq_k, tiles.block_n), batch * num_kv_heads)](
+        q, k, v, grad_out, dk, dv, lse, delta,
+        *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dk.stride(), *dv.stride(),
+        num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
+        CAUSAL=causal, BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
+        CHECK_M=seq_q % tiles.block_m != 0, CHECK_N=seq_k % tiles.block_n != 0,
+        INTERPRETED=_interpreting(),
+        num_warps=tiles.num_warps, num_stages=tiles.num_stages, **slices,
+    )
+    tiles = config.backward_dq
+    _attention_backward_dq_kernel[(triton.cdiv(seq_q, tiles.block_m), batch * num_heads)](
+        q, k, v, grad_out, dq, lse, delta,
+        *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dq.stride(),
+        num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
+        CAUSAL=causal, BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
+        CHECK_M=seq_q % tiles.block_m != 0, CHECK_N=seq_k % tiles.block_n != 0,
+        INTERPRETED=_interpreting(),
+        num_warps=tiles.num_warps, num_stages=tiles.num_stages, **slices,
+    )
+    return dq, dk, dv
+
+
+class _FlashAttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, causal, softmax_scale, config):
+        out, lse = attention_forward(q, k, v, causal, softmax_scale, config)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.causal = causal
+        ctx.softmax_scale = softmax_scale
+        ctx.config = config
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = attention_backward(grad_out, q, k, v, out, lse, ctx.causal,
+                                        ctx.softmax_scale, ctx.config)
+        return dq, dk, dv, None, None, None
+
+
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
+                    softmax_scale: float | None = None, deterministic: bool = False,
+                    config: AttentionConfig | None = None) -> torch.Tensor:
+    """softmax(q k^T * softmax_scale [+ causal mask]) v, differentiable in q, k and v.
+
+    q: (batch, heads, seq_q, head_dim); k, v: (batch, kv_heads, seq_k, head_dim) with kv_heads
+    dividing heads. head_dim: a multiple of 8 from 32 to 256. dtype: float16, or bfloat16 on
+    sm80+. Causal attention needs seq_q == seq_k. softmax_scale defaults to 1/sqrt(head_dim).
+
+    ``deterministic``: accepted for API parity with FlashAttention. This backward never uses
+    atomics (dQ has its own kernel and dK/dV sum their query heads inside one program), so it
+    is bitwise reproducible either way. ``config`` overrides the per-architecture tiles
+    (benchmarks and tuning only).
+    """
+    validate_inputs(q, k, v, causal, softmax_scale)
+    del deterministic  # always deterministic, see above
+    head_dim = q.shape[-1]
+    if softmax_scale is None:
+        softmax_scale = 1.0 / math.sqrt(head_dim)
+    if config is None:
+        config = select_config(_device_capability(q), head_dim)
+    return _FlashAttentionFunction.apply(q, k, v, bool(causal), float(softmax_scale), config)
+
+
+def reference_attention(q, k, v, causal: bool = True, softmax_scale: float | None = None,
+                        dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Plain softmax attention in ``dtype`` (default float64), the ground truth for tests."""
+    head_dim = q.shape[-1]
+    if softmax_scale is None:
+        softmax_scale = 1.0 / math.sqrt(head_dim)
+    group = q.shape[1] // k.shape[1]
+    q, k, v = (t.to(dtype) for t in (q, k, v))
+    if group > 1:
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+    scores = (q @ k.transpose(-1, -2)) * softmax_scale
+    if causal:
+        seq_q, seq_k = scores.shape[-2:]
+        visible = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~visible, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+__all__ = ["AttentionConfig", "KernelTiles", "flash_attention", "reference_attention",
+           "select_config", "head_dim_slices", "validate_inputs", "attention_forward",
+           "attention_backward"]
