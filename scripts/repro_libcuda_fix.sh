@@ -3,10 +3,12 @@
 # normal user (no root): Triton's launcher linked with `-lcuda` against a driver directory that
 # holds only libcuda.so.1.
 #
-# Run as root on a disposable GPU machine (the device machine): it edits the installed Triton's
-# nvidia/driver.py back to the pre-PR-#8668 line `libraries = ['cuda']` (so Triton links
-# `-lcuda`, as every Triton before 3.6 does) and restores it at the end. Everything else runs as
-# user `nobody` with a private HOME.
+# Run as root on a disposable GPU machine (the device machine), which it first turns into the
+# seeds' machine and restores at the end: it edits the installed Triton's nvidia/driver.py back
+# to the pre-PR-#8668 line `libraries = ['cuda']` (so Triton links `-lcuda`, as every Triton
+# before 3.6 does), and moves aside any unversioned libcuda.so in the linker's default search
+# directories (this image ships /lib/libcuda.so, which the seeds' machine did not have).
+# Everything else runs as user `nobody` with a private HOME.
 # Usage: scripts/repro_libcuda_fix.sh
 set -uo pipefail
 py=$(command -v python3)
@@ -19,7 +21,18 @@ ln -s "$real" "$work/drv/libcuda.so.1"          # a driver dir with only the ver
 tdir=$("$py" -c 'import os, triton; print(os.path.dirname(triton.__file__))')
 driver_py="$tdir/backends/nvidia/driver.py"
 cp "$driver_py" "$work/driver.py.orig"
-trap 'cp "$work/driver.py.orig" "$driver_py"' EXIT
+hidden=()
+restore() {
+  cp "$work/driver.py.orig" "$driver_py"
+  for path in "${hidden[@]}"; do mv "$path.gpudoctor-hidden" "$path"; done
+}
+trap restore EXIT
+for dir in /lib /usr/lib /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64; do
+  if [ -e "$dir/libcuda.so" ] && [ ! -e "$dir/libcuda.so.gpudoctor-hidden" ]; then
+    mv "$dir/libcuda.so" "$dir/libcuda.so.gpudoctor-hidden" && hidden+=("$dir/libcuda.so")
+    echo "## moved aside $dir/libcuda.so (restored at exit)"
+  fi
+done
 sed -i "s/^libraries = \['libcuda.so.1'\]/libraries = ['cuda']/" "$driver_py"
 echo "## Triton at $tdir now declares: $(grep '^libraries' "$driver_py")"
 
