@@ -29,6 +29,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--require", action="append", default=[], metavar="FEATURE",
                         help="a feature the training needs: bf16, flash-attn, head_dim=N (repeatable)")
     parser.add_argument("--debug", action="store_true", help=argparse_suppress())
+    # The training pass (issue 6). Its code imports torch, so it is imported only when --train is given.
+    parser.add_argument("--train", action="store_true",
+                        help="also run a small QLoRA training pass on the real kernels, in a child process")
+    parser.add_argument("--preset", choices=("phi2", "llama", "turing", "tiny"), default=None,
+                        help="model shapes for --train (default: phi2 on a GPU, tiny in interpreter mode)")
+    parser.add_argument("--compile", action="store_true", help="--train: also run the step under torch.compile")
+    parser.add_argument("--peft", action="store_true", help="--train: also build the adapters with PEFT's LoraConfig")
+    parser.add_argument("--train-timeout", type=float, default=300.0, metavar="SECONDS",
+                        help="--train: kill the child after this long and diagnose the hang (default: 300)")
 
 
 def argparse_suppress():
@@ -142,15 +151,41 @@ def run(args) -> int:
         except OSError as exc:
             sys.stderr.write(f"gpudoctor: error: cannot read log: {exc.strerror or exc}\n")
             return 2
-    report = diagnose(host, only=args.only, skip=args.skip, requirements=parse_requirements(args.require),
-                      extra_findings=log_findings)
+    # The training pass starts first: its child imports torch while the static checks run.
+    pending = None
+    if getattr(args, "train", False):
+        from ..train.runner import start_training_pass  # torch-free; the child imports torch
+
+        pending = start_training_pass(preset=args.preset, compile=args.compile, peft=args.peft,
+                                      timeout_s=args.train_timeout)
+    try:
+        report = diagnose(host, only=args.only, skip=args.skip, requirements=parse_requirements(args.require),
+                          extra_findings=log_findings)
+    except BaseException:
+        if pending is not None:
+            pending.cancel()  # the child runs in its own session: it would outlive us
+        raise
+    show_progress = not (args.json or args.markdown) and sys.stderr.isatty()
+    train_pass = pending.finish(show_progress=show_progress) if pending is not None else None
+    if train_pass is not None:
+        from ..engine import Report
+        from ..model import sort_findings
+
+        # A cause the static checks already reported (e.g. c-compiler-missing) is not repeated;
+        # the pass's own findings (which name that cause) always are.
+        static_ids = {f.id for f in report.findings}
+        own = {"triton-jit-failed", "kernel-numerics-mismatch", "training-pass-diverged", "cuda-oom"}
+        extra = [f for f in train_pass.findings if f.id in own or f.id not in static_ids]
+        report = Report(tuple(sort_findings(list(report.findings) + extra)),
+                        tuple(report.checks) + tuple(train_pass.checks), report.facts)
     summary = machine_summary(report.facts)
     if args.snapshot:
         summary.insert(0, f"replaying snapshot {args.snapshot}")
     if args.json:
         from ..report import render_json
 
-        print(render_json(report.findings, report.checks))
+        extra_json = {"train": train_pass.data} if train_pass is not None else {}
+        print(render_json(report.findings, report.checks, **extra_json))
     elif args.markdown:
         from ..report import render_markdown
 
@@ -160,7 +195,12 @@ def run(args) -> int:
 
         from ..report.terminal import print_report
 
-        print_report(Console(), report.findings, report.checks, title="gpudoctor check", summary=summary, verbose=args.verbose)
+        console = Console()
+        print_report(console, report.findings, report.checks, title="gpudoctor check", summary=summary, verbose=args.verbose)
+        if train_pass is not None:
+            from ..train.display import print_train_summary
+
+            print_train_summary(console, train_pass.data)
     if args.exit_zero:
         return 0
     threshold = FAIL_ON[args.fail_on].rank

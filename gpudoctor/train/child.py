@@ -1,0 +1,285 @@
+"""The child process: ``python -m gpudoctor.train --json --preset X [--compile] [--peft]``.
+
+Runs every stage on real kernels and prints one JSON document (protocol.py). The parent
+(runner.py) launches it with a timeout, so a segfault, an illegal memory access or a hang here
+costs this process, never the doctor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+from .presets import CPU_PRESET, DEFAULT_GPU_PRESET, PRESETS
+from .protocol import INSTALL_HINT, RESULT_SCHEMA, emit
+
+_STARTED = time.perf_counter()
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m gpudoctor.train",
+                                     description="gpudoctor's training pass (normally started by `gpudoctor check --train`)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON (what the parent reads)")
+    parser.add_argument("--preset", choices=tuple(PRESETS), default=None,
+                        help=f"model shapes (default: {DEFAULT_GPU_PRESET} on a GPU, {CPU_PRESET} without)")
+    parser.add_argument("--compile", action="store_true", help="also run the step under torch.compile")
+    parser.add_argument("--compile-backend", default=None, help="torch.compile backend (default: inductor on a GPU, aot_eager in interpreter mode)")
+    parser.add_argument("--peft", action="store_true", help="also build the adapters with PEFT's LoraConfig")
+    parser.add_argument("--lora-dropout", type=float, default=0.0, help="LoRA dropout for --peft (Unsloth wants 0)")
+    parser.add_argument("--lora-bias", default="none", help="LoRA bias for --peft (Unsloth wants none)")
+    parser.add_argument("--steps", type=int, default=None, help="training steps (default: the preset's)")
+    parser.add_argument("--lr", type=float, default=None, help="AdamW learning rate (default: the preset's)")
+    parser.add_argument("--skip-backends", action="store_true", help="skip the backend matrix")
+    parser.add_argument("--probe", metavar="CAPABILITY:BACKEND", help="only probe one backend (nf4:bitsandbytes, "
+                        "attention:flash-attn) and print its matrix row; the pass runs third-party backends this way")
+    parser.add_argument("--wait-for-go", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def _versions(torch, triton) -> dict:
+    versions = {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
+                "cuda": torch.version.cuda}
+    from importlib import metadata
+
+    for name in ("bitsandbytes", "flash-attn", "peft", "transformers"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def _device_info(torch) -> dict:
+    if not torch.cuda.is_available():
+        return {"type": "cpu", "name": platform.processor() or platform.machine()}
+    props = torch.cuda.get_device_properties(0)
+    return {"type": "cuda", "name": props.name, "capability": list(torch.cuda.get_device_capability(0)),
+            "memory_bytes": props.total_memory}
+
+
+def choose_preset(requested: str | None, on_gpu: bool, capability) -> tuple[str, str]:
+    """(preset, note): interpreter mode always runs tiny; a bf16 preset on a pre-Ampere GPU runs
+    its fp16 twin, since bf16 needs sm80."""
+    if not on_gpu:
+        note = "" if requested in (None, CPU_PRESET) else f"no GPU: ran {CPU_PRESET} instead of {requested}"
+        return CPU_PRESET, note
+    name = requested or DEFAULT_GPU_PRESET
+    if PRESETS[name].dtype == "bfloat16" and capability and tuple(capability) < (8, 0):
+        return "turing", f"sm{capability[0]}{capability[1]} has no bf16: ran turing (fp16) instead of {name}"
+    return name, ""
+
+
+def run(args) -> dict:
+    result: dict = {"schema": RESULT_SCHEMA, "stages": []}
+    from . import side_probes
+
+    # Third-party backends import and run in their own processes while this one works: started
+    # before torch's own import here, so theirs runs in parallel with it.
+    side = side_probes.start(args.preset, side_probes.probably_gpu()) if not args.skip_backends else {}
+    emit("stage-start", id="import", title="import torch and triton")
+    start = time.perf_counter()
+    try:
+        import torch
+    except ImportError as exc:
+        return _missing_extra(result, "torch", exc)
+    on_gpu = torch.cuda.is_available()
+    if not on_gpu:
+        # Must precede the first @triton.jit definition, i.e. importing gpudoctor.kernels.
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        import triton
+    except ImportError as exc:
+        return _missing_extra(result, "triton", exc)
+    import_ms = round((time.perf_counter() - start) * 1000, 1)
+    emit("stage-end", id="import", title="import torch and triton", status="pass", duration_ms=import_ms)
+
+    device_info = _device_info(torch)
+    preset_name, note = choose_preset(args.preset, on_gpu, device_info.get("capability"))
+    preset = PRESETS[preset_name]
+    device = "cuda" if on_gpu else "cpu"
+    dtype = getattr(torch, preset.dtype)
+    result.update(mode="gpu" if on_gpu else "interpreter", preset=preset_name, preset_note=note,
+                  preset_shape={k: getattr(preset, k) for k in ("heads", "kv_heads", "head_dim", "layers", "ffn",
+                                                                "seq", "batch", "steps", "dtype", "lora_rank")},
+                  device=device_info, versions=_versions(torch, triton),
+                  timings_ms={"process_to_import": round((start - _STARTED) * 1000, 1), "import_torch_triton": import_ms})
+    emit("info", mode=result["mode"], preset=preset_name, device=device_info.get("name"), note=note)
+
+    from . import jit, loop
+    from .stages import StageRunner
+
+    if on_gpu and not side and not args.skip_backends:
+        side = side_probes.start(preset_name, on_gpu)  # the device-node guess missed
+    stages = StageRunner()
+    if on_gpu:
+        # The CUDA context (and torch's allocator) on its own line: otherwise the first stage to
+        # touch the GPU would silently include it, e.g. in the "cold compile" time.
+        stages.run("cuda-init", "create the CUDA context", lambda: _cuda_init(torch))
+    stages.run("triton-jit", "Triton JIT: build a launcher, compile and launch a kernel (cold and warm cache)",
+               lambda: jit.check(device, dtype, interpreted=not on_gpu))
+
+    def training():
+        build_start = time.perf_counter()
+        model = loop.build_model(preset, device)
+        build_ms = (time.perf_counter() - build_start) * 1000
+        trained = loop.train(model, preset, device, steps=args.steps, lr=args.lr)
+        detail = trained.to_json()
+        detail["build_model_ms"] = round(build_ms, 1)  # launches only; the GPU work lands in checksum_ms
+        steps = trained.step_ms
+        if len(steps) > 2:
+            detail["first_step_overhead_ms"] = round(steps[0] - statistics.median(steps[1:]), 1)
+            detail["median_step_ms"] = round(statistics.median(steps[1:]), 3)
+        return detail
+
+    stages.run("training", f"QLoRA training, {preset.steps if args.steps is None else args.steps} steps "
+               f"(NF4 base + Triton attention)", training, problems=lambda d: d["problems"])
+
+    if not args.skip_backends:
+        from . import matrix_attention, matrix_nf4
+        from .backend import fastest
+
+        def nf4_backends():
+            rows = matrix_nf4.probe(preset.ffn, preset.dim, dtype, device,
+                                    external=side_probes.collect(side, "nf4-dequant"))
+            return {"rows": [r.to_json() for r in rows], "fastest": fastest(rows)}
+
+        def attention_backends():
+            rows = matrix_attention.probe(preset.batch, preset.heads, preset.kv_heads, preset.seq,
+                                          preset.head_dim, dtype, device,
+                                          external=side_probes.collect(side, "attention"))
+            return {"rows": [r.to_json() for r in rows], "fastest": fastest(rows)}
+
+        stages.run("nf4-backends", "NF4 dequant backends", nf4_backends, problems=_mismatches)
+        stages.run("attention-backends", "attention backends (forward + backward)", attention_backends,
+                   problems=_mismatches)
+
+    if args.compile:
+        stages.run("compile", "torch.compile: graph breaks and compiled steps", lambda: _compile_stage(args, preset, device, on_gpu),
+                   problems=lambda d: d.get("problems", []))
+    if args.peft:
+        stages.run("peft", "PEFT LoraConfig adapters and Unsloth's view of them", lambda: _peft_stage(args, preset, device),
+                   problems=lambda d: d.get("problems", []))
+
+    side_probes.stop(side)
+    if on_gpu:
+        result["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated())
+    result["stages"] = stages.stages
+    result["timings_ms"]["child_total"] = round((time.perf_counter() - _STARTED) * 1000, 1)
+    return result
+
+
+def _cuda_init(torch) -> dict:
+    torch.cuda.init()
+    torch.empty(1, device="cuda")
+    torch.cuda.synchronize()
+    return {"device": torch.cuda.get_device_name(0)}
+
+
+def run_probe(args) -> dict:
+    """``--probe CAPABILITY:BACKEND``: one matrix row, same seeded inputs as the main pass."""
+    import torch
+
+    capability, _, backend = args.probe.partition(":")
+    on_gpu = torch.cuda.is_available()
+    if not on_gpu:
+        os.environ["TRITON_INTERPRET"] = "1"
+    preset_name, _ = choose_preset(args.preset, on_gpu, list(torch.cuda.get_device_capability(0)) if on_gpu else None)
+    preset = PRESETS[preset_name]
+    dtype = getattr(torch, preset.dtype)
+    device = "cuda" if on_gpu else "cpu"
+
+    def wait():
+        # The main pass writes a line to our stdin when its GPU is idle (EOF also releases us).
+        if args.wait_for_go:
+            sys.stdin.readline()
+
+    if capability == "nf4":
+        from . import matrix_nf4
+
+        rows = matrix_nf4.probe(preset.ffn, preset.dim, dtype, device, backends=(backend,), before_timing=wait)
+    elif capability == "attention":
+        from . import matrix_attention
+
+        rows = matrix_attention.probe(preset.batch, preset.heads, preset.kv_heads, preset.seq, preset.head_dim,
+                                      dtype, device, backends=(backend,), before_timing=wait)
+    else:
+        raise SystemExit(f"unknown capability {capability!r} (nf4, attention)")
+    return {"rows": [r.to_json() for r in rows]}
+
+
+def _mismatches(detail: dict) -> list[str]:
+    return [f"{row['backend']}: {row['reason']}" for row in detail["rows"] if row["status"] == "mismatch"]
+
+
+def _compile_stage(args, preset, device, on_gpu) -> dict:
+    from . import compiled, loop
+    from .data import cycle_batches
+
+    model = loop.build_model(preset, device)
+    tokens = cycle_batches(preset.vocab, preset.batch, preset.seq, 1, device)[0]
+    detail = compiled.explain(model, tokens)
+    backend = args.compile_backend or ("inductor" if on_gpu else "aot_eager")
+    start = time.perf_counter()
+    trained = loop.train(model, preset, device, steps=args.steps, lr=args.lr,
+                         step_fn=compiled.compiled_step(model, backend))
+    detail.update(backend=backend, training=trained.to_json(), compile_and_train_ms=round((time.perf_counter() - start) * 1000, 1))
+    problems = list(trained.problems())
+    if detail["graph_breaks"]:
+        problems.append(f"{detail['graph_breaks']} graph breaks: {detail['break_reasons'][:3]}")
+    detail["problems"] = problems
+    return detail
+
+
+def _peft_stage(args, preset, device) -> dict:
+    from .unsloth_prediction import predict
+
+    try:
+        from . import peft_adapters
+
+        return peft_adapters.run(preset, device, lora_dropout=args.lora_dropout, bias=args.lora_bias)
+    except ModuleNotFoundError as exc:
+        if exc.name != "peft":
+            raise
+    # No PEFT: still say what Unsloth would make of this config on gpudoctor's own adapters.
+    from .model import LORA_TARGETS
+
+    return {"peft_version": None, "skipped": "peft is not installed (pip install peft)",
+            "unsloth": predict(args.lora_dropout, args.lora_bias, False, [set(LORA_TARGETS)] * preset.layers)}
+
+
+def _missing_extra(result: dict, name: str, exc: ImportError) -> dict:
+    failure = {"kind": "missing-extra", "cause": name, "message": str(exc), "hint": INSTALL_HINT}
+    result["stages"] = [{"id": "import", "title": f"import {name}", "status": "error", "failure": failure, "duration_ms": 0.0}]
+    emit("stage-end", **result["stages"][0])
+    return result
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.probe:
+        result = run_probe(args)
+        sys.stdout.write(json.dumps(result, default=str) + "\n")
+        return 0
+    # Everything a library prints goes to stderr while we work; stdout carries only the result.
+    real_stdout = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        result = run(args)
+    finally:
+        sys.stdout.flush()
+        os.dup2(real_stdout, 1)
+        os.close(real_stdout)
+    if args.json:
+        sys.stdout.write(json.dumps(result, default=str) + "\n")
+    else:
+        from .display import print_child_result
+
+        print_child_result(result)
+    sys.stdout.flush()
+    failed = any(s["status"] in ("fail", "error") for s in result["stages"])
+    return 1 if failed else 0

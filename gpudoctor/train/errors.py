@@ -1,0 +1,62 @@
+"""Name what an exception in the child means, as data the parent turns into findings.
+
+kinds: triton-jit (compile, launcher build, load; ``cause`` names the rule when the exception
+alone shows it), oom, illegal-memory-access, cuda-error (the CUDA context is dead after these
+two), missing-extra (torch/triton not installed), error (anything else: a bug, reported as is).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import traceback
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def classify(exc: BaseException) -> dict:
+    text = "\n".join(f"{type(e).__name__}: {e}" for e in _chain(exc))
+    failure = {
+        "kind": "error",
+        "cause": None,
+        "error_type": type(exc).__name__,
+        "message": (str(exc).strip().splitlines() or [type(exc).__name__])[0][:400],
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:],
+    }
+    compiler = os.environ.get("CC")
+    for e in _chain(exc):
+        if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] in ("torch", "triton"):
+            failure.update(kind="missing-extra", cause=e.name.split(".")[0])
+            return failure
+        if isinstance(e, FileNotFoundError) and compiler and e.filename in (compiler, os.path.basename(compiler)):
+            # subprocess could not even start $CC: Triton's launcher build dies before any compiler output.
+            failure.update(kind="triton-jit", cause="c-compiler-missing", compiler=compiler)
+            return failure
+        if isinstance(e, subprocess.CalledProcessError):
+            # The compiler ran and failed; its own output (above, on stderr) names the reason, and
+            # the parent's log matcher reads it (e.g. `cannot find -lcuda`).
+            failure.update(kind="triton-jit", command=[str(x) for x in (e.cmd or [])][:3])
+            return failure
+    lowered = text.lower()
+    if "failed to find c compiler" in lowered:
+        failure.update(kind="triton-jit", cause="c-compiler-missing")
+    elif "libcuda.so cannot found" in lowered:
+        failure.update(kind="triton-jit", cause="libcuda-not-in-linker-cache")
+    elif "out of memory" in lowered:
+        failure.update(kind="oom")
+    elif "illegal memory access" in lowered:
+        failure.update(kind="illegal-memory-access")
+    elif "compilationerror" in lowered or "triton" in lowered and ("ptxas" in lowered or "compil" in lowered):
+        failure.update(kind="triton-jit")
+    elif "cuda error" in lowered or "cudaerror" in lowered or "cuda_error" in lowered:
+        failure.update(kind="cuda-error")
+    return failure
+
+
+FATAL_KINDS = ("illegal-memory-access", "cuda-error")  # the CUDA context cannot be used after these

@@ -1,0 +1,105 @@
+"""Every failure class the CPU can provoke, provoked for real and diagnosed."""
+
+import argparse
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the training pass needs the 'train' extra")
+pytest.importorskip("triton", reason="the training pass needs the 'train' extra")
+
+from gpudoctor.train import jit, loop, matrix_nf4  # noqa: E402
+from gpudoctor.train.child import _mismatches, _peft_stage  # noqa: E402
+from gpudoctor.train.diagnosis import diagnose_outcome  # noqa: E402
+from gpudoctor.train.presets import PRESETS  # noqa: E402
+from gpudoctor.train.runner import ChildOutcome  # noqa: E402
+from gpudoctor.train.stages import StageRunner  # noqa: E402
+
+TINY = PRESETS["tiny"]
+
+
+def _diagnose(stages: StageRunner):
+    result = {"schema": 1, "mode": "interpreter", "preset": "tiny", "stages": stages.stages}
+    return diagnose_outcome(ChildOutcome(command=["test"], returncode=1, result=result), timeout_s=60)
+
+
+def test_poisoned_nf4_kernel_is_a_numerics_mismatch(monkeypatch, device):
+    from gpudoctor.kernels import nf4 as nf4_kernels
+
+    real = nf4_kernels.dequantize_nf4
+
+    def poisoned(*args, **kwargs):
+        out = real(*args, **kwargs)  # the real kernel runs; one element of its result is wrong
+        out.view(-1)[7] += 0.5
+        return out
+
+    monkeypatch.setattr(nf4_kernels, "dequantize_nf4", poisoned)
+    stages = StageRunner()
+    stages.run("nf4-backends", "NF4 dequant backends",
+               lambda: {"rows": [r.to_json() for r in matrix_nf4.probe(128, 64, torch.float16, device)], "fastest": None},
+               problems=_mismatches)
+    assert stages.stages[0]["status"] == "fail"
+    train = _diagnose(stages)
+    mismatch = [f for f in train.findings if f.id == "kernel-numerics-mismatch"]
+    assert len(mismatch) == 1 and mismatch[0].evidence["backend"] == "gpudoctor-triton"
+    assert "torch-reference" in mismatch[0].fixes[0].summary  # names a backend that agreed
+    assert {c.id: c.status.value for c in train.checks}["kernel-numerics-mismatch"] == "fail"
+
+
+def test_exploding_learning_rate_is_training_pass_diverged(device):
+    # AdamW refuses lr=nan outright; lr=1e4 is accepted and blows the fp16 activations up to inf.
+    stages = StageRunner()
+    stages.run("training", "QLoRA training",
+               lambda: loop.train(loop.build_model(TINY, device), TINY, device, steps=3, lr=1e4).to_json(),
+               problems=lambda d: d["problems"])
+    assert stages.stages[0]["status"] == "fail"
+    train = _diagnose(stages)
+    diverged = [f for f in train.findings if f.id == "training-pass-diverged"]
+    assert diverged and "non-finite" in diverged[0].message
+    assert diverged[0].fixes
+
+
+def test_cc_pointing_at_a_missing_compiler_is_named_as_the_cause(monkeypatch, device):
+    monkeypatch.setenv("CC", "/nonexistent/bin/cc")
+    stages = StageRunner()
+    stages.run("triton-jit", "Triton JIT", lambda: jit.check(device, torch.float16, interpreted=device == "cpu"))
+    assert stages.stages[0]["status"] == "error"
+    assert stages.stages[0]["failure"]["cause"] == "c-compiler-missing"
+    train = _diagnose(stages)
+    jit_failed = next(f for f in train.findings if f.id == "triton-jit-failed")
+    assert "c-compiler-missing" in jit_failed.message
+    assert any("unset CC" in c for fix in jit_failed.fixes for c in fix.commands)
+    assert any(f.id == "c-compiler-missing" for f in train.findings)
+
+
+def test_out_of_memory_maps_to_cuda_oom():
+    # No GPU to exhaust here: the real exception class, raised and classified as the child does.
+    def allocate():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    stages = StageRunner()
+    stages.run("training", "QLoRA training", allocate)
+    train = _diagnose(stages)
+    assert [f.id for f in train.findings] == ["cuda-oom"]
+
+
+def test_unsloth_would_not_patch_a_config_with_dropout():
+    args = argparse.Namespace(lora_dropout=0.1, lora_bias="none")
+    stages = StageRunner()
+    stages.run("peft", "PEFT", lambda: _peft_stage(args, TINY, "cpu"), problems=lambda d: d.get("problems", []))
+    detail = stages.stages[0]["detail"]
+    assert detail["unsloth"]["qkv_layers"] == 0 and "dropout = 0.1" in detail["unsloth"]["warnings"][0]
+    train = _diagnose(stages)
+    assert any(f.id == "unsloth-layers-not-patched" for f in train.findings)
+    good = _peft_stage(argparse.Namespace(lora_dropout=0.0, lora_bias="none"), TINY, "cpu")
+    assert good["unsloth"]["fast_patching"] and good["unsloth"]["qkv_layers"] == TINY.layers
+
+
+def test_compiled_step_has_no_graph_breaks(device):
+    from gpudoctor.train import compiled
+    from gpudoctor.train.data import cycle_batches
+
+    model = loop.build_model(TINY, device)
+    tokens = cycle_batches(TINY.vocab, TINY.batch, TINY.seq, 1, device)[0]
+    explained = compiled.explain(model, tokens)
+    assert explained["graph_breaks"] == 0, explained["break_reasons"]
+    assert explained["graphs"] == 1
