@@ -17,7 +17,7 @@ from .probes.linktest import probe_link
 from .probes.packages import probe_packages
 from .probes.runtime import probe_runtime
 from .probes.system import probe_system
-from .probes.toolchain import probe_toolchain
+from .probes.toolchain import probe_toolchain, probe_triton_cc
 
 
 class ProbeFailure(Exception):
@@ -38,8 +38,9 @@ class Facts:
             "driver": lambda: probe_driver(host),
             "packages": lambda: probe_packages(host),
             "toolchain": lambda: probe_toolchain(host),
-            "libcuda": lambda: probe_libcuda(host, tuple(t.root for t in self.get("toolchain").toolkits)),
-            "link": lambda: probe_link(host, self.get("packages"), self.get("toolchain"), self.get("libcuda")),
+            "libcuda": lambda: probe_libcuda(host),
+            "triton_cc": lambda: probe_triton_cc(host),
+            "link": lambda: probe_link(host, self.get("packages"), self.get("triton_cc"), self.get("libcuda")),
             "runtime": lambda: probe_runtime(host),
             "requirements": lambda: self.requirements,
             "dirs": lambda: GpudoctorDirs.from_env(host.env),

@@ -142,6 +142,12 @@ class SnapshotHost(HostHelpers):
         return bool(self._writable.get(path, False))
 
 
+_TRIMMED_HEADERS = {
+    "crt/host_config.h": lambda line: line.lstrip().startswith("#"),
+    "include/cuda.h": lambda line: line.startswith("#define CUDA_VERSION"),
+}
+
+
 class RecordingHost(HostHelpers):
     """Wraps a live host and records every answer, for ``gpudoctor snapshot``."""
 
@@ -156,10 +162,10 @@ class RecordingHost(HostHelpers):
     def read_text(self, path):
         result = self.inner.read_text(path)
         recorded = result
-        if path.endswith("crt/host_config.h") and result.text:
-            # Keep only the preprocessor lines the parser reads, not NVIDIA's whole header.
-            kept = "\n".join(line for line in result.text.splitlines() if line.lstrip().startswith("#"))
-            recorded = FileRead(kept, result.error)
+        keep = next((rule for suffix, rule in _TRIMMED_HEADERS.items() if path.endswith(suffix)), None)
+        if keep and result.text:
+            # Keep only the lines the parsers read, not NVIDIA's whole header.
+            recorded = FileRead("\n".join(line for line in result.text.splitlines() if keep(line)), result.error)
         self.data["files"][path] = asdict(recorded)
         return result
 

@@ -60,7 +60,7 @@ def _split_path(value: str | None) -> tuple[str, ...]:
     return tuple(value.split(":")) if value else ()
 
 
-def probe_libcuda(host, toolkit_roots: tuple[str, ...] = ()) -> LibcudaFacts:
+def probe_libcuda(host) -> LibcudaFacts:
     env = host.env
     ldconfig = host.run((LDCONFIG, "-p"))
     ldconfig_paths: tuple[str, ...] = ()
@@ -86,7 +86,10 @@ def probe_libcuda(host, toolkit_roots: tuple[str, ...] = ()) -> LibcudaFacts:
         add(path, "LIBRARY_PATH")
     for path in USUAL_DIRS:
         add(path, "usual")
-    for root in dict.fromkeys(("/usr/local/cuda", *toolkit_roots, *host.glob("/usr/local/cuda-*"))):
+    # Toolkit roots as the environment names them (not from the toolchain probe, so the two run
+    # side by side): their compat/ and stubs/ directories are where stray libcudas come from.
+    roots = [r for r in (env.get("CUDA_HOME"), env.get("CUDA_PATH")) if r]
+    for root in dict.fromkeys(("/usr/local/cuda", *roots, *host.glob("/usr/local/cuda-*"))):
         add(posixpath.join(root, "compat"), "compat")
         add(posixpath.join(root, "lib64", "stubs"), "toolkit-stubs")
         add(posixpath.join(root, "targets", "x86_64-linux", "lib", "stubs"), "toolkit-stubs")

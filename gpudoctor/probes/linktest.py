@@ -52,7 +52,7 @@ def triton_link_flag(triton_version: Version) -> str:
     return flag
 
 
-def probe_link(host, packages, toolchain, libcuda) -> LinkFacts:
+def probe_link(host, packages, triton_cc, libcuda) -> LinkFacts:
     triton = packages.triton
     version = packages.triton_version
     if triton is None or version is None:
@@ -60,16 +60,16 @@ def probe_link(host, packages, toolchain, libcuda) -> LinkFacts:
     driver_source = host.read_text(posixpath.join(triton.location, "triton", "backends", "nvidia", "driver.py"))
     flag = (link_flag_from_driver_source(driver_source.text) if driver_source.text else None) or triton_link_flag(version)
     if libcuda.triton_dirs_error:
-        return LinkFacts(str(version), flag, toolchain.triton_cc, (), None,
+        return LinkFacts(str(version), flag, triton_cc.cc, (), None,
                          f"Triton cannot locate libcuda at all ({libcuda.triton_dirs_error})")
-    if not toolchain.triton_cc or not toolchain.triton_cc_exists:
-        return LinkFacts(str(version), flag, toolchain.triton_cc, (), None, "no C compiler for Triton")
+    if not triton_cc.cc or not triton_cc.exists:
+        return LinkFacts(str(version), flag, triton_cc.cc, (), None, "no C compiler for Triton")
     libdevice = posixpath.join(triton.location, "triton", "backends", "nvidia", "lib")
     lib_dirs = (libdevice, *libcuda.triton_dirs)
-    result = host.link_test(toolchain.triton_cc, lib_dirs, flag, host.env.get("LIBRARY_PATH", ""))
+    result = host.link_test(triton_cc.cc, lib_dirs, flag, host.env.get("LIBRARY_PATH", ""))
     if result.error:
-        return LinkFacts(str(version), flag, toolchain.triton_cc, lib_dirs, result, f"link test could not run: {result.error}")
-    return LinkFacts(str(version), flag, toolchain.triton_cc, lib_dirs, result, None)
+        return LinkFacts(str(version), flag, triton_cc.cc, lib_dirs, result, f"link test could not run: {result.error}")
+    return LinkFacts(str(version), flag, triton_cc.cc, lib_dirs, result, None)
 
 
 def link_test(cc: str, lib_dirs: list[str] | tuple[str, ...], lib_flag: str, env: Mapping[str, str],

@@ -47,6 +47,15 @@ def cuda_version_json(text: str) -> tuple[int, int] | None:
     return dotted(value)[:2] if dotted(value) else None
 
 
+_CUDA_H_VERSION = re.compile(r"^#define\s+CUDA_VERSION\s+(\d+)\s*$", re.MULTILINE)
+
+
+def cuda_header_version(text: str) -> tuple[int, int] | None:
+    """From a toolkit's include/cuda.h: '#define CUDA_VERSION 13000' -> (13, 0)."""
+    match = _CUDA_H_VERSION.search(text)
+    return cuda_from_int(int(match.group(1))) if match else None
+
+
 def host_compiler_limits(text: str) -> dict[str, int]:
     """From include/crt/host_config.h: the newest gcc and clang majors nvcc accepts."""
     limits: dict[str, int] = {}

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import posixpath
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from .parse import compiler_version, cuda_version_json, host_compiler_limits, nvcc_release
+from .parse import compiler_version, cuda_header_version, cuda_version_json, host_compiler_limits, nvcc_release
 
 COMPILER_ENV = ("CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN")
 _VERSIONED_COMPILER = re.compile(r"^(gcc|g\+\+|clang|clang\+\+)-(\d+)$")
@@ -60,18 +61,31 @@ def _family(path: str) -> str:
     return "clang" if "clang" in posixpath.basename(path) else "gcc"
 
 
+@dataclass(frozen=True)
+class TritonCompiler:
+    """The C compiler Triton builds its launcher with: $CC, else gcc, else clang."""
+
+    cc: str | None
+    exists: bool
+
+
+def probe_triton_cc(host) -> TritonCompiler:
+    cc = host.env.get("CC") or host.which("gcc") or host.which("clang")
+    return TritonCompiler(cc, bool(cc) and host.which(cc) is not None)
+
+
 def probe_toolchain(host) -> ToolchainFacts:
     env = host.env
     compilers = _probe_compilers(host)
     toolkits, cpp_root, cpp_via = _probe_toolkits(host)
-    cc = env.get("CC") or host.which("gcc") or host.which("clang")
-    cc_path = host.which(cc) if cc else None
+    triton = probe_triton_cc(host)
+    cc, cc_exists = triton.cc, triton.exists
     return ToolchainFacts(
         toolkits=tuple(toolkits),
         compilers=tuple(compilers),
         compiler_env={k: env[k] for k in COMPILER_ENV if env.get(k)},
         triton_cc=cc,
-        triton_cc_exists=cc_path is not None,
+        triton_cc_exists=cc_exists,
         cpp_extension_toolkit=cpp_root,
         cpp_extension_via=cpp_via,
         default_gcc=host.which("gcc"),
@@ -85,32 +99,50 @@ def _probe_compilers(host) -> list[Compiler]:
             candidates.append((host.env[name], name))
     for name in ("gcc", "cc", "clang"):
         candidates.append((name, f"PATH:{name}"))
-    for directory in dict.fromkeys(host.env.get("PATH", "").split(":")):
-        if not directory or not directory.startswith("/"):
-            continue
+    for directory in _unique_dirs(host):
         for entry in host.listdir(directory) or []:
             match = _VERSIONED_COMPILER.match(entry)
             if match and match.group(1) in ("gcc", "clang"):
                 candidates.append((posixpath.join(directory, entry), f"PATH:{entry}"))
-    compilers: list[Compiler] = []
+    found: list[tuple[str, str]] = []
     seen: set[str] = set()
     for name, via in candidates:
         path = host.which(name)
-        if path is None or path in seen:
+        if path is not None and path not in seen:
+            seen.add(path)
+            found.append((path, via))
+    # Each compiler answers in a few ms, but a machine has many (gcc, cc, g++, gcc-12, gcc-13,
+    # clang-16, ...); asking them side by side keeps the toolchain probe off the critical path.
+    with ThreadPoolExecutor(max_workers=min(8, max(1, len(found))), thread_name_prefix="gpudoctor-cc") as pool:
+        return list(pool.map(lambda item: _probe_compiler(host, *item), found))
+
+
+def _unique_dirs(host) -> list[str]:
+    """PATH's absolute directories, once each: with a merged /usr, /bin and /usr/bin are the
+    same directory and would list every compiler twice."""
+    unique, seen = [], set()
+    for directory in dict.fromkeys(host.env.get("PATH", "").split(":")):
+        if not directory or not directory.startswith("/"):
             continue
-        seen.add(path)
-        family = _family(path)
-        if posixpath.basename(path) == "cc" or via in COMPILER_ENV:
-            # `cc` and $CC may be either family: ask it.
-            probe = host.run((path, "--version"))
-            family = "clang" if "clang" in probe.stdout.lower() else "gcc"
-        if family == "clang":
-            result = host.run((path, "--version"))
-        else:
-            result = host.run((path, "-dumpfullversion", "-dumpversion"))
-        version = compiler_version(family, result.stdout) if result.ok else None
-        compilers.append(Compiler(path, family, version, via, _cxx_partner(host, path)))
-    return compilers
+        real = host.stat(directory).realpath or directory
+        if real not in seen:
+            seen.add(real)
+            unique.append(directory)
+    return unique
+
+
+def _probe_compiler(host, path: str, via: str) -> Compiler:
+    family = _family(path)
+    if posixpath.basename(path) == "cc" or via in COMPILER_ENV:
+        # `cc` and $CC may be either family: ask it.
+        probe = host.run((path, "--version"))
+        family = "clang" if "clang" in probe.stdout.lower() else "gcc"
+    if family == "clang":
+        result = host.run((path, "--version"))
+    else:
+        result = host.run((path, "-dumpfullversion", "-dumpversion"))
+    version = compiler_version(family, result.stdout) if result.ok else None
+    return Compiler(path, family, version, via, _cxx_partner(host, path))
 
 
 def _cxx_partner(host, path: str) -> str | None:
@@ -186,6 +218,10 @@ def _probe_toolkit(host, root: str, via: tuple[str, ...]) -> CudaToolkit:
     version_json = host.read_text(posixpath.join(root, "version.json"))
     if version_json.text:
         version = cuda_version_json(version_json.text)
+    if version is None:
+        # include/cuda.h says `#define CUDA_VERSION 13000`: a file read instead of running nvcc.
+        cuda_h = host.read_text(posixpath.join(root, "include", "cuda.h"))
+        version = cuda_header_version(cuda_h.text) if cuda_h.text else None
     if version is None:
         result = host.run((posixpath.join(root, "bin", "nvcc"), "--version"), timeout=10.0)
         if result.ok:
