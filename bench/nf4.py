@@ -34,16 +34,23 @@ BYTES_PER_ELEMENT = 0.5 + 1 / 64 + 2  # = 2.515625, the issue's 2.516
 # Launch variants timed with --sweep (private knobs of dequantize_nf4), the shipped default first.
 SWEEP = [
     {},
-    {"_elements_per_program": 1024, "_num_warps": 4},
-    {"_elements_per_program": 4096, "_num_warps": 4},
-    {"_elements_per_program": 8192, "_num_warps": 4},
-    {"_elements_per_program": 8192, "_num_warps": 8},
-    {"_elements_per_program": 16384, "_num_warps": 8},
-    {"_elements_per_program": 4096, "_num_warps": 2},
-    {"_store_cache": ".cs"},
-    {"_packed_vector_bytes": 32},
-    {"_lut_by_asm": False, "_packed_vector_bytes": 32},
-    {"_decode_in_output_layout": True},
+    # The shipped one-tile-per-program kernel spelled out (so a run whose default differs still
+    # times it), and with an L1 evict-first hint on the packed loads.
+    {"_programs_per_sm": 0, "_elements_per_program": 2048},
+    {"_programs_per_sm": 0, "_elements_per_program": 2048, "_packed_evict": "evict_first"},
+    # The persistent, double-buffered kernel (slower on the H200, see docs/benchmarks.md): tile
+    # size x programs per SM (counts chosen so all programs fit on an SM at once), warps, hints.
+    {"_programs_per_sm": 8, "_elements_per_program": 2048},
+    {"_programs_per_sm": 12, "_elements_per_program": 2048},
+    {"_programs_per_sm": 16, "_elements_per_program": 1024},
+    {"_programs_per_sm": 4, "_elements_per_program": 4096},
+    {"_programs_per_sm": 6, "_elements_per_program": 4096},
+    {"_programs_per_sm": 8, "_elements_per_program": 4096},
+    {"_programs_per_sm": 10, "_elements_per_program": 4096},
+    {"_programs_per_sm": 8, "_elements_per_program": 4096, "_packed_evict": "evict_first"},
+    {"_programs_per_sm": 8, "_elements_per_program": 4096, "_store_cache": ".cs"},
+    {"_programs_per_sm": 4, "_elements_per_program": 8192, "_num_warps": 8},
+    {"_programs_per_sm": 4, "_elements_per_program": 8192, "_num_warps": 4},
 ]
 
 
@@ -155,13 +162,29 @@ def bench_shape(shape, bnb, copy_tbs, sweep: bool) -> dict:
         if sweep and dtype == torch.bfloat16:
             entry["sweep"] = []
             for knobs in SWEEP:
-                t = median_us(lambda: nf4.dequantize_nf4(packed, state, dtype, out=out, **knobs))
-                entry["sweep"].append({"knobs": knobs, "us": t})
+                # Every variant is checked bit for bit against the default before it is timed.
+                try:
+                    out.fill_(float("nan"))
+                    nf4.dequantize_nf4(packed, state, dtype, out=out, **knobs)
+                    same = bool(torch.equal(out.view(torch.int16), nf4.dequantize_nf4(packed, state, dtype).view(torch.int16)))
+                    t = median_us(lambda: nf4.dequantize_nf4(packed, state, dtype, out=out, **knobs))
+                    entry["sweep"].append({"knobs": knobs, "us": t, "same_output_as_default": same})
+                except Exception as error:  # noqa: BLE001 - a variant that fails to compile is a result too
+                    entry["sweep"].append({"knobs": knobs, "us": float("inf"), "error": repr(error)[:300]})
             # What writing the output alone costs: a floor for any dequantizer of this shape.
             entry["write_only_fill_us"] = median_us(lambda: out.fill_(1.0))
             entry["write_only_triton_us"] = median_us(store_only(out))
         result[name] = entry
     return result
+
+
+def knob_label(knobs: dict) -> str:
+    """Short name of a sweep variant, e.g. 'k8,t4096,w4' (programs per SM, tile, warps)."""
+    if not knobs:
+        return "default"
+    short = {"_programs_per_sm": "k", "_elements_per_program": "t", "_num_warps": "w", "_packed_evict": "ld:",
+             "_store_cache": "st:"}
+    return ",".join(f"{short.get(k, k)}{v}" for k, v in knobs.items())
 
 
 def markdown_table(results: list[dict], copy: dict) -> str:
@@ -212,7 +235,8 @@ def main(argv=None) -> int:
             best = min(r["bf16"]["sweep"], key=lambda s: s["us"])
             print(f"sweep {r['shape']} (write-only: torch fill_ {r['bf16']['write_only_fill_us']:.1f} us, "
                   f"Triton stores {r['bf16']['write_only_triton_us']:.1f} us): "
-                  + ", ".join(f"{s['knobs'] or 'default'}={s['us']:.1f}" for s in r["bf16"]["sweep"]) + f"  best={best}")
+                  + ", ".join(f"{knob_label(s['knobs'])}={s['us']:.1f}{'' if s.get('same_output_as_default', False) else ' (DIFFERS/ERROR)'}"
+                              for s in r["bf16"]["sweep"]) + f"  best={knob_label(best['knobs'])}")
     print(json.dumps(env))
     print(markdown_table(results, copy))
     return 0

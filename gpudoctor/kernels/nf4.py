@@ -282,6 +282,7 @@ def _dequant_tile(
     LUT_BY_ASM: tl.constexpr,
     PACKED_VECTOR_BYTES: tl.constexpr,
     STORE_CACHE: tl.constexpr,
+    PACKED_EVICT: tl.constexpr,
 ):
     # A tile is ROWS rows of ROW_BYTES packed bytes; one row lies inside one quantization block,
     # so the block scale is a per-row value computed once and broadcast along the row.
@@ -303,7 +304,7 @@ def _dequant_tile(
         else:
             scale = tl.load(absmax_ptr + block, mask=row_valid, other=0.0)
     else:
-        packed = tl.load(packed_ptr + byte_offsets)
+        packed = tl.load(packed_ptr + byte_offsets, eviction_policy=PACKED_EVICT)
         if NESTED:
             quantized_absmax = tl.load(absmax_ptr + block)
             absmax2 = tl.load(absmax2_ptr + block // BLOCKSIZE2)
@@ -377,6 +378,7 @@ def _nf4_dequant_kernel(
     LUT_BY_ASM: tl.constexpr,
     PACKED_VECTOR_BYTES: tl.constexpr,
     STORE_CACHE: tl.constexpr,
+    PACKED_EVICT: tl.constexpr,
 ):
     tile = tl.program_id(0).to(tl.int64)  # int64: tile * tile_elements may pass 2**31
     tile_elements: tl.constexpr = ROWS * ROW_BYTES * 2
@@ -388,25 +390,186 @@ def _nf4_dequant_kernel(
     if (tile + 1) * tile_elements <= n_elements:
         _dequant_tile(packed_ptr, absmax_ptr, absmax2_ptr, code2_ptr, offset, nf4_ptr, out_ptr, tile, n_elements,
                       BLOCKSIZE, BLOCKSIZE2, ROW_BYTES, ROWS, NESTED, False, BF16_RNE_BY_HAND,
-                      DECODE_IN_OUTPUT_LAYOUT, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE)
+                      DECODE_IN_OUTPUT_LAYOUT, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE, PACKED_EVICT)
     else:
         _dequant_tile(packed_ptr, absmax_ptr, absmax2_ptr, code2_ptr, offset, nf4_ptr, out_ptr, tile, n_elements,
                       BLOCKSIZE, BLOCKSIZE2, ROW_BYTES, ROWS, NESTED, True, BF16_RNE_BY_HAND,
-                      DECODE_IN_OUTPUT_LAYOUT, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE)
+                      DECODE_IN_OUTPUT_LAYOUT, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE, "")
+
+
+@triton.jit
+def _load_tile(packed_ptr, absmax_ptr, absmax2_ptr, tile, BLOCKSIZE: tl.constexpr, BLOCKSIZE2: tl.constexpr,
+               ROW_BYTES: tl.constexpr, ROWS: tl.constexpr, NESTED: tl.constexpr,
+               PACKED_VECTOR_BYTES: tl.constexpr, PACKED_EVICT: tl.constexpr):
+    # The memory half of an unmasked tile: everything that comes from DRAM (packed bytes, absmax
+    # code, second-level absmax). Split from _store_tile so the persistent loop can issue the next
+    # tile's loads before it spends the current tile's.
+    # Whole 4-byte words (the launch checks the alignment), one per thread per load, as a flat
+    # tile: a loaded word stays one register until _store_tile takes it apart, and its 8 outputs
+    # are exactly one 16-byte store of the same thread. (Loaded as bytes, Triton unpacks them
+    # right after the load, so the loop waited for the prefetch at the end of every turn; as a
+    # 2D [rows, words] tile Triton gave the load another thread layout than the stores and
+    # converted between them through shared memory.) The contiguity hint of 1 keeps Triton from
+    # widening the load to 16 bytes, which would again mismatch the stores' layout.
+    word = tile * (ROWS * ROW_BYTES // 4) + tl.arange(0, ROWS * ROW_BYTES // 4)
+    word = tl.max_contiguous(word, [1])
+    block = (word * 8) // BLOCKSIZE
+    packed = tl.load(packed_ptr.to(tl.pointer_type(tl.int32)) + word, eviction_policy=PACKED_EVICT)
+    if NESTED:
+        quantized_absmax = tl.load(absmax_ptr + block).to(tl.int32)
+        absmax2 = tl.load(absmax2_ptr + block // BLOCKSIZE2)
+    else:
+        quantized_absmax = block.to(tl.int32)  # unused
+        absmax2 = tl.load(absmax_ptr + block)  # the fp32 absmax itself
+    return packed, quantized_absmax, absmax2
+
+
+@triton.jit
+def _store_tile(packed, quantized_absmax, absmax2, code2_ptr, offset, nf4_ptr, out_ptr, tile,
+                ROW_BYTES: tl.constexpr, ROWS: tl.constexpr, NESTED: tl.constexpr,
+                BF16_RNE_BY_HAND: tl.constexpr, LUT_BY_ASM: tl.constexpr, STORE_CACHE: tl.constexpr):
+    # The same arithmetic as _dequant_tile's unmasked path (see the comments there), per word.
+    if NESTED:
+        scale = tl.load(code2_ptr + quantized_absmax) * absmax2
+        scale = scale + offset
+    else:
+        scale = absmax2
+    # Output e (0..7) of a little-endian word is nibble (e // 2) * 8 + 4 * (1 - e % 2): the even
+    # element of each byte is its high nibble.
+    e = tl.arange(0, 8)
+    shift = (e // 2) * 8 + 4 - 4 * (e % 2)
+    codes = (packed[:, None] >> shift[None, :]) & 0xF
+    if LUT_BY_ASM:
+        values = _lut_load(nf4_ptr + codes) * scale[:, None]
+    else:
+        values = tl.load(nf4_ptr + codes) * scale[:, None]
+    if BF16_RNE_BY_HAND:
+        bits = values.to(tl.uint32, bitcast=True)
+        bits = bits + 0x7FFF + ((bits >> 16) & 1)
+        values = (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    else:
+        values = values.to(out_ptr.dtype.element_ty)
+    values = tl.reshape(values, [ROWS * ROW_BYTES * 2])
+    out_offsets = tile * (ROWS * ROW_BYTES * 2) + tl.arange(0, ROWS * ROW_BYTES * 2)
+    tl.store(out_ptr + out_offsets, values, cache_modifier=STORE_CACHE)
+
+
+@triton.jit
+def _pipeline_step(p0, q0, a0, tile, programs, n_full, last_full, packed_ptr, absmax_ptr, absmax2_ptr, code2_ptr,
+                   offset, nf4_ptr, out_ptr, BLOCKSIZE: tl.constexpr, BLOCKSIZE2: tl.constexpr,
+                   ROW_BYTES: tl.constexpr, ROWS: tl.constexpr, NESTED: tl.constexpr,
+                   BF16_RNE_BY_HAND: tl.constexpr, LUT_BY_ASM: tl.constexpr, PACKED_VECTOR_BYTES: tl.constexpr,
+                   STORE_CACHE: tl.constexpr, PACKED_EVICT: tl.constexpr):
+    # Two turns of the persistent loop, unrolled by hand so that no register copy is needed: with
+    # one turn per iteration the prefetched tile and the tile being stored are live at once, and
+    # the copy of the former into the loop-carried registers at the end of the turn waits for the
+    # load to land (seen in the SASS: every turn then costs a full DRAM latency).
+    # (p0, q0, a0): tile `tile`, loaded one turn ago. Tile `tile + programs` is loaded here, then
+    # tile `tile` stored, then tile `tile + 2 * programs` loaded into the registers just freed,
+    # then tile `tile + programs` stored. Prefetch indices are clamped to the last full tile
+    # rather than masked (a mask costs selects; the redundant read is one tile per program).
+    second = tile + programs
+    p1, q1, a1 = _load_tile(packed_ptr, absmax_ptr, absmax2_ptr, tl.minimum(second, last_full).to(tl.int64),
+                            BLOCKSIZE, BLOCKSIZE2, ROW_BYTES, ROWS, NESTED, PACKED_VECTOR_BYTES, PACKED_EVICT)
+    _store_tile(p0, q0, a0, code2_ptr, offset, nf4_ptr, out_ptr, tile.to(tl.int64), ROW_BYTES, ROWS, NESTED,
+                BF16_RNE_BY_HAND, LUT_BY_ASM, STORE_CACHE)
+    p0, q0, a0 = _load_tile(packed_ptr, absmax_ptr, absmax2_ptr,
+                            tl.minimum(tile + 2 * programs, last_full).to(tl.int64), BLOCKSIZE, BLOCKSIZE2,
+                            ROW_BYTES, ROWS, NESTED, PACKED_VECTOR_BYTES, PACKED_EVICT)
+    if second < n_full:
+        _store_tile(p1, q1, a1, code2_ptr, offset, nf4_ptr, out_ptr, second.to(tl.int64), ROW_BYTES, ROWS, NESTED,
+                    BF16_RNE_BY_HAND, LUT_BY_ASM, STORE_CACHE)
+    return p0, q0, a0
+
+
+@triton.jit
+def _nf4_dequant_persistent_kernel(
+    packed_ptr,
+    absmax_ptr,
+    absmax2_ptr,
+    code2_ptr,
+    offset_ptr,
+    nf4_ptr,
+    out_ptr,
+    n_elements,
+    BLOCKSIZE: tl.constexpr,
+    BLOCKSIZE2: tl.constexpr,
+    ROW_BYTES: tl.constexpr,
+    ROWS: tl.constexpr,
+    NESTED: tl.constexpr,
+    BF16_RNE_BY_HAND: tl.constexpr,
+    LUT_BY_ASM: tl.constexpr,
+    PACKED_VECTOR_BYTES: tl.constexpr,
+    STORE_CACHE: tl.constexpr,
+    PACKED_EVICT: tl.constexpr,
+    FOR_LOOP: tl.constexpr,
+):
+    # A few programs per SM, each looping over tiles pid, pid + programs, ... Software pipelining
+    # of the dependent load chain: tile t+1's DRAM loads are issued before tile t's LUT gathers
+    # and stores, so every thread keeps reads in flight while it works, instead of each
+    # short-lived program waiting out one full DRAM latency alone.
+    # Measured on the H200 (docs/benchmarks.md, issue 4): slower than _nf4_dequant_kernel at every
+    # shape and setting tried (46-47 us against 42 us at 4096x14336, flat from 4 to 16 programs
+    # per SM and 1024- to 8192-element tiles), so it is not the default; kept for the sweep.
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    tile_elements: tl.constexpr = ROWS * ROW_BYTES * 2
+    n_full = n_elements // tile_elements
+    last_full = n_full - 1
+    if NESTED:
+        offset = tl.load(offset_ptr)
+    else:
+        offset = 0.0
+    if pid < n_full:
+        p0, q0, a0 = _load_tile(packed_ptr, absmax_ptr, absmax2_ptr, pid.to(tl.int64), BLOCKSIZE, BLOCKSIZE2,
+                                ROW_BYTES, ROWS, NESTED, PACKED_VECTOR_BYTES, PACKED_EVICT)
+        if FOR_LOOP:
+            for tile in range(pid, n_full, 2 * programs):
+                p0, q0, a0 = _pipeline_step(
+                    p0, q0, a0, tile, programs, n_full, last_full, packed_ptr, absmax_ptr, absmax2_ptr, code2_ptr,
+                    offset, nf4_ptr, out_ptr, BLOCKSIZE, BLOCKSIZE2, ROW_BYTES, ROWS, NESTED, BF16_RNE_BY_HAND,
+                    LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE, PACKED_EVICT)
+        else:
+            # Triton 3.6's CPU interpreter cannot take run-time range() bounds; on the GPU a while
+            # loop made Triton pick a row-per-thread layout for the scale and convert it through
+            # shared memory with barriers every turn, hence the two spellings.
+            tile = pid
+            while tile < n_full:
+                p0, q0, a0 = _pipeline_step(
+                    p0, q0, a0, tile, programs, n_full, last_full, packed_ptr, absmax_ptr, absmax2_ptr, code2_ptr,
+                    offset, nf4_ptr, out_ptr, BLOCKSIZE, BLOCKSIZE2, ROW_BYTES, ROWS, NESTED, BF16_RNE_BY_HAND,
+                    LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE, PACKED_EVICT)
+                tile += 2 * programs
+    # The ragged last tile (if any), masked, by the program whose turn it would have been.
+    if n_full * tile_elements < n_elements:
+        if pid == n_full % programs:
+            _dequant_tile(packed_ptr, absmax_ptr, absmax2_ptr, code2_ptr, offset, nf4_ptr, out_ptr,
+                          n_full.to(tl.int64), n_elements, BLOCKSIZE, BLOCKSIZE2, ROW_BYTES, ROWS, NESTED, True,
+                          BF16_RNE_BY_HAND, False, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE, "")
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 4  # the CPU interpreter: a few programs, so the loop and the tail split get exercised
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-def _launch_config(n_elements: int) -> tuple[int, int]:
-    """(elements per program, num_warps). In the H200 sweep (bench/results/nf4-h200.json) tiles
-    of 2048 to 8192 elements with 4 warps were within run-to-run spread (about 1 us) of each other
-    and 1024 was clearly slower on the large shapes (48 vs 42 us at 4096x14336); tiny tensors use
-    1024 so that more SMs get a tile."""
+def _launch_config(n_elements: int) -> tuple[int, int, int]:
+    """(elements per tile, num_warps, programs per SM; 0 = one program per tile, no loop).
+
+    From the H200 sweeps (bench/results/nf4-h200.json): tiles of 2048 to 8192 elements with 4
+    warps were within run-to-run spread (about 1 us) of each other and 1024 was clearly slower on
+    the large shapes (48 vs 42 us at 4096x14336); tiny tensors use 1024 so that more SMs get a
+    tile. The persistent kernel measured slower at every shape, programs-per-SM count and tile
+    size tried (46-47 us against 42 us at 4096x14336), so it is only a sweep variant."""
     if n_elements >= 1 << 20:
-        return 2048, 4
-    return 1024, 4
+        return 2048, 4, 0
+    return 1024, 4, 0
 
 
 def _unwrap_state(packed: Any, state: Any) -> tuple[torch.Tensor, Any]:
@@ -449,6 +612,8 @@ def dequantize_nf4(
     _lut_by_asm: Optional[bool] = None,
     _packed_vector_bytes: int = 4,
     _store_cache: str = "",
+    _programs_per_sm: Optional[int] = None,
+    _packed_evict: str = "",
 ) -> torch.Tensor:
     """Dequantize NF4 ``packed`` bytes to a contiguous bf16/fp16 tensor of ``state.shape`` in ONE
     Triton launch (nested absmax decoded in the same pass). Bit-identical to bitsandbytes'
@@ -502,7 +667,7 @@ def dequantize_nf4(
         code2 = absmax
 
     row_bytes = min(blocksize, 64) // 2  # one row never straddles two quantization blocks
-    elements_per_program, num_warps = _launch_config(n_elements)
+    elements_per_program, num_warps, programs_per_sm = _launch_config(n_elements)
     if _elements_per_program is not None:
         elements_per_program = _elements_per_program
     if _num_warps is not None:
@@ -512,6 +677,38 @@ def dequantize_nf4(
     lut_by_asm = (not _interpreting()) if _lut_by_asm is None else _lut_by_asm  # no PTX on the CPU
     rows = max(1, elements_per_program // (2 * row_bytes))
     tile_elements = rows * 2 * row_bytes
+    if _programs_per_sm is not None:
+        programs_per_sm = _programs_per_sm
+    # The persistent kernel reads whole 4-byte words (so needs that alignment) and takes one scale
+    # per word (so a block must hold at least a word's 8 elements); otherwise the one-tile kernel.
+    persistent = programs_per_sm > 0 and packed_bytes.data_ptr() % 4 == 0 and blocksize >= 8
+    if persistent and not decode_in_output_layout:
+        n_tiles = triton.cdiv(n_elements, tile_elements)
+        grid = (max(1, min(n_tiles, programs_per_sm * _sm_count(packed_bytes.device))),)
+        _nf4_dequant_persistent_kernel[grid](
+            packed_bytes,
+            absmax,
+            absmax2,
+            code2,
+            offset_tensor,
+            nf4_table,
+            out,
+            n_elements,
+            BLOCKSIZE=blocksize,
+            BLOCKSIZE2=int(blocksize2),
+            ROW_BYTES=row_bytes,
+            ROWS=rows,
+            NESTED=nested,
+            BF16_RNE_BY_HAND=dtype == torch.bfloat16 and _interpreting(),
+            LUT_BY_ASM=lut_by_asm,
+            PACKED_VECTOR_BYTES=packed_vector_bytes,
+            STORE_CACHE=_store_cache,
+            PACKED_EVICT=_packed_evict,
+            FOR_LOOP=not _interpreting(),
+            num_warps=num_warps,
+            enable_fp_fusion=False,
+        )
+        return out
     grid = (triton.cdiv(n_elements, tile_elements),)
     _nf4_dequant_kernel[grid](
         packed_bytes,
@@ -532,6 +729,7 @@ def dequantize_nf4(
         LUT_BY_ASM=lut_by_asm,
         PACKED_VECTOR_BYTES=packed_vector_bytes,
         STORE_CACHE=_store_cache,
+        PACKED_EVICT=_packed_evict,
         num_warps=num_warps,
         enable_fp_fusion=False,
     )
