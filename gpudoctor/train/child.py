@@ -8,6 +8,7 @@ costs this process, never the doctor.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -143,20 +144,23 @@ def run(args) -> dict:
         from . import matrix_attention, matrix_nf4
         from .backend import fastest
 
-        def nf4_backends():
-            rows = matrix_nf4.probe(preset.ffn, preset.dim, dtype, device,
-                                    external=side_probes.collect(side, "nf4-dequant"))
-            return {"rows": [r.to_json() for r in rows], "fastest": fastest(rows)}
-
+        # The main pass times its own backends first; a side probe times its kernels only after
+        # `go` (sent by collect), so the two never time each other's kernels. Attention runs
+        # first: its ~1.7 s overlaps the side probes still importing their libraries.
         def attention_backends():
-            rows = matrix_attention.probe(preset.batch, preset.heads, preset.kv_heads, preset.seq,
-                                          preset.head_dim, dtype, device,
-                                          external=side_probes.collect(side, "attention"))
+            own = matrix_attention.probe(preset.batch, preset.heads, preset.kv_heads, preset.seq,
+                                         preset.head_dim, dtype, device, backends=_own(matrix_attention.BACKENDS, side))
+            rows = _in_order(own, side_probes.collect(side, "attention"), matrix_attention.BACKENDS)
             return {"rows": [r.to_json() for r in rows], "fastest": fastest(rows)}
 
-        stages.run("nf4-backends", "NF4 dequant backends", nf4_backends, problems=_mismatches)
+        def nf4_backends():
+            own = matrix_nf4.probe(preset.ffn, preset.dim, dtype, device, backends=_own(matrix_nf4.BACKENDS, side))
+            rows = _in_order(own, side_probes.collect(side, "nf4-dequant"), matrix_nf4.BACKENDS)
+            return {"rows": [r.to_json() for r in rows], "fastest": fastest(rows)}
+
         stages.run("attention-backends", "attention backends (forward + backward)", attention_backends,
                    problems=_mismatches)
+        stages.run("nf4-backends", "NF4 dequant backends", nf4_backends, problems=_mismatches)
 
     if args.compile:
         stages.run("compile", "torch.compile: graph breaks and compiled steps", lambda: _compile_stage(args, preset, device, on_gpu),
@@ -184,7 +188,20 @@ def run_probe(args) -> dict:
     """``--probe CAPABILITY:BACKEND``: one matrix row, same seeded inputs as the main pass."""
     import torch
 
+    torch_ms = (time.perf_counter() - _STARTED) * 1000
     capability, _, backend = args.probe.partition(":")
+    from . import side_probes
+
+    module = side_probes.EXTERNAL.get(({"nf4": "nf4-dequant"}.get(capability, capability), backend))
+    if not (module and side_probes.probably_gpu() and importlib.util.find_spec(module)):
+        module = None  # nothing to overlap; and without a GPU, TRITON_INTERPRET must precede the kernels
+    if module:
+        # What the inputs need (triton, gpudoctor's kernels) is imported here first, so the two
+        # threads below never import the same modules; then the backend's own import (bitsandbytes:
+        # 4.2-4.4 s) runs on a thread while this one creates the CUDA context and prepares the inputs.
+        from . import matrix_attention, matrix_nf4  # noqa: F401
+        from ..kernels import attention, nf4  # noqa: F401
+        background = _import_in_background(module)
     on_gpu = torch.cuda.is_available()
     if not on_gpu:
         os.environ["TRITON_INTERPRET"] = "1"
@@ -193,10 +210,14 @@ def run_probe(args) -> dict:
     dtype = getattr(torch, preset.dtype)
     device = "cuda" if on_gpu else "cpu"
 
+    waited = {}
+
     def wait():
         # The main pass writes a line to our stdin when its GPU is idle (EOF also releases us).
+        waited["ready_ms"] = (time.perf_counter() - _STARTED) * 1000
         if args.wait_for_go:
             sys.stdin.readline()
+        waited["go_ms"] = (time.perf_counter() - _STARTED) * 1000
 
     if capability == "nf4":
         from . import matrix_nf4
@@ -209,7 +230,46 @@ def run_probe(args) -> dict:
                                       dtype, device, backends=(backend,), before_timing=wait)
     else:
         raise SystemExit(f"unknown capability {capability!r} (nf4, attention)")
+    if module and rows:
+        thread, box = background
+        thread.join()
+        rows[0].notes += (f"; probe process: torch imported at {torch_ms:.0f} ms, {module} imported in "
+                          f"{box.get('ms', 0):.0f} ms on a thread while the inputs were prepared")
+        if "ready_ms" in waited:
+            rows[0].notes += f", ready at {waited['ready_ms']:.0f} ms, go at {waited['go_ms']:.0f} ms"
     return {"rows": [r.to_json() for r in rows]}
+
+
+def _import_in_background(module: str):
+    """Import ``module`` on a thread; (thread, {"ms": duration}). A failure is left to the main
+    thread's own import of it, which raises it again where the matrix records it."""
+    import importlib
+    import threading
+
+    box: dict = {}
+
+    def target():
+        start = time.perf_counter()
+        try:
+            importlib.import_module(module)
+        except BaseException:  # noqa: BLE001 - re-raised by the main thread's import
+            pass
+        box["ms"] = (time.perf_counter() - start) * 1000
+
+    thread = threading.Thread(target=target, name=f"import {module}", daemon=True)
+    thread.start()
+    return thread, box
+
+
+def _own(backends: tuple[str, ...], side: dict) -> tuple[str, ...]:
+    """The backends this process measures: all but those a side probe measures."""
+    return tuple(b for b in backends if not any(backend == b for _, backend in side))
+
+
+def _in_order(own: list, external: dict, order: tuple[str, ...]) -> list:
+    by_name = {row.backend: row for row in own}
+    by_name.update(external)
+    return [by_name[name] for name in order if name in by_name]
 
 
 def _mismatches(detail: dict) -> list[str]:

@@ -1,11 +1,13 @@
 """Third-party backends probed in their own processes, in parallel with the main pass.
 
-Why: bitsandbytes' import alone took 2.2 s on the device machine (it loads its CUDA library and
+Why: bitsandbytes' import alone took 4.2-4.4 s on the device machine (it loads its CUDA library and
 wraps ops in torch.compile, which imports torch._dynamo), and a broken third-party build can
-segfault or poison the CUDA context. Started right after the child's own imports, a helper process
-(``python -m gpudoctor.train --probe nf4:bitsandbytes``) imports and runs that backend on the same
-seeded inputs while the main pass compiles and trains; its rows join the matrix, and its crash is
-a matrix entry, not the end of the pass.
+segfault or poison the CUDA context. Started before the child imports torch, a helper process
+(``python -m gpudoctor.train --probe nf4:bitsandbytes --wait-for-go``) imports the backend on a
+thread while it prepares the same seeded inputs as the main pass, then waits: it times its kernels
+only when the main pass says ``go`` (after the main pass timed its own backends, so the two never
+time each other's kernels). Its rows join the matrix, and its crash is a matrix entry, not the end
+of the pass.
 """
 
 from __future__ import annotations

@@ -19,11 +19,16 @@ def load(name):
         return None
 
 
-for name in ("phi2-warm", "llama-warm", "phi2-compile-peft"):
+rows = []
+for name in ("phi2-cold", "phi2-warm", "phi2-warm2", "llama-cold", "llama-warm", "phi2-compile-peft"):
+    if not (res / f"{name}.out").exists():
+        continue
     data = load(name)
     if not data:
         continue
     train = data["train"]
+    rows.append((name, train["child"]["wall_s"], {"import": (train.get("timings_ms") or {}).get("import_torch_triton"),
+                                                  **{s["id"]: s.get("duration_ms") for s in train.get("stages", [])}}))
     print(f"== {name}: status {train.get('status')} child {train['child']['wall_s']} s, timings {train.get('timings_ms')}")
     print("   findings:", [(f["id"], f["message"][:140]) for f in data["findings"] if f["severity"] == "error"])
     for stage in train.get("stages", []):
@@ -38,6 +43,8 @@ for name in ("phi2-warm", "llama-warm", "phi2-compile-peft"):
         for r in block["rows"]:
             print(f"   {cap:<9} {r['backend']:<19} {r['status']:<11} fwd {r['forward_ms']} bwd {r['backward_ms']} "
                   f"first {r['first_call_ms']} err {max(r['errors'].values()) if r['errors'] else ''} {r['reason'][:150]}")
+            if r["backend"] == "bitsandbytes":
+                print(f"      notes: {r['notes']}")
         print(f"   {cap} fastest: {block['fastest']}")
     if train.get("compile"):
         c = train["compile"]
@@ -52,5 +59,12 @@ if data:
         print(f"   provoked: {f['id']} [{f['severity']}] {f['message'][:200]}")
         for fix in f["fixes"]:
             print(f"      fix ({fix['kind']}) {fix['summary'][:150]} {fix['commands']}")
-print((res / "provoked-cc-terminal.out").read_text()[-2500:])
+if (res / "provoked-cc-terminal.out").exists():
+    print((res / "provoked-cc-terminal.out").read_text()[-2500:])
 print((res / "pytest-gpu.out").read_text()[-800:])
+# The short table, last: whole-command wall time (times.txt) and the child's stages (ms).
+walls = {line.split()[0]: line.split("wall_s=")[1] for line in (res / "times.txt").read_text().splitlines()}
+stage_ids = ("import", "cuda-init", "triton-jit", "training", "attention-backends", "nf4-backends")
+print(f"{'run':<12} {'wall s':>7} {'child s':>7} " + " ".join(f"{s[:12]:>12}" for s in stage_ids))
+for name, child_s, stages in rows:
+    print(f"{name:<12} {walls.get(name, '?'):>7} {child_s:>7} " + " ".join(f"{str(stages.get(s, '')):>12}" for s in stage_ids))

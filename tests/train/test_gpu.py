@@ -29,3 +29,8 @@ def test_preset_passes(preset):
     if nf4_rows["bitsandbytes"]["status"] != "unavailable":
         assert nf4_rows["bitsandbytes"]["status"] == "works", nf4_rows["bitsandbytes"]
     assert {c.id: c.status.value for c in train.checks}["cuda-oom"] == "pass"
+    # The cold/warm compile (measured in a side process) still lands in the triton-jit detail.
+    times = train.data["triton_jit"]["nf4_compile"]
+    assert times["cold_ms"] > times["warm_ms"] > 0, times
+    assert [r["backend"] for r in train.data["matrix"]["nf4"]["rows"]] == ["gpudoctor-triton", "bitsandbytes",
+                                                                           "torch-reference"]

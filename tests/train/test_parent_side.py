@@ -74,3 +74,14 @@ def test_third_party_probe_that_crashes_is_a_matrix_entry():
     crash = [sys.executable, "-c", "import ctypes; ctypes.string_at(0)"]
     row = SideProbe("nf4-dequant", "bitsandbytes", "tiny", command=crash).row(timeout_s=60)
     assert row.status == "fails" and row.stage == "process" and "SIGSEGV" in row.reason
+
+
+def test_side_probe_imports_its_backend_on_a_thread():
+    from gpudoctor.train.child import _import_in_background
+
+    thread, box = _import_in_background("json")
+    thread.join(timeout=30)
+    assert not thread.is_alive() and box["ms"] >= 0
+    thread, box = _import_in_background("no_such_module_gpudoctor")  # left to the main thread to raise
+    thread.join(timeout=30)
+    assert not thread.is_alive() and "ms" in box
