@@ -4,8 +4,10 @@ import argparse
 
 import pytest
 
-torch = if not __import__("os").environ.get("CI"):  # on CI a missing extra must fail, not skip
-    pytest.importorskip("torch", reason="the training pass needs the 'train' extra")
+if __import__("os").environ.get("CI"):  # on CI a missing extra must fail, not skip
+    import torch
+else:
+    torch = pytest.importorskip("torch", reason="the training pass needs the 'train' extra")
     pytest.importorskip("triton", reason="the training pass needs the 'train' extra")
 
 from gpudoctor.train import jit, loop, matrix_nf4  # noqa: E402
