@@ -109,14 +109,16 @@ class LiveHost(HostHelpers):
 
     # -- commands ------------------------------------------------------------------------
     def run(self, argv: tuple[str, ...], timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult:
-        argv = tuple(argv)
+        return self._run(tuple(argv), timeout, self.env)
+
+    def _run(self, argv: tuple[str, ...], timeout: float, env: Mapping[str, str]) -> CommandResult:
         try:
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=self.env,
+                env=env,
                 start_new_session=True,  # so a timeout kills the whole process group
             )
         except FileNotFoundError:
@@ -155,11 +157,8 @@ class LiveHost(HostHelpers):
                 env["LIBRARY_PATH"] = library_path
             else:
                 env.pop("LIBRARY_PATH", None)
-            saved, self.env = self.env, env
-            try:
-                result = self.run(argv, timeout=30.0)
-            finally:
-                self.env = saved
+            # Its own environment, never self.env swapped: probes run in parallel threads.
+            result = self._run(argv, 30.0, env)
         shown = (cc, "<src>", "-O3", "-shared", "-fPIC", "-Wno-psabi", "-o", "<out>", lib_flag, *[f"-L{d}" for d in lib_dirs])
         if result.error or result.timed_out:
             return LinkResult(False, shown, result.stderr, error=result.why_not())

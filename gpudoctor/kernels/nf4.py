@@ -682,50 +682,15 @@ def dequantize_nf4(
     # The persistent kernel reads whole 4-byte words (so needs that alignment) and takes one scale
     # per word (so a block must hold at least a word's 8 elements); otherwise the one-tile kernel.
     persistent = programs_per_sm > 0 and packed_bytes.data_ptr() % 4 == 0 and blocksize >= 8
-    if persistent and not decode_in_output_layout:
-        n_tiles = triton.cdiv(n_elements, tile_elements)
-        grid = (max(1, min(n_tiles, programs_per_sm * _sm_count(packed_bytes.device))),)
-        _nf4_dequant_persistent_kernel[grid](
-            packed_bytes,
-            absmax,
-            absmax2,
-            code2,
-            offset_tensor,
-            nf4_table,
-            out,
-            n_elements,
-            BLOCKSIZE=blocksize,
-            BLOCKSIZE2=int(blocksize2),
-            ROW_BYTES=row_bytes,
-            ROWS=rows,
-            NESTED=nested,
-            BF16_RNE_BY_HAND=dtype == torch.bfloat16 and _interpreting(),
-            LUT_BY_ASM=lut_by_asm,
-            PACKED_VECTOR_BYTES=packed_vector_bytes,
-            STORE_CACHE=_store_cache,
-            PACKED_EVICT=_packed_evict,
-            FOR_LOOP=not _interpreting(),
-            num_warps=num_warps,
-            enable_fp_fusion=False,
-        )
-        return out
-    grid = (triton.cdiv(n_elements, tile_elements),)
-    _nf4_dequant_kernel[grid](
-        packed_bytes,
-        absmax,
-        absmax2,
-        code2,
-        offset_tensor,
-        nf4_table,
-        out,
-        n_elements,
+    # Arguments both kernels take; enable_fp_fusion=False keeps bitsandbytes' two roundings.
+    args = (packed_bytes, absmax, absmax2, code2, offset_tensor, nf4_table, out, n_elements)
+    common = dict(
         BLOCKSIZE=blocksize,
         BLOCKSIZE2=int(blocksize2),
         ROW_BYTES=row_bytes,
         ROWS=rows,
         NESTED=nested,
         BF16_RNE_BY_HAND=dtype == torch.bfloat16 and _interpreting(),
-        DECODE_IN_OUTPUT_LAYOUT=decode_in_output_layout,
         LUT_BY_ASM=lut_by_asm,
         PACKED_VECTOR_BYTES=packed_vector_bytes,
         STORE_CACHE=_store_cache,
@@ -733,4 +698,11 @@ def dequantize_nf4(
         num_warps=num_warps,
         enable_fp_fusion=False,
     )
+    if persistent and not decode_in_output_layout:
+        n_tiles = triton.cdiv(n_elements, tile_elements)
+        grid = (max(1, min(n_tiles, programs_per_sm * _sm_count(packed_bytes.device))),)
+        _nf4_dequant_persistent_kernel[grid](*args, FOR_LOOP=not _interpreting(), **common)
+        return out
+    grid = (triton.cdiv(n_elements, tile_elements),)
+    _nf4_dequant_kernel[grid](*args, DECODE_IN_OUTPUT_LAYOUT=decode_in_output_layout, **common)
     return out
