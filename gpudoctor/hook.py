@@ -291,8 +291,10 @@ def _parse_requirements(options: dict) -> dict | None:
 
 
 def _run_checks(options: dict, requirements: dict | None) -> dict:
+    from .host.live import LiveHost, start_nvml_early
+
+    start_nvml_early()  # overlaps the driver's NVML initialization with the engine's import
     from .engine import diagnose
-    from .host.live import LiveHost
 
     report = diagnose(LiveHost(), skip=options.get("skip") or None, requirements=requirements)
     return {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": len(report.checks),

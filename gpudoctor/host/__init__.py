@@ -12,8 +12,19 @@ from .base import (
     PathInfo,
     SystemInfo,
 )
-from .live import LiveHost
-from .snapshot import RecordingHost, SnapshotHost
+
+# The hosts are imported on first use: preflight() needs only LiveHost, and every module
+# imported here is paid by every training script that calls it.
+_LAZY = {"LiveHost": ".live", "RecordingHost": ".snapshot", "SnapshotHost": ".snapshot"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CommandResult", "Distribution", "FileRead", "Host", "HostError", "LinkResult", "LiveHost",

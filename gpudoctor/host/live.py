@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import os
 import platform
-import re
 import shutil
 import signal
 import subprocess
@@ -30,11 +29,6 @@ MAX_READ_BYTES = 4 << 20  # /proc files are tiny; anything larger is not what we
 MAX_OUTPUT_BYTES = 4 << 20
 NVML_TIMEOUT_S = 5.0
 
-# Native libraries whose presence inside a distribution we report (bitsandbytes' CUDA builds,
-# flash-attn's extension); listing every file of every distribution would be slow.
-_INTERESTING_FILE_PREFIXES = ("bitsandbytes/libbitsandbytes", "flash_attn_2_cuda", "flash_attn_3")
-_DETAILED = ("torch", "bitsandbytes", "flash-attn", "flash-attn-3")
-_DIST_INFO = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._]*?)-(\d[^-]*)\.dist-info$")
 
 
 def _decode(data: bytes) -> str:
@@ -166,9 +160,10 @@ class LiveHost(HostHelpers):
 
     # -- NVML ----------------------------------------------------------------------------
     def nvml(self) -> NvmlInfo:
-        box: list[NvmlInfo] = []
-        worker = threading.Thread(target=lambda: box.append(_query_nvml()), daemon=True)
-        worker.start()
+        global _early_nvml
+        with _early_nvml_lock:
+            started, _early_nvml = _early_nvml, None
+        worker, box = started or _start_nvml_query()
         worker.join(NVML_TIMEOUT_S)
         if not box:
             return NvmlInfo(False, "timeout", f"NVML did not answer within {NVML_TIMEOUT_S:.0f} s")
@@ -176,68 +171,35 @@ class LiveHost(HostHelpers):
 
     # -- Python packages -----------------------------------------------------------------
     def distributions(self) -> list[Distribution]:
-        """Every installed distribution on sys.path. Name and version come from the
-        ``name-version.dist-info`` folder name when it has one, because parsing ~200 METADATA
-        files costs more than the rest of ``gpudoctor check``; METADATA is read only for the few
-        distributions whose requirements or files a check needs."""
-        from importlib import metadata
+        """Every installed distribution on sys.path (see host/distributions.py for why it does
+        not go through importlib.metadata)."""
+        from .distributions import installed_distributions
 
-        found: list[Distribution] = []
-        cwd = os.path.realpath(os.getcwd())
-        for dist in metadata.distributions():
-            try:
-                folder = os.path.basename(str(getattr(dist, "_path", "")))
-                match = _DIST_INFO.match(folder)
-                name, version = (match.group(1), match.group(2)) if match else (dist.metadata["Name"], dist.version)
-                if not name:
-                    continue
-                location = str(dist.locate_file(""))
-                if not location.startswith("/") or os.path.realpath(location) == cwd:
-                    # '' on sys.path (the current directory, e.g. a checkout's .egg-info) is
-                    # an artifact of where gpudoctor runs, not an installed copy.
-                    continue
-                key = name.lower().replace("_", "-")
-                needs_details = key in _DETAILED
-                found.append(
-                    Distribution(
-                        name=dist.metadata["Name"] if needs_details else name,
-                        version=version or "",
-                        location=location,
-                        requires=tuple(dist.requires or ()) if key == "torch" else (),
-                        files=tuple(str(f) for f in (dist.files or ()) if str(f).startswith(_INTERESTING_FILE_PREFIXES))
-                        if needs_details and key != "torch" else (),  # torch's RECORD is huge
-                        direct_url=dist.read_text("direct_url.json") if needs_details else None,
-                    )
-                )
-            except Exception:  # noqa: BLE001 - one broken dist-info must not hide the others
-                continue
-        return found
+        return installed_distributions()
 
     # -- the system ----------------------------------------------------------------------
     def system(self) -> SystemInfo:
         import distro
 
+        # Files only: with its defaults distro also runs `lsb_release -a` and `uname -rs`, with
+        # no timeout, for version() (the static path runs nothing without a timeout).
+        release = distro.LinuxDistribution(include_lsb=False, include_uname=False, include_oslevel=False)
+        ram = _physical_memory()
         try:
-            import psutil
-
-            ram = psutil.virtual_memory().total
-            try:
-                shm_usage = psutil.disk_usage("/dev/shm")
-                shm = (shm_usage.total, shm_usage.free)
-            except OSError:
-                shm = None
-        except Exception:  # noqa: BLE001
-            ram, shm = None, None
+            shm_usage = shutil.disk_usage("/dev/shm")
+            shm = (shm_usage.total, shm_usage.free)
+        except OSError:
+            shm = None
         libc_name, libc_version = platform.libc_ver()
         return SystemInfo(
             machine=platform.machine(),
             kernel=platform.release(),
             libc=f"{libc_name} {libc_version}".strip() or None,
             ram_total=ram,
-            distro_id=distro.id(),
-            distro_version=distro.version(),
-            distro_name=distro.name(pretty=True),
-            distro_like=distro.like(),
+            distro_id=release.id(),
+            distro_version=release.version(),
+            distro_name=release.name(pretty=True),
+            distro_like=release.like(),
             python_version=platform.python_version(),
             python_executable=sys.executable,
             prefix=sys.prefix,
@@ -245,6 +207,42 @@ class LiveHost(HostHelpers):
             euid=os.geteuid(),
             shm=shm,
         )
+
+
+_early_nvml: tuple[threading.Thread, list] | None = None
+_early_nvml_lock = threading.Lock()
+
+
+def _start_nvml_query() -> tuple[threading.Thread, list]:
+    box: list[NvmlInfo] = []
+    worker = threading.Thread(target=lambda: box.append(_query_nvml()), daemon=True, name="gpudoctor-nvml")
+    worker.start()
+    return worker, box
+
+
+def start_nvml_early() -> None:
+    """Begin the NVML query now, in a thread, for the next ``LiveHost.nvml()`` to collect.
+    nvmlInit spends tens of milliseconds in the driver with the GIL released (ctypes), so
+    preflight() starts it before importing the engine and the two overlap."""
+    global _early_nvml
+    with _early_nvml_lock:
+        if _early_nvml is None:
+            _early_nvml = _start_nvml_query()
+
+
+def _physical_memory() -> int | None:
+    """Total RAM in bytes. sysconf answers on Linux without psutil's ~12-40 ms import (paid on
+    preflight's first call); psutil stays the fallback where sysconf lacks the names."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _query_nvml() -> NvmlInfo:

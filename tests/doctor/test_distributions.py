@@ -1,0 +1,120 @@
+"""host/distributions.py reads dist-info folders itself; importlib.metadata is the reference."""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import metadata
+
+from gpudoctor.host.distributions import DETAILED, INTERESTING_FILE_PREFIXES, installed_distributions, metadata_headers
+
+
+def _reference(path: list[str]) -> list[tuple]:
+    """What importlib.metadata says about the same entries, in the fields gpudoctor keeps."""
+    cwd = os.path.realpath(os.getcwd())
+    found = []
+    for dist in metadata.distributions(path=path):
+        location = str(dist.locate_file(""))
+        if not location.startswith("/") or os.path.realpath(location) == cwd:
+            continue
+        name = dist.metadata["Name"]
+        key = name.lower().replace("_", "-").replace(".", "-")
+        detailed = key in DETAILED
+        found.append((
+            key,
+            dist.version,
+            location,
+            tuple(dist.requires or ()) if key == "torch" else (),
+            tuple(str(f) for f in (dist.files or ()) if str(f).startswith(INTERESTING_FILE_PREFIXES))
+            if detailed and key != "torch" else (),
+            dist.read_text("direct_url.json") if detailed else None,
+        ))
+    return found
+
+
+def _ours(path: list[str]) -> list[tuple]:
+    return [(d.name.lower().replace("_", "-").replace(".", "-"), d.version, d.location, d.requires, d.files,
+             d.direct_url) for d in installed_distributions(path)]
+
+
+def test_this_interpreter_matches_importlib_metadata():
+    path = [p for p in sys.path if p.startswith("/")]
+    ours, reference = _ours(path), _reference(path)
+    assert len(ours) > 5  # pytest, packaging, rich, ... are installed
+    assert sorted(ours) == sorted(reference)
+
+
+def _dist_info(site, folder, metadata_text, record=None, direct_url=None):
+    path = site / folder
+    path.mkdir(parents=True)
+    (path / "METADATA").write_bytes(metadata_text if isinstance(metadata_text, bytes) else metadata_text.encode())
+    if record is not None:
+        (path / "RECORD").write_text(record)
+    if direct_url is not None:
+        (path / "direct_url.json").write_text(direct_url)
+
+
+def test_layouts_match_importlib_metadata(tmp_path):
+    site, other = tmp_path / "site-packages", tmp_path / "other site"
+    _dist_info(
+        site, "torch-2.11.0+cu130.dist-info",
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n"
+        "Requires-Dist: triton==3.6.0; platform_system == \"Linux\"\n"
+        "Requires-Dist: cuda-toolkit[cublas,cudart]==13.0.2\nSummary: x\n\nRequires-Dist: not-a-header\n",
+        direct_url='{"url": "file:///wheels/torch.whl"}',
+    )
+    _dist_info(
+        site, "bitsandbytes-0.50.2.dist-info", "Metadata-Version: 2.1\nName: bitsandbytes\nVersion: 0.50.2\n\n",
+        record='bitsandbytes/__init__.py,sha256=x,10\n'
+               'bitsandbytes/libbitsandbytes_cuda130.so,sha256=y,20\n'
+               '"bitsandbytes/libbitsandbytes_cuda,odd.so",sha256=z,30\n'
+               '"other,file.py",,\n',
+    )
+    _dist_info(site, "Flash_Attn-2.8.3.dist-info", "Name: flash_attn\nVersion: 2.8.3\n\n",
+               record="flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so,,\n",
+               direct_url='{"url": "https://x/flash_attn-2.8.3+cu12torch2.8cxx11abiTRUE-cp312.whl"}')
+    _dist_info(site, "plain_pkg-1.0.dist-info", "Name: plain-pkg\nVersion: 1.0\n\n")
+    _dist_info(site, "noversion.dist-info", "Name: noversion\nVersion: 0.1\n\n")  # folder name does not parse
+    egg = site / "legacy_pkg-3.2-py3.12.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: legacy-pkg\nVersion: 3.2\n\n")
+    _dist_info(other, "bitsandbytes-0.45.0.dist-info", "Name: bitsandbytes\nVersion: 0.45.0\n\n")
+    (tmp_path / "not-a-dir.zip").write_bytes(b"not a zip")
+    path = [str(site) + "/", str(other), str(tmp_path / "missing"), str(tmp_path / "not-a-dir.zip")]
+
+    ours, reference = _ours(path), _reference(path)
+    assert sorted(ours) == sorted(reference)
+    by_name = {(d.name, d.version): d for d in installed_distributions(path)}
+    assert by_name[("torch", "2.11.0+cu130")].requires == (
+        'triton==3.6.0; platform_system == "Linux"', "cuda-toolkit[cublas,cudart]==13.0.2")
+    assert by_name[("bitsandbytes", "0.50.2")].files == (
+        "bitsandbytes/libbitsandbytes_cuda130.so", "bitsandbytes/libbitsandbytes_cuda,odd.so")
+    assert by_name[("bitsandbytes", "0.45.0")].location == str(other)
+    assert ("legacy-pkg", "3.2") in by_name and ("noversion", "0.1") in by_name
+
+
+def test_unreadable_metadata_is_skipped_not_fatal(tmp_path):
+    site = tmp_path / "site"
+    _dist_info(site, "torch-2.5.0.dist-info", "Name: torch\nVersion: 2.5.0\nRequires-Dist: x\n\n")
+    _dist_info(site, "fine-1.0.dist-info", "Name: fine\nVersion: 1.0\n\n")
+    # Unreadable even for root (tests run as root on CI): METADATA is a directory.
+    (site / "torch-2.5.0.dist-info" / "METADATA").unlink()
+    (site / "torch-2.5.0.dist-info" / "METADATA").mkdir()
+    found = {d.name: d for d in installed_distributions([str(site)])}
+    assert found["fine"].version == "1.0"
+    assert found["torch"].version == "2.5.0" and found["torch"].requires == ()  # name from the folder
+
+
+def test_non_utf8_metadata_is_read(tmp_path):
+    # importlib.metadata raises UnicodeDecodeError on this one (and the old code then lost it).
+    site = tmp_path / "site"
+    _dist_info(site, "torch-2.5.0.dist-info", b"Name: torch\nVersion: 2.5.0\nSummary: \xff\xfe\nRequires-Dist: x\n\n")
+    (found,) = installed_distributions([str(site)])
+    assert (found.name, found.version, found.requires) == ("torch", "2.5.0", ("x",))
+
+
+def test_metadata_headers_stop_at_the_body(tmp_path):
+    path = tmp_path / "METADATA"
+    path.write_text("Name: a\nKeywords: x,\n\ty\n\nName: body\n")
+    assert metadata_headers(str(path)) == {"name": ["a"], "keywords": ["x, y"]}
+    assert metadata_headers(str(tmp_path / "missing")) == {}
