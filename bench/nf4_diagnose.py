@@ -36,11 +36,11 @@ SHAPES = [(4096, 14336), (4096, 4096), (1024, 4096)]
 FLUSH_BYTES = 256 * 1000 * 1000
 VARIANTS = [
     {},
-    {"_packed_vector_bytes": 8},
-    {"_packed_vector_bytes": 16},
-    {"_elements_per_program": 4096},
-    {"_elements_per_program": 4096, "_packed_vector_bytes": 8},
-    {"_elements_per_program": 8192, "_num_warps": 8, "_packed_vector_bytes": 8},
+    {"_pair_lut": 1},
+    {"_pair_lut": 1, "_elements_per_program": 4096},
+    {"_pair_lut": 1, "_packed_vector_bytes": 8},
+    {"_pair_lut": 1, "_elements_per_program": 1024},
+    {"_pair_lut": 1, "_elements_per_program": 4096, "_num_warps": 8},
 ]
 
 
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     if args.profile_target:
         shape = tuple(int(x) for x in args.profile_target.split("x"))
         cases, _, _ = shape_cases(shape, bnb)
-        for name in ("copy_same_bytes", "write_only_triton", "bitsandbytes", "gpudoctor[shipped]"):
+        for name in ("write_only_triton", "gpudoctor[shipped]", "gpudoctor[pair_lut=1]"):
             call = cases[name]()
             call()  # compile / warm
             torch.cuda.synchronize()

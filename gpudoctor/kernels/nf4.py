@@ -121,6 +121,12 @@ def _table(name: str, device: str) -> torch.Tensor:
     """Small constant tables, one copy per device (64 bytes / 1 KiB / 60 bytes)."""
     if name == "nf4":
         return torch.tensor(NF4_CODE, dtype=torch.float32, device=device)
+    if name == "nf4_pairs":
+        # Entry b = (value of b's high nibble, value of its low nibble): a packed byte decoded
+        # to its two elements (2j is the high nibble) with one 8-byte load. 2 KiB.
+        code = torch.tensor(NF4_CODE, dtype=torch.float32)
+        index = torch.arange(256)
+        return torch.stack([code[index >> 4], code[index & 15]], dim=1).reshape(-1).contiguous().to(device)
     if name == "nf4_thresholds":
         return torch.tensor(NF4_THRESHOLDS, dtype=torch.float32, device=device)
     if name == "dynamic":
@@ -261,6 +267,16 @@ def _lut_load(pointers):
 
 
 @triton.jit
+def _pair_load(pointers):
+    # One 8-byte ld.global.nc gives both decoded values of a packed byte (high nibble, low
+    # nibble) from the 256-entry pair table: half the gathers and no nibble arithmetic.
+    return tl.inline_asm_elementwise(
+        "ld.global.nc.v2.f32 {$0, $1}, [$2];", "=r,=r,l", [pointers], dtype=(tl.float32, tl.float32),
+        is_pure=True, pack=1,
+    )
+
+
+@triton.jit
 def _dequant_tile(
     packed_ptr,
     absmax_ptr,
@@ -283,6 +299,7 @@ def _dequant_tile(
     PACKED_VECTOR_BYTES: tl.constexpr,
     STORE_CACHE: tl.constexpr,
     PACKED_EVICT: tl.constexpr,
+    PAIR_LUT: tl.constexpr,
 ):
     # A tile is ROWS rows of ROW_BYTES packed bytes; one row lies inside one quantization block,
     # so the block scale is a per-row value computed once and broadcast along the row.
@@ -326,6 +343,16 @@ def _dequant_tile(
             values = _lut_load(nf4_ptr + codes) * scale[:, None]
         else:
             values = tl.load(nf4_ptr + codes) * scale[:, None]
+    elif PAIR_LUT:
+        # nf4_ptr is the pair table here: entry b = (code[b >> 4], code[b & 15]), so a packed
+        # byte is its own index. The products are the same fp32 MULs as below, bit for bit.
+        pair = nf4_ptr + 2 * packed.to(tl.int32)
+        if LUT_BY_ASM:
+            even, odd = _pair_load(pair)
+        else:
+            even = tl.load(pair)
+            odd = tl.load(pair + 1)
+        values = tl.reshape(tl.join(even * scale[:, None], odd * scale[:, None]), [ROWS, 2 * ROW_BYTES])
     else:
         high = (packed >> 4).to(tl.int32)
         low = (packed & 0xF).to(tl.int32)
@@ -379,6 +406,7 @@ def _nf4_dequant_kernel(
     PACKED_VECTOR_BYTES: tl.constexpr,
     STORE_CACHE: tl.constexpr,
     PACKED_EVICT: tl.constexpr,
+    PAIR_LUT: tl.constexpr,
 ):
     tile = tl.program_id(0).to(tl.int64)  # int64: tile * tile_elements may pass 2**31
     tile_elements: tl.constexpr = ROWS * ROW_BYTES * 2
@@ -390,11 +418,11 @@ def _nf4_dequant_kernel(
     if (tile + 1) * tile_elements <= n_elements:
         _dequant_tile(packed_ptr, absmax_ptr, absmax2_ptr, code2_ptr, offset, nf4_ptr, out_ptr, tile, n_elements,
                       BLOCKSIZE, BLOCKSIZE2, ROW_BYTES, ROWS, NESTED, False, BF16_RNE_BY_HAND,
-                      DECODE_IN_OUTPUT_LAYOUT, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE, PACKED_EVICT)
+                      DECODE_IN_OUTPUT_LAYOUT, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE, PACKED_EVICT, PAIR_LUT)
     else:
         _dequant_tile(packed_ptr, absmax_ptr, absmax2_ptr, code2_ptr, offset, nf4_ptr, out_ptr, tile, n_elements,
                       BLOCKSIZE, BLOCKSIZE2, ROW_BYTES, ROWS, NESTED, True, BF16_RNE_BY_HAND,
-                      DECODE_IN_OUTPUT_LAYOUT, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE, "")
+                      DECODE_IN_OUTPUT_LAYOUT, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE, "", PAIR_LUT)
 
 
 @triton.jit
@@ -545,7 +573,7 @@ def _nf4_dequant_persistent_kernel(
         if pid == n_full % programs:
             _dequant_tile(packed_ptr, absmax_ptr, absmax2_ptr, code2_ptr, offset, nf4_ptr, out_ptr,
                           n_full.to(tl.int64), n_elements, BLOCKSIZE, BLOCKSIZE2, ROW_BYTES, ROWS, NESTED, True,
-                          BF16_RNE_BY_HAND, False, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE, "")
+                          BF16_RNE_BY_HAND, False, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE, "", False)
 
 
 @functools.lru_cache(maxsize=None)
@@ -614,6 +642,7 @@ def dequantize_nf4(
     _store_cache: str = "",
     _programs_per_sm: Optional[int] = None,
     _packed_evict: str = "",
+    _pair_lut: bool = False,
 ) -> torch.Tensor:
     """Dequantize NF4 ``packed`` bytes to a contiguous bf16/fp16 tensor of ``state.shape`` in ONE
     Triton launch (nested absmax decoded in the same pass). Bit-identical to bitsandbytes'
@@ -699,10 +728,14 @@ def dequantize_nf4(
         enable_fp_fusion=False,
     )
     if persistent and not decode_in_output_layout:
+        # (the persistent kernel reads the 16-entry table; the pair table is a one-tile option)
         n_tiles = triton.cdiv(n_elements, tile_elements)
         grid = (max(1, min(n_tiles, programs_per_sm * _sm_count(packed_bytes.device))),)
         _nf4_dequant_persistent_kernel[grid](*args, FOR_LOOP=not _interpreting(), **common)
         return out
     grid = (triton.cdiv(n_elements, tile_elements),)
-    _nf4_dequant_kernel[grid](*args, DECODE_IN_OUTPUT_LAYOUT=decode_in_output_layout, **common)
+    pair_lut = _pair_lut and not decode_in_output_layout
+    if pair_lut:
+        args = args[:5] + (_table("nf4_pairs", str(packed_bytes.device)),) + args[6:]
+    _nf4_dequant_kernel[grid](*args, DECODE_IN_OUTPUT_LAYOUT=decode_in_output_layout, PAIR_LUT=pair_lut, **common)
     return out

@@ -214,9 +214,10 @@ def test_bit_exact_vs_bitsandbytes(shape):
     for dtype in DTYPES:
         quant_state.dtype = dtype  # bitsandbytes dequantizes to quant_state.dtype
         expected = F.dequantize_4bit(packed, quant_state, quant_type="nf4")
-        out = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
-        dequantize_nf4(packed, quant_state, dtype, out=out)
-        assert torch.equal(_bits(out), _bits(expected)), f"{dtype}: differs from bitsandbytes"
+        for variant in ({}, {"_pair_lut": False}, {"_pair_lut": True}):
+            out = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+            dequantize_nf4(packed, quant_state, dtype, out=out, **variant)
+            assert torch.equal(_bits(out), _bits(expected)), f"{dtype} {variant}: differs from bitsandbytes"
 
 
 @pytest.mark.gpu
@@ -261,3 +262,17 @@ def test_accepts_params4bit():
     expected = bnb.functional.dequantize_4bit(param.data, param.quant_state)
     assert torch.equal(_bits(dequantize_nf4(param)), _bits(expected))
     assert torch.equal(_bits(dequantize_nf4(param.data, param, torch.bfloat16)), _bits(expected))
+
+
+@pytest.mark.parametrize("nested", [True, False])
+def test_pair_table_variant_equals_default(nested, device):
+    """The pair-table decode (one 8-byte gather per packed byte) gives the same bits as the
+    16-entry table at ragged sizes; on the GPU it runs as inline PTX (checked by the gpu tests)."""
+    gen = _generator()
+    for shape in [(5, 129), (1,), (300, 70)]:
+        packed, state = quantize_nf4(_weights(shape, torch.bfloat16, device, gen), double_quant=nested)
+        for dtype in DTYPES:
+            default = dequantize_nf4(packed, state, dtype)
+            out = torch.full(shape, float("nan"), dtype=dtype, device=device)
+            dequantize_nf4(packed, state, dtype, out=out, _pair_lut=True)
+            assert torch.equal(_bits(out), _bits(default)), (shape, dtype)
