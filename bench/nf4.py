@@ -19,6 +19,7 @@ import ctypes
 import datetime
 import json
 import platform
+import statistics
 import subprocess
 import sys
 
@@ -38,6 +39,9 @@ SWEEP = [
     # times it), and with an L1 evict-first hint on the packed loads.
     {"_programs_per_sm": 0, "_elements_per_program": 2048},
     {"_programs_per_sm": 0, "_elements_per_program": 2048, "_packed_evict": "evict_first"},
+    # One 8-byte gather per packed byte from a 256-entry pair table (21% fewer instructions,
+    # measured slower: the 2 KiB table spans 16 L1 lines where the 16-entry one fits in one).
+    {"_pair_lut": True},
     # The persistent, double-buffered kernel (slower on the H200, see docs/benchmarks.md): tile
     # size x programs per SM (counts chosen so all programs fit on an SM at once), warps, hints.
     {"_programs_per_sm": 8, "_elements_per_program": 2048},
@@ -68,6 +72,40 @@ def store_only(out: torch.Tensor):
 
 def median_us(fn) -> float:
     return triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median") * 1e3
+
+
+_READ_FLUSH: list = []
+
+
+def read_flush_us(fn, reps: int = 200) -> float:
+    """Median microseconds of fn() with L2 emptied by *reading* 256 MB before each call.
+    do_bench empties it by zeroing 256 MB, which leaves the L2 full of dirty lines that the
+    timed call must write back to DRAM (bench/nf4_diagnose.py measures that cost: a copy of
+    4096x14336's bytes takes 39-40 us after a zeroing flush, 36.4 us after a reading one)."""
+    if not _READ_FLUSH:
+        _READ_FLUSH.append(torch.empty(64_000_000, dtype=torch.int32, device="cuda"))
+        _READ_FLUSH.append(torch.empty((), dtype=torch.int64, device="cuda"))
+    cache, sink = _READ_FLUSH
+    for _ in range(10):
+        torch.sum(cache, dim=0, out=sink)
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for start, end in zip(starts, ends):
+        torch.sum(cache, dim=0, out=sink)
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in zip(starts, ends)) * 1e3
+
+
+def copy_same_bytes(n_elements: int) -> dict:
+    """A device-to-device copy moving as many bytes (read + written) as the dequantization of
+    n_elements, timed both ways: the memory floor for this size under the same harness."""
+    src = torch.empty(int(n_elements * BYTES_PER_ELEMENT / 2), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    return {"do_bench_us": median_us(lambda: dst.copy_(src)), "read_flush_us": read_flush_us(lambda: dst.copy_(src))}
 
 
 def copy_bandwidth_tbs() -> dict:
@@ -137,13 +175,15 @@ def bench_shape(shape, bnb, copy_tbs, sweep: bool) -> dict:
     else:
         packed, state = nf4.quantize_nf4(weight)
     del weight
-    result = {"shape": list(shape), "elements": n, "bytes_moved": n * BYTES_PER_ELEMENT}
+    result = {"shape": list(shape), "elements": n, "bytes_moved": n * BYTES_PER_ELEMENT,
+              "copy_same_bytes": copy_same_bytes(n)}
     for dtype in (torch.bfloat16, torch.float16):
         name = "bf16" if dtype == torch.bfloat16 else "fp16"
         out = torch.empty(shape, device="cuda", dtype=dtype)
         ours = median_us(lambda: nf4.dequantize_nf4(packed, state, dtype, out=out))
         entry = {"gpudoctor_us": ours, "gpudoctor_tb_per_s": n * BYTES_PER_ELEMENT / (ours * 1e-6) / 1e12}
         entry["fraction_of_copy"] = entry["gpudoctor_tb_per_s"] / copy_tbs
+        entry["gpudoctor_read_flush_us"] = read_flush_us(lambda: nf4.dequantize_nf4(packed, state, dtype, out=out))
         if bnb is not None:
             state.dtype = dtype
             expected = bnb.functional.dequantize_4bit(packed, state, quant_type="nf4")
@@ -151,6 +191,8 @@ def bench_shape(shape, bnb, copy_tbs, sweep: bool) -> dict:
             nf4.dequantize_nf4(packed, state, dtype, out=out)
             entry["bit_exact_vs_bitsandbytes"] = bool(torch.equal(out.view(torch.int16), expected.view(torch.int16)))
             entry["bitsandbytes_us"] = median_us(lambda: bnb.functional.dequantize_4bit(packed, state, quant_type="nf4"))
+            entry["bitsandbytes_read_flush_us"] = read_flush_us(
+                lambda: bnb.functional.dequantize_4bit(packed, state, quant_type="nf4"))
             out_absmax = torch.empty(state.absmax.numel(), device="cuda", dtype=torch.float32)
             reference_out = torch.empty_like(out)
             unsloth = unsloth_style(bnb, packed, state, reference_out, out_absmax)
@@ -206,6 +248,23 @@ def markdown_table(results: list[dict], copy: dict) -> str:
             f"| {r['shape'][0]}x{r['shape'][1]} | {b['gpudoctor_us']:.1f} | {b['gpudoctor_tb_per_s']:.2f} | "
             f"{100 * b['fraction_of_copy']:.0f}% | {bnb_cells} | {h['gpudoctor_us']:.1f} | {exact} |"
         )
+    lines += [
+        "",
+        "Same shapes, bf16, against a copy of the same bytes; do_bench (zeroing flush) / read flush:",
+        "",
+        "| shape | gpudoctor (us) | bitsandbytes (us) | speedup | copy of the same bytes (us) | gpudoctor / copy time |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        b, c = r["bf16"], r["copy_same_bytes"]
+        bnb = (b.get("bitsandbytes_us"), b.get("bitsandbytes_read_flush_us"))
+        bnb_cells = (f"{bnb[0]:.1f} / {bnb[1]:.1f} | {bnb[0] / b['gpudoctor_us']:.2f}x / "
+                     f"{bnb[1] / b['gpudoctor_read_flush_us']:.2f}x") if bnb[0] else "n/a | n/a"
+        lines.append(
+            f"| {r['shape'][0]}x{r['shape'][1]} | {b['gpudoctor_us']:.1f} / {b['gpudoctor_read_flush_us']:.1f} | "
+            f"{bnb_cells} | {c['do_bench_us']:.1f} / {c['read_flush_us']:.1f} | "
+            f"{b['gpudoctor_us'] / c['do_bench_us']:.2f} / {b['gpudoctor_read_flush_us'] / c['read_flush_us']:.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -227,7 +286,7 @@ def main(argv=None) -> int:
     copy = copy_bandwidth_tbs()
     results = [bench_shape(shape, bnb, copy["tb_per_s"], args.sweep) for shape in SHAPES]
     report = {"environment": env, "copy_bandwidth": copy, "bytes_per_element": BYTES_PER_ELEMENT,
-              "timing": "triton.testing.do_bench median, L2 flushed before each call", "results": results}
+              "timing": "triton.testing.do_bench median, L2 flushed (zeroed) before each call; *_read_flush_us: median between CUDA events, 256 MB read before each call", "results": results}
     with open(args.out, "w") as handle:
         json.dump(report, handle, indent=2)
     if args.sweep:

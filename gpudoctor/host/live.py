@@ -48,10 +48,10 @@ class LiveHost(HostHelpers):
         self.env = dict(os.environ if env is None else env)
 
     # -- files ---------------------------------------------------------------------------
-    def read_text(self, path: str) -> FileRead:
+    def read_text(self, path: str, max_bytes: int | None = None) -> FileRead:
         try:
             with open(path, "rb") as handle:
-                data = handle.read(MAX_READ_BYTES)
+                data = handle.read(min(max_bytes or MAX_READ_BYTES, MAX_READ_BYTES))
         except OSError as exc:
             return FileRead(None, _oserror_kind(exc))
         return FileRead(_decode(data))

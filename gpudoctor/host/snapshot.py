@@ -110,7 +110,8 @@ class SnapshotHost(HostHelpers):
         self._disk_free = dict(data.get("disk_free") or {})
         self._writable = dict(data.get("writable") or {})
 
-    def read_text(self, path: str) -> FileRead:
+    def read_text(self, path: str, max_bytes: int | None = None) -> FileRead:
+        # max_bytes is not applied: recordings already keep only the lines the parsers read.
         return self._files.get(path, FileRead(None, NOT_RECORDED))
 
     def listdir(self, path: str) -> list[str] | None:
@@ -160,8 +161,8 @@ class RecordingHost(HostHelpers):
             "disk_free": {}, "writable": {},
         }
 
-    def read_text(self, path):
-        result = self.inner.read_text(path)
+    def read_text(self, path, max_bytes=None):
+        result = self.inner.read_text(path, max_bytes)
         recorded = result
         keep = next((rule for suffix, rule in _TRIMMED_HEADERS.items() if path.endswith(suffix)), None)
         if keep and result.text:
