@@ -44,9 +44,12 @@ def run_checks(facts: Facts, only: Iterable[str] | None = None, skip: Iterable[s
     return results
 
 
-def diagnose(host, only=None, skip=None, requirements=None, extra_findings=()) -> Report:
-    """Probe ``host``, run the static checks, and return findings most severe first."""
-    facts = Facts(host, requirements)
+def diagnose(host, only=None, skip=None, requirements=None, extra_findings=(), facts: Facts | None = None) -> Report:
+    """Probe ``host``, run the static checks, and return findings most severe first.
+    ``facts`` may be passed in already probing (preflight starts the probes before it imports
+    the checks); it must be for ``host`` and ``requirements``."""
+    if facts is None:
+        facts = Facts(host, requirements)
     results = run_checks(facts, only, skip)
     findings = [f for r in results for f in r.findings] + list(extra_findings)
     return Report(tuple(sort_findings(findings)), tuple(results), facts)

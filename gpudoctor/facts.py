@@ -59,6 +59,15 @@ class Facts:
             for future in [pool.submit(self._quiet_get, n) for n in names]:
                 future.result()
 
+    def prefetch_in_background(self, names: Iterable[str]) -> threading.Thread:
+        """prefetch() on a daemon thread, returning at once: the caller imports or computes
+        something else while the probes wait on their subprocesses and NVML. A later get() or
+        prefetch() of a name still being probed waits for it (per-name locks)."""
+        names = list(names)
+        worker = threading.Thread(target=self.prefetch, args=(names,), daemon=True, name="gpudoctor-prefetch")
+        worker.start()
+        return worker
+
     def _quiet_get(self, name: str) -> None:
         try:
             self.get(name)

@@ -293,10 +293,20 @@ def _parse_requirements(options: dict) -> dict | None:
 def _run_checks(options: dict, requirements: dict | None) -> dict:
     from .host.live import LiveHost, start_nvml_early
 
-    start_nvml_early()  # overlaps the driver's NVML initialization with the engine's import
+    start_nvml_early()  # the driver's NVML initialization overlaps everything below
+    host = LiveHost()
+    facts = None
+    if not options.get("skip"):
+        # Probes start before the checks are imported: their subprocesses (ldconfig, compiler
+        # versions, the link test) run while the import does. With skip= the needed probes are
+        # only known from the checks, so they wait for the engine as usual.
+        from .facts import Facts
+
+        facts = Facts(host, requirements)
+        facts.prefetch_in_background(facts.names)
     from .engine import diagnose
 
-    report = diagnose(LiveHost(), skip=options.get("skip") or None, requirements=requirements)
+    report = diagnose(host, skip=options.get("skip") or None, requirements=requirements, facts=facts)
     return {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": len(report.checks),
             "findings": [f.to_json() for f in report.findings]}
 
