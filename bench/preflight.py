@@ -36,6 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--out", default=None, help="write the raw numbers as JSON")
+    parser.add_argument("--prelude", default="", help="Python run before the call (for experiments)")
     args = parser.parse_args()
 
     py = sys.executable
@@ -44,8 +45,9 @@ def main() -> None:
         for run in range(args.runs):
             env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, f"cache{run}"), PYTHONDONTWRITEBYTECODE="")
             series["reference"].append(_time([py, "-c", "pass"], env))
-            series["first"].append(_time([py, "-c", CALL], env))  # empty cache dir: a miss
-            series["cached"].append(_time([py, "-c", CALL], env))
+            call = f"{args.prelude}; {CALL}" if args.prelude else CALL
+            series["first"].append(_time([py, "-c", call], env))  # empty cache dir: a miss
+            series["cached"].append(_time([py, "-c", call], env))
     median = {name: statistics.median(values) for name, values in series.items()}
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
