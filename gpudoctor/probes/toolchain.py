@@ -76,8 +76,12 @@ def probe_triton_cc(host) -> TritonCompiler:
 
 def probe_toolchain(host) -> ToolchainFacts:
     env = host.env
-    compilers = _probe_compilers(host)
-    toolkits, cpp_root, cpp_via = _probe_toolkits(host)
+    # Toolkits are file reads and compilers are subprocesses: side by side, the reads happen
+    # while the compilers answer.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpudoctor-toolkits") as pool:
+        toolkits_future = pool.submit(_probe_toolkits, host)
+        compilers = _probe_compilers(host)
+        toolkits, cpp_root, cpp_via = toolkits_future.result()
     triton = probe_triton_cc(host)
     cc, cc_exists = triton.cc, triton.exists
     return ToolchainFacts(
