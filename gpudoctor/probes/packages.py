@@ -1,4 +1,4 @@
-"""Python package facts, from importlib.metadata only (never importing torch or triton)."""
+"""Python package facts, from the installed metadata files only (never importing torch or triton)."""
 
 from __future__ import annotations
 
