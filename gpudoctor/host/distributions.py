@@ -27,8 +27,14 @@ _DIST_INFO = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._]*?)-(\d[^-]*)\.dist-info$")
 MAX_HEADER_BYTES = 1 << 20  # METADATA headers; the long description after them is never read
 
 
-def _normalized(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+_NAME_SEPARATORS = re.compile(r"[-_.]+")
+
+
+def canonicalize_name(name: str) -> str:
+    """PEP 503 name normalization (what packaging.utils.canonicalize_name does). Spelled out
+    because importing packaging.utils also imports packaging.tags (~8 ms), paid by every
+    preflight() first call."""
+    return _NAME_SEPARATORS.sub("-", name).lower()
 
 
 def _read(path: str) -> str | None:
@@ -87,7 +93,7 @@ def _location(entry: str) -> str:
 
 
 def _from_dist_info(entry: str, location: str, folder: str, name: str, version: str) -> Distribution:
-    key = _normalized(name)
+    key = canonicalize_name(name)
     if key not in DETAILED:
         return Distribution(name=name, version=version, location=location)
     path = os.path.join(entry, folder)
@@ -108,7 +114,7 @@ def _via_importlib(dist) -> Distribution | None:
     name, version = dist.metadata["Name"], dist.version
     if not name:
         return None
-    key = _normalized(name)
+    key = canonicalize_name(name)
     detailed = key in DETAILED
     return Distribution(
         name=name,

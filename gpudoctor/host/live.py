@@ -30,7 +30,6 @@ MAX_OUTPUT_BYTES = 4 << 20
 NVML_TIMEOUT_S = 5.0
 
 
-
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
@@ -147,8 +146,7 @@ class LiveHost(HostHelpers):
             # preflight()'s first call pays. Works for gcc and clang, on any architecture.
             src = os.path.join(tmp, "launcher.s")
             out = os.path.join(tmp, "launcher.so")
-            with open(src, "w") as handle:
-                handle.write("")
+            open(src, "w").close()
             argv = (cc, src, "-O3", "-shared", "-fPIC", "-Wno-psabi", "-o", out, lib_flag, *[f"-L{d}" for d in lib_dirs])
             env = dict(self.env)
             if library_path:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from ..host.base import Distribution
+from ..host.distributions import canonicalize_name
 
 WATCHED = (
     "torch", "triton", "pytorch-triton", "bitsandbytes", "flash-attn", "flash-attn-3", "xformers",
@@ -17,14 +18,6 @@ WATCHED = (
 _LOCAL_CUDA = re.compile(r"^cu(\d+)$")
 _CUDA_RUNTIME_REQ = re.compile(r"^nvidia-cuda-runtime(?:-cu\d+)?$")
 _WHEEL_TORCH = re.compile(r"torch(\d+\.\d+)")
-_NAME_SEPARATORS = re.compile(r"[-_.]+")
-
-
-def canonicalize_name(name: str) -> str:
-    """PEP 503 name normalization (what packaging.utils.canonicalize_name does). Spelled out
-    because importing packaging.utils also imports packaging.tags (~8 ms), paid by every
-    preflight() first call."""
-    return _NAME_SEPARATORS.sub("-", name).lower()
 
 
 @dataclass(frozen=True)
