@@ -120,7 +120,14 @@ def _apply_user(args, dirs, plan, report) -> int:
 
 
 def _apply_system(args, dirs, plan, script) -> int:
-    from ..fix.system import NeedsRoot, paths_touched, record_system_changes, root_prefix, run_system_script
+    from ..fix.system import (
+        NeedsRoot,
+        packages_before,
+        paths_touched,
+        record_system_changes,
+        root_prefix,
+        run_system_script,
+    )
     from ..fix.verify import FIXED, fixed_environment, verify
 
     if plan.empty:
@@ -141,11 +148,14 @@ def _apply_system(args, dirs, plan, script) -> int:
         sys.stderr.write("gpudoctor: not confirmed; nothing was run.\n")
         return EXIT_NOT_FIXED
     existed = {p for p in paths_touched(plan) if os.path.lexists(p)}
+    installed_before = packages_before(plan)
     code = run_system_script(script, args.sudo)
     if code != 0:
         sys.stderr.write(f"gpudoctor: the root script failed (exit {code}); nothing recorded for undo, see its output.\n")
         return EXIT_NOT_FIXED
-    recorded = record_system_changes(plan, dirs, existed)
+    recorded, notes = record_system_changes(plan, dirs, existed, installed_before)
+    for note in notes:
+        _say(args, f"  note: {note}")
     checks = verify(plan.finding_ids, fixed_environment(os.environ, dirs), run_diagnosis)
     _say(args, "Verification:")
     for item in checks:

@@ -8,6 +8,7 @@ Change records (``op``):
   env          {"entry": {...}, "replaced": {...} | null}
   env_file     {"path"}                      the env file itself was created by gpudoctor
   root_command {"argv", "undo_argv"}         run as root with --system
+  packages     {"manager", "argv", "added"}  distro packages an install added (--system)
 """
 
 from __future__ import annotations

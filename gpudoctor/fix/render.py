@@ -17,31 +17,15 @@ from ..model import (
     WriteFile,
 )
 from .envfile import EnvEntry, entry_lines
+from .packages import install_argv, remove_argv
 from .shellquote import comment, sh, sh_argv
 
 ENV_FILE_VAR = "GPUDOCTOR_ENV_FILE"  # the script defines it once at the top
-
-# The distro package managers' own non-interactive install commands.
-INSTALL_COMMANDS: dict[str, tuple[str, ...]] = {
-    "apt": ("apt-get", "install", "-y", "--no-install-recommends"),
-    "dnf": ("dnf", "install", "-y"),
-    "yum": ("yum", "install", "-y"),
-    "zypper": ("zypper", "--non-interactive", "install"),
-    "pacman": ("pacman", "-S", "--needed", "--noconfirm"),
-}
-
 
 def env_entry_for(action: SetEnv | RemoveFromPathVar) -> EnvEntry:
     if isinstance(action, RemoveFromPathVar):
         return EnvEntry(action.name, action.entry, "remove")
     return EnvEntry(action.name, action.value, "prepend" if action.prepend else "set")
-
-
-def install_argv(action: InstallPackage) -> tuple[str, ...]:
-    try:
-        return INSTALL_COMMANDS[action.manager] + tuple(action.packages)
-    except KeyError:
-        raise ValueError(f"unknown package manager {action.manager!r}") from None
 
 
 def _fail(message: str) -> str:
@@ -94,7 +78,11 @@ def _root_command(action: RootCommand) -> list[str]:
 
 
 def _install(action: InstallPackage) -> list[str]:
-    return [sh_argv(install_argv(action))]
+    # `gpudoctor fix --system` compares the package database before and after, and records only
+    # what this install added; that is what `gpudoctor fix --undo` removes.
+    remover = sh_argv(remove_argv(action.manager, ()))
+    return [comment(f"undo: gpudoctor fix --undo removes what this install added, with {remover}"),
+            sh_argv(install_argv(action.manager, action.packages))]
 
 
 def _code_edit(action: CodeEdit) -> list[str]:
@@ -141,7 +129,7 @@ def describe(action: Action) -> str:
     if isinstance(action, RootCommand):
         return "run as root: " + sh_argv(action.argv)
     if isinstance(action, InstallPackage):
-        return "install: " + sh_argv(install_argv(action))
+        return "install: " + sh_argv(install_argv(action.manager, action.packages))
     if isinstance(action, CodeEdit):
         return "code change: " + action.description
     return repr(action)

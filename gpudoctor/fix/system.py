@@ -8,10 +8,11 @@ import os
 import subprocess
 from typing import Callable
 
-from ..model import RootCommand, WriteFile
+from ..model import InstallPackage, RootCommand, WriteFile
 from ..paths import GpudoctorDirs
 from .apply import _Applier
 from .manifest import Manifest
+from .packages import added_by_install, install_argv, installed_packages
 from .plan import Plan
 
 
@@ -45,11 +46,23 @@ def root_runner(use_sudo: bool) -> Callable[[tuple[str, ...]], int] | None:
     return lambda argv: subprocess.call((*prefix, *argv))
 
 
-def record_system_changes(plan: Plan, dirs: GpudoctorDirs, existed_before: set[str]) -> int:
+def package_managers(plan: Plan) -> set[str]:
+    return {step.action.manager for step in plan.steps if isinstance(step.action, InstallPackage)}
+
+
+def packages_before(plan: Plan) -> dict[str, frozenset[str] | None]:
+    """The package database of every manager the plan installs with, read before the script
+    runs, so that undo removes what the install added and nothing that was there before."""
+    return {manager: installed_packages(manager) for manager in package_managers(plan)}
+
+
+def record_system_changes(plan: Plan, dirs: GpudoctorDirs, existed_before: set[str],
+                          installed_before: dict[str, frozenset[str] | None] | None = None) -> tuple[int, list[str]]:
     """After the script succeeded: record what it created that has a known undo. Files that
-    existed before the run are not ours and get no undo record."""
+    existed before the run are not ours and get no undo record; neither do packages that were
+    installed before. Returns (changes recorded, notes on what could not be recorded)."""
     manifest = Manifest.load(dirs.manifest_file)
-    count = 0
+    count, notes = 0, []
     for step in plan.steps:
         action = step.action
         if isinstance(action, RootCommand) and action.undo_argv:
@@ -61,10 +74,21 @@ def record_system_changes(plan: Plan, dirs: GpudoctorDirs, existed_before: set[s
         elif isinstance(action, WriteFile) and action.needs_root and action.path not in existed_before:
             manifest.record("root_command", argv=["write", action.path], undo_argv=["rm", "--", action.path])
             count += 1
+    for manager, before in (installed_before or {}).items():
+        after = installed_packages(manager)
+        if before is None or after is None:
+            notes.append(f"could not read the {manager} package database; the install has no undo record")
+            continue
+        added = added_by_install(before, after)
+        if added:
+            requested = [p for s in plan.steps if isinstance(s.action, InstallPackage) and s.action.manager == manager
+                         for p in s.action.packages]
+            manifest.record("packages", manager=manager, argv=list(install_argv(manager, tuple(requested))), added=added)
+            count += 1
     if count:
         _Applier(dirs, manifest).ensure_dir(dirs.state, purpose="manifest")
         manifest.save()
-    return count
+    return count, notes
 
 
 def _created_path(action: RootCommand) -> str | None:

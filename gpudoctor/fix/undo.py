@@ -11,6 +11,7 @@ from typing import Any, Callable
 from ..paths import GpudoctorDirs
 from . import envfile
 from .manifest import Manifest
+from .packages import installed_packages, remove_argv, removal_check_argv
 from .shellquote import sh_argv
 
 UNDONE, GONE, KEPT, MANUAL = "undone", "already gone", "left in place", "needs root"
@@ -98,6 +99,26 @@ def _root_command(change: dict[str, Any], root: RootRunner | None) -> tuple[str,
     return (UNDONE, sh_argv(undo_argv)) if code == 0 else (KEPT, f"{sh_argv(undo_argv)} exited {code}")
 
 
+def _packages(change: dict[str, Any], root: RootRunner | None) -> tuple[str, str]:
+    """Remove what an install added, if still installed, and only when nothing else has come
+    to depend on it since (the removal tools refuse; dpkg is asked with --dry-run first)."""
+    manager = change["manager"]
+    if root is None:
+        return MANUAL, f"run as root: {sh_argv(remove_argv(manager, change['added']))}"
+    present = installed_packages(manager)
+    if present is None:
+        return KEPT, f"could not read the {manager} package database; left {' '.join(change['added'])} installed"
+    still = [name for name in change["added"] if name in present]
+    if not still:
+        return GONE, f"packages {' '.join(change['added'])}"
+    check = removal_check_argv(manager, still)
+    if check is not None and root(check) != 0:
+        return KEPT, f"left {' '.join(still)} installed: other packages now depend on them ({sh_argv(check)} refused)"
+    argv = remove_argv(manager, still)
+    code = root(argv)
+    return (UNDONE, sh_argv(argv)) if code == 0 else (KEPT, f"{sh_argv(argv)} exited {code}")
+
+
 UNDOERS: dict[str, Callable[..., tuple[str, str]]] = {
     "mkdir": _mkdir,
     "symlink": _symlink,
@@ -105,6 +126,7 @@ UNDOERS: dict[str, Callable[..., tuple[str, str]]] = {
     "env": _env,
     "env_file": _env_file,
     "root_command": _root_command,
+    "packages": _packages,
 }
 
 
