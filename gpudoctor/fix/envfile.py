@@ -160,12 +160,14 @@ def posix_line(entry: EnvEntry) -> str:
         return f"export {name}={value}"
     if entry.mode == "prepend":
         return f'case ":${{{name}:-}}:" in *:{value}:*) ;; *) export {name}={value}"${{{name}:+:${name}}}" ;; esac'
-    # remove: strip every occurrence of the entry from the ':'-list with parameter expansion only
+    # remove: strip every occurrence of the entry from the ':'-list with parameter expansion
+    # only. The value goes through a variable and is quoted inside the pattern: zsh ends a
+    # ${x/pat/rep} pattern at a '/' even inside single quotes, and bash would glob an unquoted one.
     return (
-        f'_gd=":${{{name}:-}}:"; '
-        f"while case \"$_gd\" in *:{value}:*) true ;; *) false ;; esac; do _gd=${{_gd/:{value}:/:}}; done; "
-        f"_gd=${{_gd#:}}; _gd=${{_gd%:}}; "
-        f'if [ -n "$_gd" ]; then export {name}="$_gd"; else unset {name}; fi; unset _gd'
+        f'_gv={value}; _gd=":${{{name}:-}}:"; '
+        'while case "$_gd" in *:"$_gv":*) true ;; *) false ;; esac; do _gd=${_gd/:"$_gv":/:}; done; '
+        "_gd=${_gd#:}; _gd=${_gd%:}; "
+        f'if [ -n "$_gd" ]; then export {name}="$_gd"; else unset {name}; fi; unset _gd _gv'
     )
 
 
@@ -178,7 +180,12 @@ def fish_line(entry: EnvEntry) -> str:
     # fish keeps *PATH variables as lists and joins them with ':' when exporting
     if entry.mode == "prepend":
         return f"contains -- {value} ${name}; or set -gx --path {name} {value} ${name}"
-    return f"set -gx --path {name} (string match -v -- {value} ${name})"
+    # remove: compare each element literally (`string match` would glob the value, and with an
+    # empty list it reads stdin); an emptied variable is erased, as in the bash/zsh line.
+    return (
+        f"if set -q {name}[1]; set -l _gd; for _gp in ${name}; test \"$_gp\" = {value}; or set -a _gd \"$_gp\"; end; "
+        f"if set -q _gd[1]; set -gx --path {name} $_gd; else; set -e {name}; end; else; set -e {name}; end"
+    )
 
 
 def render_exports(entries: Iterable[EnvEntry], shell: str = "bash") -> str:
