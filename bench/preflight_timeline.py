@@ -50,38 +50,44 @@ class TimingFinder:
                 original(module)
             finally:
                 events.append(["import " + name, start, ms(), threading.current_thread().name])
+            if name in AFTER_IMPORT:
+                AFTER_IMPORT[name](module)
         loader.exec_module = exec_module
         return spec
 
 sys.meta_path.insert(0, TimingFinder)
 
+def instrument_facts(facts_module):
+    original_get = facts_module.Facts.get
+    def timed_get(self, name):
+        start = ms()
+        try:
+            return original_get(self, name)
+        finally:
+            events.append(["probe " + name, start, ms(), threading.current_thread().name])
+    facts_module.Facts.get = timed_get
+
+def instrument_host(live_module):
+    original_run = live_module.LiveHost._run
+    def timed_run(self, argv, timeout, env):
+        start = ms()
+        try:
+            return original_run(self, argv, timeout, env)
+        finally:
+            events.append(["run " + " ".join(map(str, argv))[:50], start, ms(), threading.current_thread().name])
+    live_module.LiveHost._run = timed_run
+    original_nvml = live_module.LiveHost.nvml
+    def timed_nvml(self, *a, **k):
+        start = ms()
+        try:
+            return original_nvml(self, *a, **k)
+        finally:
+            events.append(["host.nvml", start, ms(), threading.current_thread().name])
+    live_module.LiveHost.nvml = timed_nvml
+
+# Patched as they finish importing, so the call imports them itself, as in a training script.
+AFTER_IMPORT = {"gpudoctor.facts": instrument_facts, "gpudoctor.host.live": instrument_host}
 import gpudoctor
-from gpudoctor import facts as facts_module
-from gpudoctor.host import live as live_module
-original_get = facts_module.Facts.get
-def timed_get(self, name):
-    start = ms()
-    try:
-        return original_get(self, name)
-    finally:
-        events.append(["probe " + name, start, ms(), threading.current_thread().name])
-facts_module.Facts.get = timed_get
-original_run = live_module.LiveHost._run
-def timed_run(self, argv, timeout, env):
-    start = ms()
-    try:
-        return original_run(self, argv, timeout, env)
-    finally:
-        events.append(["run " + " ".join(map(str, argv))[:50], start, ms(), threading.current_thread().name])
-live_module.LiveHost._run = timed_run
-original_nvml = live_module.LiveHost.nvml
-def timed_nvml(self, *a, **k):
-    start = ms()
-    try:
-        return original_nvml(self, *a, **k)
-    finally:
-        events.append(["host.nvml", start, ms(), threading.current_thread().name])
-live_module.LiveHost.nvml = timed_nvml
 
 # imports done by the instrumentation itself are not part of the timeline
 events.clear()

@@ -7,7 +7,6 @@ is remembered as a ``ProbeFailure`` so every check that needs it is reported, no
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
 from .paths import GpudoctorDirs
@@ -18,6 +17,7 @@ from .probes.packages import probe_packages
 from .probes.runtime import probe_runtime
 from .probes.system import probe_system
 from .probes.toolchain import probe_toolchain, probe_triton_cc
+from .threads import start_daemon
 
 
 class ProbeFailure(Exception):
@@ -55,18 +55,16 @@ class Facts:
         names = [n for n in dict.fromkeys(names) if n in self._probes]
         if len(names) < 2:
             return
-        with ThreadPoolExecutor(max_workers=len(names), thread_name_prefix="gpudoctor-probe") as pool:
-            for future in [pool.submit(self._quiet_get, n) for n in names]:
-                future.result()
+        for worker in self.prefetch_in_background(names):
+            worker.join()
 
-    def prefetch_in_background(self, names: Iterable[str]) -> threading.Thread:
-        """prefetch() on a daemon thread, returning at once: the caller imports or computes
-        something else while the probes wait on their subprocesses and NVML. A later get() or
-        prefetch() of a name still being probed waits for it (per-name locks)."""
-        names = list(names)
-        worker = threading.Thread(target=self.prefetch, args=(names,), daemon=True, name="gpudoctor-prefetch")
-        worker.start()
-        return worker
+    def prefetch_in_background(self, names: Iterable[str]) -> list[threading.Thread]:
+        """One daemon thread per fact, started from this thread, returning at once: the caller
+        imports or computes something else while the probes wait on their subprocesses and
+        NVML. A later get() or prefetch() of a name still being probed waits for it (per-name
+        locks)."""
+        names = [n for n in dict.fromkeys(names) if n in self._probes and n not in self._cache]
+        return [start_daemon(self._quiet_get, name, name=f"gpudoctor-probe-{name}") for name in names]
 
     def _quiet_get(self, name: str) -> None:
         try:

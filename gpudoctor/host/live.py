@@ -181,11 +181,7 @@ class LiveHost(HostHelpers):
 
     # -- the system ----------------------------------------------------------------------
     def system(self) -> SystemInfo:
-        import distro
-
-        # Files only: with its defaults distro also runs `lsb_release -a` and `uname -rs`, with
-        # no timeout, for version() (the static path runs nothing without a timeout).
-        release = distro.LinuxDistribution(include_lsb=False, include_uname=False, include_oslevel=False)
+        release = _os_release() or _distro_release()
         ram = _physical_memory()
         try:
             shm_usage = shutil.disk_usage("/dev/shm")
@@ -198,10 +194,10 @@ class LiveHost(HostHelpers):
             kernel=platform.release(),
             libc=f"{libc_name} {libc_version}".strip() or None,
             ram_total=ram,
-            distro_id=release.id(),
-            distro_version=release.version(),
-            distro_name=release.name(pretty=True),
-            distro_like=release.like(),
+            distro_id=release[0],
+            distro_version=release[1],
+            distro_name=release[2],
+            distro_like=release[3],
             python_version=platform.python_version(),
             python_executable=sys.executable,
             prefix=sys.prefix,
@@ -209,6 +205,35 @@ class LiveHost(HostHelpers):
             euid=os.geteuid(),
             shm=shm,
         )
+
+
+# distro's own id normalization for os-release IDs (distro.NORMALIZED_OS_ID).
+_NORMALIZED_OS_ID = {"ol": "oracle", "opensuse-leap": "opensuse"}
+
+
+def _os_release() -> tuple[str, str, str, str] | None:
+    """(id, version, pretty name, like) from os-release, as distro reports them, through the
+    standard library: distro's import costs 7-8 ms of CPU on preflight's first call (argparse,
+    logging), and os-release is all it reads on a current system. None when os-release is
+    missing or lacks ID or VERSION_ID (Debian testing, old releases): distro handles those."""
+    try:
+        fields = platform.freedesktop_os_release()
+    except OSError:
+        return None
+    os_id, version = fields.get("ID", "").lower(), fields.get("VERSION_ID", "")
+    if not os_id or not version:
+        return None
+    name = fields.get("PRETTY_NAME") or fields.get("NAME", "")
+    return _NORMALIZED_OS_ID.get(os_id, os_id), version, name, fields.get("ID_LIKE", "")
+
+
+def _distro_release() -> tuple[str, str, str, str]:
+    import distro
+
+    # Files only: with its defaults distro also runs `lsb_release -a` and `uname -rs`, with
+    # no timeout, for version() (the static path runs nothing without a timeout).
+    release = distro.LinuxDistribution(include_lsb=False, include_uname=False, include_oslevel=False)
+    return release.id(), release.version(), release.name(pretty=True), release.like()
 
 
 _early_nvml: tuple[threading.Thread, list] | None = None

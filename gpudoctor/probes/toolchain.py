@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import posixpath
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from ..threads import map_in_threads, start_daemon
 from .parse import compiler_version, cuda_header_version, cuda_version_json, host_compiler_limits, nvcc_release
 
 COMPILER_ENV = ("CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN")
@@ -78,10 +78,13 @@ def probe_toolchain(host) -> ToolchainFacts:
     env = host.env
     # Toolkits are file reads and compilers are subprocesses: side by side, the reads happen
     # while the compilers answer.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpudoctor-toolkits") as pool:
-        toolkits_future = pool.submit(_probe_toolkits, host)
-        compilers = _probe_compilers(host)
-        toolkits, cpp_root, cpp_via = toolkits_future.result()
+    toolkits_box: list = []
+    reader = start_daemon(lambda: toolkits_box.append(_probe_toolkits(host)), name="gpudoctor-toolkits")
+    compilers = _probe_compilers(host)
+    reader.join()
+    if not toolkits_box:  # the reader raised; run it here so the probe fails with its error
+        toolkits_box.append(_probe_toolkits(host))
+    toolkits, cpp_root, cpp_via = toolkits_box[0]
     triton = probe_triton_cc(host)
     cc, cc_exists = triton.cc, triton.exists
     return ToolchainFacts(
@@ -117,8 +120,7 @@ def _probe_compilers(host) -> list[Compiler]:
             found.append((path, via))
     # Each compiler answers in a few ms, but a machine has many (gcc, cc, g++, gcc-12, gcc-13,
     # clang-16, ...); asking them side by side keeps the toolchain probe off the critical path.
-    with ThreadPoolExecutor(max_workers=min(8, max(1, len(found))), thread_name_prefix="gpudoctor-cc") as pool:
-        return list(pool.map(lambda item: _probe_compiler(host, *item), found))
+    return map_in_threads(lambda item: _probe_compiler(host, *item), found, max_workers=8, name="gpudoctor-cc")
 
 
 def _unique_dirs(host) -> list[str]:

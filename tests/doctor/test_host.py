@@ -107,3 +107,35 @@ def test_nvml_without_a_driver_is_an_answer():
     info = LiveHost().nvml()
     if not info.ok:
         assert info.error_kind in ("library-not-found", "driver-not-loaded", "mismatch", "no-permission", "timeout", "other")
+
+
+def test_os_release_read_by_the_standard_library_matches_distro():
+    """The fast path (platform.freedesktop_os_release) must report what distro does."""
+    from gpudoctor.host import live
+
+    fast = live._os_release()
+    if fast is None:
+        pytest.skip("this machine's os-release has no ID or VERSION_ID; distro answers alone")
+    assert fast == live._distro_release()
+
+
+@pytest.mark.parametrize("fields", [
+    {"ID": "debian", "NAME": "Debian GNU/Linux", "PRETTY_NAME": "Debian GNU/Linux trixie/sid"},  # no VERSION_ID
+    {"VERSION_ID": "7"},  # no ID
+])
+def test_os_release_without_id_or_version_leaves_it_to_distro(fields, monkeypatch):
+    from gpudoctor.host import live
+
+    monkeypatch.setattr(live.platform, "freedesktop_os_release", lambda: fields)
+    assert live._os_release() is None
+
+
+def test_missing_os_release_leaves_it_to_distro(monkeypatch):
+    from gpudoctor.host import live
+
+    def missing():
+        raise OSError("no os-release file")
+
+    monkeypatch.setattr(live.platform, "freedesktop_os_release", missing)
+    assert live._os_release() is None
+    assert LiveHost().system().distro_id == live._distro_release()[0]
