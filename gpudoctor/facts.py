@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable
 
 from .paths import GpudoctorDirs
 from .probes.driver import probe_driver
-from .probes.libcuda import probe_libcuda
+from .probes.libcuda import probe_libcuda, probe_triton_libcuda
 from .probes.linktest import probe_link
 from .probes.packages import probe_packages
 from .probes.runtime import probe_runtime
@@ -26,6 +26,14 @@ class ProbeFailure(Exception):
         self.name = name
 
 
+# The facts worth a thread of their own, longest chain first. Under the GIL every extra thread
+# costs its start (a wait for a switch while another thread computes) and competes for the
+# interpreter, so the quick facts (env, dirs, requirements, runtime, triton_cc) are not here.
+# The first three wait on subprocesses: ldconfig then the link test (which also needs
+# packages), the compilers' version queries, and NVML's initialization in the driver.
+THREADED = ("link", "toolchain", "driver", "triton_libcuda", "libcuda", "packages", "system")
+
+
 class Facts:
     """Lazily computed facts. ``requirements`` holds what the user asked for (--require)."""
 
@@ -38,9 +46,11 @@ class Facts:
             "driver": lambda: probe_driver(host),
             "packages": lambda: probe_packages(host),
             "toolchain": lambda: probe_toolchain(host),
-            "libcuda": lambda: probe_libcuda(host),
+            # ldconfig's part on its own: the link test needs only that, not the directory scan
+            "triton_libcuda": lambda: probe_triton_libcuda(host),
+            "libcuda": lambda: probe_libcuda(host, self.get("triton_libcuda")),
             "triton_cc": lambda: probe_triton_cc(host),
-            "link": lambda: probe_link(host, self.get("packages"), self.get("triton_cc"), self.get("libcuda")),
+            "link": lambda: probe_link(host, self.get("packages"), self.get("triton_cc"), self.get("triton_libcuda")),
             "runtime": lambda: probe_runtime(host),
             "requirements": lambda: self.requirements,
             "dirs": lambda: GpudoctorDirs.from_env(host.env),
@@ -52,19 +62,18 @@ class Facts:
     def prefetch(self, names: Iterable[str]) -> None:
         """Probe these facts concurrently. Probes wait on subprocesses and NVML, not the CPU,
         so running them side by side is most of what keeps `gpudoctor check` under half a second."""
-        names = [n for n in dict.fromkeys(names) if n in self._probes]
-        if len(names) < 2:
-            return
         for worker in self.prefetch_in_background(names):
             worker.join()
 
     def prefetch_in_background(self, names: Iterable[str]) -> list[threading.Thread]:
-        """One daemon thread per fact, started from this thread, returning at once: the caller
-        imports or computes something else while the probes wait on their subprocesses and
-        NVML. A later get() or prefetch() of a name still being probed waits for it (per-name
-        locks)."""
-        names = [n for n in dict.fromkeys(names) if n in self._probes and n not in self._cache]
-        return [start_daemon(self._quiet_get, name, name=f"gpudoctor-probe-{name}") for name in names]
+        """A daemon thread for each slow fact among ``names`` (THREADED, in that order), started
+        from this thread, returning at once: the caller imports or computes something else
+        while the probes wait on their subprocesses and NVML. The quick facts are left to get()
+        on the caller's thread. A later get() of a name still being probed waits for it
+        (per-name locks)."""
+        wanted = set(names)
+        return [start_daemon(self._quiet_get, name, name=f"gpudoctor-probe-{name}")
+                for name in THREADED if name in wanted and name not in self._cache]
 
     def _quiet_get(self, name: str) -> None:
         try:

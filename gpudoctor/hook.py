@@ -45,6 +45,11 @@ FINGERPRINT_PATHS = (
     "/usr/lib64", "/usr/lib/wsl/lib", "/usr/local/cuda", "/usr/bin",
 )
 CONFIG_KEYS = ("require", "skip", "strict", "raise_on_error", "quiet")
+# The GIL switch interval while the uncached checks run (CPython's default is 5 ms). The probe
+# threads mostly wait on syscalls and subprocesses; after each one a thread must win the GIL
+# back from whichever thread is importing, and with 5 ms slices those waits add up along the
+# probe chains. Restored before preflight() returns. None leaves it alone.
+CHECK_SWITCH_INTERVAL_S: float | None = 0.0005
 
 
 class PreflightError(RuntimeError):
@@ -291,6 +296,16 @@ def _parse_requirements(options: dict) -> dict | None:
 
 
 def _run_checks(options: dict, requirements: dict | None) -> dict:
+    interval = sys.getswitchinterval()
+    if CHECK_SWITCH_INTERVAL_S is not None:
+        sys.setswitchinterval(min(interval, CHECK_SWITCH_INTERVAL_S))
+    try:
+        return _run_checks_now(options, requirements)
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _run_checks_now(options: dict, requirements: dict | None) -> dict:
     from .host.live import LiveHost, start_nvml_early
 
     host = LiveHost()

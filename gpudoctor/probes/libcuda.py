@@ -34,6 +34,18 @@ class LibcudaDir:
 
 
 @dataclass(frozen=True)
+class TritonLibcuda:
+    """``ldconfig -p`` and what Triton makes of it: the part of the libcuda facts the link test
+    needs, probed on its own so the link test need not wait for the directory scan."""
+
+    ldconfig_ok: bool
+    ldconfig_error: str | None
+    ldconfig_paths: tuple[str, ...]  # every path ldconfig -p lists for libcuda.so.1
+    triton_dirs: tuple[str, ...]  # what triton's libcuda_dirs() would return
+    triton_dirs_error: str | None  # the assertion triton would raise instead
+
+
+@dataclass(frozen=True)
 class LibcudaFacts:
     ldconfig_ok: bool
     ldconfig_error: str | None
@@ -60,12 +72,22 @@ def _split_path(value: str | None) -> tuple[str, ...]:
     return tuple(value.split(":")) if value else ()
 
 
-def probe_libcuda(host) -> LibcudaFacts:
+def probe_triton_libcuda(host) -> TritonLibcuda:
     env = host.env
     ldconfig = host.run((LDCONFIG, "-p"))
     ldconfig_paths: tuple[str, ...] = ()
     if ldconfig.ok:
         ldconfig_paths = tuple(p for name, _, p in ldconfig_entries(ldconfig.stdout) if name == "libcuda.so.1")
+    triton_dirs, triton_error = _triton_libcuda_dirs(host, env.get("TRITON_LIBCUDA_PATH") or None, ldconfig,
+                                                     ldconfig_paths, _split_path(env.get("LD_LIBRARY_PATH")))
+    return TritonLibcuda(ldconfig.ok, None if ldconfig.ok else ldconfig.why_not(), ldconfig_paths,
+                         triton_dirs, triton_error)
+
+
+def probe_libcuda(host, triton: TritonLibcuda | None = None) -> LibcudaFacts:
+    env = host.env
+    triton = triton or probe_triton_libcuda(host)
+    ldconfig_paths = triton.ldconfig_paths
     ld_library_path = _split_path(env.get("LD_LIBRARY_PATH"))
     library_path = _split_path(env.get("LIBRARY_PATH"))
     triton_env = env.get("TRITON_LIBCUDA_PATH") or None
@@ -104,17 +126,16 @@ def probe_libcuda(host) -> LibcudaFacts:
         if entry is not None:
             dirs.append(entry)
 
-    triton_dirs, triton_error = _triton_libcuda_dirs(host, triton_env, ldconfig, ldconfig_paths, ld_library_path)
     return LibcudaFacts(
-        ldconfig_ok=ldconfig.ok,
-        ldconfig_error=None if ldconfig.ok else ldconfig.why_not(),
+        ldconfig_ok=triton.ldconfig_ok,
+        ldconfig_error=triton.ldconfig_error,
         ldconfig_paths=ldconfig_paths,
         triton_libcuda_path=triton_env,
         ld_library_path=ld_library_path,
         library_path=library_path,
         dirs=tuple(dirs),
-        triton_dirs=triton_dirs,
-        triton_dirs_error=triton_error,
+        triton_dirs=triton.triton_dirs,
+        triton_dirs_error=triton.triton_dirs_error,
     )
 
 

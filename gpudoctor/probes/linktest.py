@@ -53,6 +53,7 @@ def triton_link_flag(triton_version: Version) -> str:
 
 
 def probe_link(host, packages, triton_cc, libcuda) -> LinkFacts:
+    """``libcuda``: a TritonLibcuda or LibcudaFacts (only the Triton dirs are used)."""
     triton = packages.triton
     version = packages.triton_version
     if triton is None or version is None:

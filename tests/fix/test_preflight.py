@@ -149,3 +149,19 @@ def test_only_rank_zero_prints_by_default(checks, tmp_path, monkeypatch, capsys)
     monkeypatch.setenv("RANK", "3")
     gpudoctor.preflight(project_dir=str(tmp_path))
     assert capsys.readouterr().err == ""
+
+
+def test_switch_interval_is_lowered_only_while_the_checks_run(home, monkeypatch):
+    seen = []
+    monkeypatch.setattr(pf, "_run_checks_now", lambda options, requirements: seen.append(sys.getswitchinterval()) or {})
+    before = sys.getswitchinterval()
+    pf._run_checks({}, None)
+    assert seen == [min(before, pf.CHECK_SWITCH_INTERVAL_S)] and sys.getswitchinterval() == before
+
+    def broken(options, requirements):
+        raise RuntimeError("a bug in a check")
+
+    monkeypatch.setattr(pf, "_run_checks_now", broken)
+    with pytest.raises(RuntimeError):
+        pf._run_checks({}, None)
+    assert sys.getswitchinterval() == before
