@@ -28,6 +28,8 @@ from .base import (
 MAX_READ_BYTES = 4 << 20  # /proc files are tiny; anything larger is not what we want
 MAX_OUTPUT_BYTES = 4 << 20
 NVML_TIMEOUT_S = 5.0
+# A link of an empty object takes ~10 ms; seconds only on a cold cache or a slow file system.
+LINK_TIMEOUT_S = 10.0
 
 
 def _decode(data: bytes) -> str:
@@ -134,7 +136,8 @@ class LiveHost(HostHelpers):
             return CommandResult(argv, None, _decode(out[:MAX_OUTPUT_BYTES]), _decode(err[:MAX_OUTPUT_BYTES]), timed_out=True)
         return CommandResult(argv, proc.returncode, _decode(out[:MAX_OUTPUT_BYTES]), _decode(err[:MAX_OUTPUT_BYTES]))
 
-    def link_test(self, cc: str, lib_dirs: tuple[str, ...], lib_flag: str, library_path: str) -> LinkResult:
+    def link_test(self, cc: str, lib_dirs: tuple[str, ...], lib_flag: str, library_path: str,
+                  timeout: float = LINK_TIMEOUT_S) -> LinkResult:
         """Link an empty shared object exactly as Triton's ``_build`` links its launcher:
         ``cc src -O3 -shared -fPIC -Wno-psabi -o out.so <lib_flag> -L<dir>...``, with gcc's
         LIBRARY_PATH as given (it is how the user-local fix reaches the linker)."""
@@ -154,7 +157,7 @@ class LiveHost(HostHelpers):
             else:
                 env.pop("LIBRARY_PATH", None)
             # Its own environment, never self.env swapped: probes run in parallel threads.
-            result = self._run(argv, 30.0, env)
+            result = self._run(argv, timeout, env)
         shown = (cc, "<src>", "-O3", "-shared", "-fPIC", "-Wno-psabi", "-o", "<out>", lib_flag, *[f"-L{d}" for d in lib_dirs])
         if result.error or result.timed_out:
             return LinkResult(False, shown, result.stderr, error=result.why_not())

@@ -74,9 +74,10 @@ def probe_link(host, packages, triton_cc, libcuda) -> LinkFacts:
 
 
 def link_test(cc: str, lib_dirs: list[str] | tuple[str, ...], lib_flag: str, env: Mapping[str, str],
-              timeout: float = 20) -> LinkResult:
+              timeout: float | None = None) -> LinkResult:
     """Run the link test on this machine under ``env`` (its LIBRARY_PATH counts), for fixers
     verifying that a fix worked."""
-    from ..host.live import LiveHost
+    from ..host.live import LINK_TIMEOUT_S, LiveHost
 
-    return LiveHost(env).link_test(cc, tuple(lib_dirs), lib_flag, env.get("LIBRARY_PATH", ""))
+    return LiveHost(env).link_test(cc, tuple(lib_dirs), lib_flag, env.get("LIBRARY_PATH", ""),
+                                   LINK_TIMEOUT_S if timeout is None else timeout)

@@ -70,6 +70,12 @@ def test_layouts_match_importlib_metadata(tmp_path):
                '"bitsandbytes/libbitsandbytes_cuda,odd.so",sha256=z,30\n'
                '"other,file.py",,\n',
     )
+    # importlib.metadata drops RECORD entries missing on disk since Python 3.12: make them real
+    (site / "bitsandbytes").mkdir()
+    for name in ("__init__.py", "libbitsandbytes_cuda130.so", "libbitsandbytes_cuda,odd.so"):
+        (site / "bitsandbytes" / name).write_bytes(b"")
+    (site / "other,file.py").write_bytes(b"")
+    (site / "flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so").write_bytes(b"")
     _dist_info(site, "Flash_Attn-2.8.3.dist-info", "Name: flash_attn\nVersion: 2.8.3\n\n",
                record="flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so,,\n",
                direct_url='{"url": "https://x/flash_attn-2.8.3+cu12torch2.8cxx11abiTRUE-cp312.whl"}')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -32,6 +33,13 @@ def driver_dir(tmp_path) -> str:
     src.write_text("int cuInit(unsigned int flags) { return 0; }\n")
     subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(directory / "libcuda.so.1"), str(src)],
                    check=True, capture_output=True)
+    from gpudoctor.probes.linktest import link_test
+
+    env = {k: v for k, v in os.environ.items() if k != "LIBRARY_PATH"}
+    if link_test("gcc", [], "-lcuda", env).ok:
+        # e.g. the H200 device image, which ships /lib/libcuda.so: -lcuda always links there
+        pytest.skip("this machine's linker finds a libcuda.so in its default directories, so a driver dir "
+                    "with only libcuda.so.1 cannot reproduce `cannot find -lcuda`")
     return str(directory)
 
 

@@ -31,6 +31,8 @@ def nasty_home(tmp_path, monkeypatch) -> GpudoctorDirs:
     home.mkdir()
     env = {"HOME": str(home)}
     monkeypatch.setenv("HOME", str(home))
+    for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "LIBRARY_PATH", "TRITON_LIBCUDA_PATH"):
+        monkeypatch.delenv(name, raising=False)  # the scripts run below inherit the environment
     return GpudoctorDirs.from_env(env)
 
 
