@@ -106,10 +106,13 @@ def _probe_compilers(host) -> list[Compiler]:
             candidates.append((host.env[name], name))
     for name in ("gcc", "cc", "clang"):
         candidates.append((name, f"PATH:{name}"))
+    # Versioned gccs (gcc-12, ...) are the replacements offered when nvcc refuses the default
+    # compiler. Versioned clangs are not asked: no check uses them, and `clang-N --version`
+    # loads all of LLVM (17 ms on the H200, the longest command of preflight's first call).
     for directory in _unique_dirs(host):
         for entry in host.listdir(directory) or []:
             match = _VERSIONED_COMPILER.match(entry)
-            if match and match.group(1) in ("gcc", "clang"):
+            if match and match.group(1) == "gcc":
                 candidates.append((posixpath.join(directory, entry), f"PATH:{entry}"))
     found: list[tuple[str, str]] = []
     seen: set[str] = set()
