@@ -93,6 +93,15 @@ class RemoveFromPathVar:
 
 
 @dataclass(frozen=True)
+class AppendLine:
+    """Append one line to a file the user owns (a shell profile), once. Undo removes exactly
+    that line and nothing else; a file that did not exist is created and removed again."""
+
+    path: str
+    line: str
+
+
+@dataclass(frozen=True)
 class CodeEdit:
     """A change in the user's training code or config that gpudoctor can describe but not apply."""
 
@@ -101,7 +110,8 @@ class CodeEdit:
     after: str = ""
 
 
-Action = MakeDir | Symlink | SetEnv | RootCommand | WriteFile | InstallPackage | RemoveFromPathVar | CodeEdit
+Action = (MakeDir | Symlink | SetEnv | RootCommand | WriteFile | InstallPackage | RemoveFromPathVar | AppendLine
+          | CodeEdit)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--sudo", action="store_true", help="with --system/--undo: allowed to use sudo when not root")
     parser.add_argument("-y", "--yes", action="store_true", help="do not ask before running root fixes")
     parser.add_argument("--undo", action="store_true", help="reverse every change recorded in the manifest")
+    parser.add_argument("--profile", nargs="?", const="", metavar="FILE",
+                        help="also load the env file from your shell profile (default: ~/.bashrc or ~/.zshrc by $SHELL), "
+                        "so new shells get the fixes; undone by --undo")
     parser.add_argument("--only", nargs="+", action="extend", default=[], metavar="ID", help="only these rule ids")
     parser.add_argument("--json", action="store_true", help="print a JSON result on stdout")
     parser.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
@@ -48,11 +51,18 @@ def run(args) -> int:
     if args.undo:
         return _undo(args, dirs)
 
-    from ..fix.plan import build_plan
+    from ..fix.plan import build_plan, with_profile_line
     from ..fix.script import render_script
 
+    profile = _profile_path(args.profile) if args.profile is not None else None
+    if profile and args.system:
+        from .main import UsageError
+
+        raise UsageError("--profile goes with the user-local fixes, not --system")
     report = run_diagnosis(dict(os.environ), args.only)
     plan = build_plan(report.findings, "system" if args.system else "user")
+    if profile:
+        plan = with_profile_line(plan, profile, dirs.env_file)
     script = render_script(plan, dirs)
 
     if args.dry_run or args.script:
@@ -199,6 +209,25 @@ def _undo(args, dirs) -> int:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _profile_path(given: str) -> str:
+    """The shell profile for --profile: FILE as given, else by $SHELL. The env file is bash/zsh
+    syntax, so other shells get a usage error that says what to do instead."""
+    from .main import UsageError
+
+    if given:
+        return os.path.abspath(os.path.expanduser(given))
+    shell = os.path.basename(os.environ.get("SHELL", ""))
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    if shell == "bash":
+        return os.path.join(home, ".bashrc")
+    if shell == "zsh":
+        return os.path.join(os.environ.get("ZDOTDIR") or home, ".zshrc")
+    if shell == "fish":
+        raise UsageError("--profile writes bash/zsh syntax; in fish add `gpudoctor env --shell fish | source` "
+                         "to ~/.config/fish/config.fish")
+    raise UsageError(f"--profile: no known profile for SHELL={shell or '(unset)'}; name the file: --profile FILE")
 
 
 def _describe(action) -> str:

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from ..model import Action, MakeDir, RemoveFromPathVar, SetEnv, Symlink, WriteFile
+from ..model import Action, AppendLine, MakeDir, RemoveFromPathVar, SetEnv, Symlink, WriteFile
 from ..paths import GpudoctorDirs
 from . import envfile
 from .manifest import Manifest
@@ -133,12 +133,35 @@ class _Applier:
         return DONE
 
 
+    def append_line(self, action: AppendLine) -> str:
+        """Append the line to the user's file unless it is there already. Only appends: the
+        user's own lines are never touched, and the file keeps its inode, owner and mode."""
+        if "\n" in action.line or "\r" in action.line:
+            raise Refused(f"refusing to append a line with a line break to {action.path}")
+        try:
+            with open(action.path, "rb") as handle:
+                text = handle.read().decode("utf-8", "surrogateescape")
+            existed = True
+        except FileNotFoundError:
+            text, existed = "", False
+        if action.line in text.splitlines():
+            return ALREADY
+        added = ("\n" if text and not text.endswith("\n") else "") + action.line + "\n"
+        if not existed:
+            self.ensure_dir(os.path.dirname(action.path))
+        with open(action.path, "a" if existed else "x", encoding="utf-8", errors="surrogateescape") as handle:
+            handle.write(added)
+        self.manifest.record("append_line", path=action.path, line=action.line, added=added, created=not existed)
+        return DONE
+
+
 APPLIERS: dict[type, Callable[[_Applier, Action], str]] = {
     MakeDir: _Applier.make_dir,
     Symlink: _Applier.symlink,
     SetEnv: _Applier.env,
     RemoveFromPathVar: _Applier.env,
     WriteFile: _Applier.write_file,
+    AppendLine: _Applier.append_line,
 }
 
 

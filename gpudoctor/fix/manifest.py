@@ -9,6 +9,7 @@ Change records (``op``):
   env_file     {"path"}                      the env file itself was created by gpudoctor
   root_command {"argv", "undo_argv"}         run as root with --system
   packages     {"manager", "argv", "added"}  distro packages an install added (--system)
+  append_line  {"path", "line", "added", "created"}  a line appended to a user's file (--profile)
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from typing import Iterable
 
 from ..model import (
     Action,
+    AppendLine,
     CodeEdit,
     Finding,
     Fix,
@@ -33,6 +34,7 @@ _ORDER: dict[type, int] = {
     RootCommand: 4,
     SetEnv: 5,
     RemoveFromPathVar: 5,
+    AppendLine: 6,  # the profile line that loads the env file, once the env file is complete
     CodeEdit: 9,
 }
 
@@ -119,3 +121,19 @@ def build_plan(findings: Iterable[Finding], scope: str = "user") -> Plan:
     ordered = sorted(merged.items(), key=lambda item: _sort_key(item[0]))  # stable
     steps = tuple(Step(action, tuple(ids)) for action, ids in ordered)
     return Plan(scope, steps, tuple(chosen), tuple(without), tuple(notes))
+
+
+def with_profile_line(plan: Plan, profile: str, env_file: str) -> Plan:
+    """``gpudoctor fix --profile``: also load the env file from the user's shell profile, so new
+    shells get the fixes too (a stub dir removed from LD_LIBRARY_PATH stays removed). Added only
+    to a user plan that writes env entries."""
+    from .shellquote import sh_always
+
+    env_steps = [s for s in plan.steps if isinstance(s.action, (SetEnv, RemoveFromPathVar))]
+    if plan.scope != "user" or not env_steps:
+        return plan
+    quoted = sh_always(env_file)
+    line = f"[ -f {quoted} ] && . {quoted}  # added by gpudoctor fix --profile; gpudoctor fix --undo removes it"
+    ids = tuple(dict.fromkeys(fid for s in env_steps for fid in s.finding_ids))
+    return Plan(plan.scope, plan.steps + (Step(AppendLine(profile, line), ids),), plan.chosen, plan.without_fix,
+                plan.notes)

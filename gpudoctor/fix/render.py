@@ -7,6 +7,7 @@ from typing import Callable
 
 from ..model import (
     Action,
+    AppendLine,
     CodeEdit,
     InstallPackage,
     MakeDir,
@@ -85,6 +86,17 @@ def _install(action: InstallPackage) -> list[str]:
             sh_argv(install_argv(action.manager, action.packages))]
 
 
+def _append_line(action: AppendLine) -> list[str]:
+    path, line = sh(action.path), sh(action.line)
+    return [
+        f"if ! grep -qxF -- {line} {path} 2>/dev/null; then",
+        # a file that does not end in a newline gets one first, so the line stands alone
+        f"  if [ -s {path} ] && [ -n \"$(tail -c 1 -- {path})\" ]; then printf '\\n' >> {path}; fi",
+        f"  printf '%s\\n' {line} >> {path}",
+        "fi",
+    ]
+
+
 def _code_edit(action: CodeEdit) -> list[str]:
     lines = [comment("change in your code (not done by this script): " + action.description)]
     if action.before:
@@ -102,6 +114,7 @@ RENDERERS: dict[type, Callable[..., list[str]]] = {
     WriteFile: _write_file,
     RootCommand: _root_command,
     InstallPackage: _install,
+    AppendLine: _append_line,
     CodeEdit: _code_edit,
 }
 
@@ -130,6 +143,8 @@ def describe(action: Action) -> str:
         return "run as root: " + sh_argv(action.argv)
     if isinstance(action, InstallPackage):
         return "install: " + sh_argv(install_argv(action.manager, action.packages))
+    if isinstance(action, AppendLine):
+        return f"add to {action.path}: {action.line}"
     if isinstance(action, CodeEdit):
         return "code change: " + action.description
     return repr(action)

@@ -89,6 +89,33 @@ def _env_file(change: dict[str, Any], _root: RootRunner | None) -> tuple[str, st
     return UNDONE, f"removed {path}"
 
 
+def _append_line(change: dict[str, Any], _root: RootRunner | None) -> tuple[str, str]:
+    """Take back exactly the appended text: from the end of the file when nothing came after it,
+    else the one line equal to ours; the file is rewritten in place (same inode, owner, mode)."""
+    path, line, added = change["path"], change["line"], change["added"]
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8", "surrogateescape")
+    except FileNotFoundError:
+        return GONE, path
+    if change.get("created") and text == added:
+        os.unlink(path)
+        return UNDONE, f"removed {path}"
+    if text.endswith(added):
+        remaining = text[: len(text) - len(added)]
+    else:
+        lines = text.splitlines(keepends=True)
+        ours = [i for i, existing in enumerate(lines) if existing.rstrip("\r\n") == line]
+        if len(ours) != 1:
+            return (GONE, f"the line in {path}") if not ours else (KEPT, f"{path} has the line {len(ours)} times")
+        del lines[ours[0]]
+        remaining = "".join(lines)
+    with open(path, "r+b") as handle:
+        handle.write(remaining.encode("utf-8", "surrogateescape"))
+        handle.truncate()
+    return UNDONE, f"removed the gpudoctor line from {path}"
+
+
 def _root_command(change: dict[str, Any], root: RootRunner | None) -> tuple[str, str]:
     undo_argv = tuple(change.get("undo_argv") or ())
     if not undo_argv:
@@ -126,6 +153,7 @@ UNDOERS: dict[str, Callable[..., tuple[str, str]]] = {
     "env": _env,
     "env_file": _env_file,
     "root_command": _root_command,
+    "append_line": _append_line,
     "packages": _packages,
 }
 
