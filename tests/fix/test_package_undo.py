@@ -110,14 +110,19 @@ def _root(argv: tuple[str, ...]) -> int:
     return subprocess.call(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-@needs_dpkg_root
-def test_undo_removes_what_the_install_added_and_nothing_that_was_there(home, debs):
+def _install_and_record(home, debs) -> tuple[int, list[str]]:
+    """What `gpudoctor fix --system` does around the script: read the package database, install
+    (here with dpkg: the tool pulls in its dependency), record what was added."""
     plan = _plan("apt", NAMES[0])
     before = packages_before(plan)
     assert "dpkg" in before["apt"]  # the database really was read
-    assert _dpkg("--install", debs["dep"], debs["tool"]).returncode == 0  # the install pulls its dependency
-    count, notes = record_system_changes(plan, home, set(), before)
-    assert (count, notes) == (1, [])
+    assert _dpkg("--install", debs["dep"], debs["tool"]).returncode == 0
+    return record_system_changes(plan, home, set(), before)
+
+
+@needs_dpkg_root
+def test_undo_removes_what_the_install_added_and_nothing_that_was_there(home, debs):
+    assert _install_and_record(home, debs) == (1, [])
     (change,) = [c for c in Manifest.load(home.manifest_file).changes if c["op"] == "packages"]
     assert change["added"] == sorted(NAMES[:2]) and change["manager"] == "apt"
 
@@ -141,10 +146,7 @@ def test_package_installed_before_gets_no_undo(home, debs):
 
 @needs_dpkg_root
 def test_undo_refuses_when_something_came_to_depend_on_it(home, debs):
-    plan = _plan("apt", NAMES[0])
-    before = packages_before(plan)
-    assert _dpkg("--install", debs["dep"], debs["tool"]).returncode == 0
-    record_system_changes(plan, home, set(), before)
+    _install_and_record(home, debs)
     assert _dpkg("--install", debs["user"]).returncode == 0  # later, the user installs a dependent
 
     outcomes = undo(home, _root)
@@ -158,10 +160,7 @@ def test_undo_refuses_when_something_came_to_depend_on_it(home, debs):
 
 @needs_dpkg_root
 def test_undo_without_root_leaves_the_change_for_a_later_sudo_undo(home, debs):
-    plan = _plan("apt", NAMES[0])
-    before = packages_before(plan)
-    assert _dpkg("--install", debs["dep"], debs["tool"]).returncode == 0
-    record_system_changes(plan, home, set(), before)
+    _install_and_record(home, debs)
     (outcome,) = [o for o in undo(home, None) if o.change["op"] == "packages"]
     assert outcome.status == MANUAL and outcome.message == f"run as root: dpkg --remove {' '.join(sorted(NAMES[:2]))}"
     assert [c["op"] for c in Manifest.load(home.manifest_file).changes if c["op"] == "packages"] == ["packages"]
