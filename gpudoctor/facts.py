@@ -58,6 +58,7 @@ class Facts:
         }
 
         self._locks = {name: threading.Lock() for name in self._probes}
+        self._workers: dict[str, threading.Thread] = {}  # the thread probing each fact, if any
 
     def prefetch(self, names: Iterable[str]) -> None:
         """Probe these facts concurrently. Probes wait on subprocesses and NVML, not the CPU,
@@ -72,8 +73,15 @@ class Facts:
         on the caller's thread. A later get() of a name still being probed waits for it
         (per-name locks)."""
         wanted = set(names)
-        return [start_daemon(self._quiet_get, name, name=f"gpudoctor-probe-{name}")
-                for name in THREADED if name in wanted and name not in self._cache]
+        workers = []
+        for name in THREADED:
+            if name not in wanted or name in self._cache:
+                continue
+            worker = self._workers.get(name)
+            if worker is None:  # one thread per fact, even when asked twice (preflight, then the engine)
+                worker = self._workers[name] = start_daemon(self._quiet_get, name, name=f"gpudoctor-probe-{name}")
+            workers.append(worker)
+        return workers
 
     def _quiet_get(self, name: str) -> None:
         try:
@@ -90,7 +98,7 @@ class Facts:
             if name not in self._cache:
                 try:
                     self._cache[name] = self._probes[name]()
-                except Exception as exc:  # noqa: BLE001 - a probe bug must not kill the doctor
+                except (Exception, SystemExit) as exc:  # noqa: BLE001 - a probe bug must not kill the doctor
                     self._cache[name] = ProbeFailure(name, exc)
         value = self._cache[name]
         if isinstance(value, ProbeFailure):

@@ -17,6 +17,7 @@ engine): every import here is paid by every training run.
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
 import sys
@@ -295,14 +296,29 @@ def _parse_requirements(options: dict) -> dict | None:
         raise ValueError(f"gpudoctor.preflight: bad require= option: {exc}") from None
 
 
+_switch_lock = _thread.allocate_lock()  # _thread is built in: threading stays off the cached path
+_switch_depth = 0
+_switch_saved = 0.0
+
+
 def _run_checks(options: dict, requirements: dict | None) -> dict:
-    interval = sys.getswitchinterval()
-    if CHECK_SWITCH_INTERVAL_S is not None:
-        sys.setswitchinterval(min(interval, CHECK_SWITCH_INTERVAL_S))
+    """The uncached checks with the shorter switch interval. Overlapping calls (threads) share
+    one lowering: the first saves the caller's interval, the last out restores it."""
+    global _switch_depth, _switch_saved
+    if CHECK_SWITCH_INTERVAL_S is None:
+        return _run_checks_now(options, requirements)
+    with _switch_lock:
+        if _switch_depth == 0:
+            _switch_saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switch_saved, CHECK_SWITCH_INTERVAL_S))
+        _switch_depth += 1
     try:
         return _run_checks_now(options, requirements)
     finally:
-        sys.setswitchinterval(interval)
+        with _switch_lock:
+            _switch_depth -= 1
+            if _switch_depth == 0:
+                sys.setswitchinterval(_switch_saved)
 
 
 def _run_checks_now(options: dict, requirements: dict | None) -> dict:

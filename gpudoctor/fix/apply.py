@@ -144,7 +144,7 @@ class _Applier:
             existed = True
         except FileNotFoundError:
             text, existed = "", False
-        if action.line in text.splitlines():
+        if action.line in text.split("\n"):  # whole lines, as the script's `grep -qxF` sees them
             return ALREADY
         added = ("\n" if text and not text.endswith("\n") else "") + action.line + "\n"
         if not existed:

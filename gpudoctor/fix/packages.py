@@ -83,13 +83,13 @@ def installed_packages(manager: str) -> frozenset[str] | None:
 
 
 def _dpkg_installed(text: str) -> frozenset[str]:
-    """``name<TAB>ii `` lines (want, state, error). The state letter "i" counts as installed,
-    whatever is wanted, so packages that were removed but keep their config files ("rc") or are
-    only unpacked ("iU") are not mistaken for installed."""
+    """``name<TAB>ii `` lines (want, state, error). Every state but "n" (not installed) and "c"
+    (only config files left) counts as present: a package half-installed before an install
+    ("iU", "iF") was already there, so undo must not remove it once apt has finished it."""
     names = set()
     for line in text.splitlines():
         name, _, status = line.partition("\t")
-        if name and status[1:2] == "i":
+        if name and status[1:2] not in ("", "n", "c"):
             names.add(name)
     return frozenset(names)
 

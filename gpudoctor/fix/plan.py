@@ -125,15 +125,20 @@ def build_plan(findings: Iterable[Finding], scope: str = "user") -> Plan:
 
 def with_profile_line(plan: Plan, profile: str, env_file: str) -> Plan:
     """``gpudoctor fix --profile``: also load the env file from the user's shell profile, so new
-    shells get the fixes too (a stub dir removed from LD_LIBRARY_PATH stays removed). Added only
-    to a user plan that writes env entries."""
+    shells get the fixes too (a stub dir removed from LD_LIBRARY_PATH stays removed). Added to a
+    user plan that writes env entries, or when the env file exists from an earlier run."""
+    import os
+
     from .shellquote import sh_always
 
     env_steps = [s for s in plan.steps if isinstance(s.action, (SetEnv, RemoveFromPathVar))]
-    if plan.scope != "user" or not env_steps:
+    if plan.scope != "user":
         return plan
+    if not env_steps and not os.path.exists(env_file):
+        note = "--profile: no env file to load (no fix here sets a variable), so the profile is left alone"
+        return Plan(plan.scope, plan.steps, plan.chosen, plan.without_fix, plan.notes + (note,))
     quoted = sh_always(env_file)
     line = f"[ -f {quoted} ] && . {quoted}  # added by gpudoctor fix --profile; gpudoctor fix --undo removes it"
-    ids = tuple(dict.fromkeys(fid for s in env_steps for fid in s.finding_ids))
+    ids = tuple(dict.fromkeys(fid for s in env_steps for fid in s.finding_ids)) or ("--profile",)
     return Plan(plan.scope, plan.steps + (Step(AppendLine(profile, line), ids),), plan.chosen, plan.without_fix,
                 plan.notes)

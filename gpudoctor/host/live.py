@@ -218,15 +218,17 @@ def _os_release() -> tuple[str, str, str, str] | None:
     """(id, version, pretty name, like) from os-release, as distro reports them, through the
     standard library: distro's import costs 7-8 ms of CPU on preflight's first call (argparse,
     logging), and os-release is all it reads on a current system. None when os-release is
-    missing or lacks ID or VERSION_ID (Debian testing, old releases): distro handles those."""
+    missing or lacks ID, VERSION_ID or PRETTY_NAME (Debian testing, old releases): distro
+    handles those its own way. platform fills a missing ID with "linux" and a missing
+    PRETTY_NAME with "Linux", so those values mean "absent" here."""
     try:
         fields = platform.freedesktop_os_release()
     except OSError:
         return None
-    os_id, version = fields.get("ID", "").lower(), fields.get("VERSION_ID", "")
-    if not os_id or not version:
+    os_id = fields.get("ID", "").lower().replace(" ", "_")  # distro's normalization
+    version, name = fields.get("VERSION_ID", ""), fields.get("PRETTY_NAME", "")
+    if os_id in ("", "linux") or not version or name in ("", "Linux"):
         return None
-    name = fields.get("PRETTY_NAME") or fields.get("NAME", "")
     return _NORMALIZED_OS_ID.get(os_id, os_id), version, name, fields.get("ID_LIKE", "")
 
 

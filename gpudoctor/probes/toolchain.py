@@ -6,7 +6,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from ..threads import map_in_threads, start_daemon
+from ..threads import map_in_threads
 from .parse import compiler_version, cuda_header_version, cuda_version_json, host_compiler_limits, nvcc_release
 
 COMPILER_ENV = ("CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN")
@@ -78,13 +78,9 @@ def probe_toolchain(host) -> ToolchainFacts:
     env = host.env
     # Toolkits are file reads and compilers are subprocesses: side by side, the reads happen
     # while the compilers answer.
-    toolkits_box: list = []
-    reader = start_daemon(lambda: toolkits_box.append(_probe_toolkits(host)), name="gpudoctor-toolkits")
-    compilers = _probe_compilers(host)
-    reader.join()
-    if not toolkits_box:  # the reader raised; run it here so the probe fails with its error
-        toolkits_box.append(_probe_toolkits(host))
-    toolkits, cpp_root, cpp_via = toolkits_box[0]
+    # An error in either is raised here, after both finished (never printed by a thread).
+    (toolkits, cpp_root, cpp_via), compilers = map_in_threads(
+        lambda probe: probe(host), (_probe_toolkits, _probe_compilers), max_workers=2, name="gpudoctor-toolchain")
     triton = probe_triton_cc(host)
     cc, cc_exists = triton.cc, triton.exists
     return ToolchainFacts(

@@ -1,6 +1,7 @@
 """LiveHost copes with a broken machine: hung commands, missing files, bad bytes, no permission."""
 
 import os
+import sys
 import stat
 import time
 
@@ -122,14 +123,21 @@ def test_os_release_read_by_the_standard_library_matches_distro():
     assert fast == live._distro_release()
 
 
-@pytest.mark.parametrize("fields", [
-    {"ID": "debian", "NAME": "Debian GNU/Linux", "PRETTY_NAME": "Debian GNU/Linux trixie/sid"},  # no VERSION_ID
-    {"VERSION_ID": "7"},  # no ID
+@pytest.mark.parametrize("os_release", [
+    'PRETTY_NAME="Debian GNU/Linux trixie/sid"\nNAME="Debian GNU/Linux"\nID=debian\n',  # no VERSION_ID
+    'VERSION_ID="7"\nPRETTY_NAME="Seven"\n',  # no ID: platform says "linux"
+    'ID=acme\nVERSION_ID="7"\n',  # no PRETTY_NAME: platform says "Linux", distro builds one
 ])
-def test_os_release_without_id_or_version_leaves_it_to_distro(fields, monkeypatch):
+def test_os_release_without_id_or_version_leaves_it_to_distro(os_release, tmp_path, monkeypatch):
+    """The real platform.freedesktop_os_release() reading these files, defaults and all."""
     from gpudoctor.host import live
 
-    monkeypatch.setattr(live.platform, "freedesktop_os_release", lambda: fields)
+    path = tmp_path / "os-release"
+    path.write_text(os_release)
+    monkeypatch.setattr(live.platform, "_os_release_candidates", (str(path),), raising=False)
+    monkeypatch.setattr(live.platform, "_os_release_cache", None, raising=False)
+    if live.platform.freedesktop_os_release().get("VERSION_ID") is None and "VERSION_ID" in os_release:
+        pytest.skip("this Python's platform module does not read os-release from _os_release_candidates")
     assert live._os_release() is None
 
 
@@ -142,3 +150,41 @@ def test_missing_os_release_leaves_it_to_distro(monkeypatch):
     monkeypatch.setattr(live.platform, "freedesktop_os_release", missing)
     assert live._os_release() is None
     assert LiveHost().system().distro_id == live._distro_release()[0]
+
+
+def test_a_failing_toolkit_scan_fails_the_probe_once_without_a_thread_traceback(monkeypatch, capfd):
+    from gpudoctor.probes import toolchain
+
+    calls = []
+
+    def broken(host):
+        calls.append(host)
+        raise RuntimeError("toolkit scan broke")
+
+    monkeypatch.setattr(toolchain, "_probe_toolkits", broken)
+    with pytest.raises(RuntimeError, match="toolkit scan broke"):
+        toolchain.probe_toolchain(LiveHost())
+    assert len(calls) == 1 and "Exception in thread" not in capfd.readouterr().err
+
+
+def test_a_probe_calling_sys_exit_is_a_probe_failure_not_the_end(monkeypatch):
+    from gpudoctor.facts import Facts, ProbeFailure
+
+    facts = Facts(LiveHost())
+    calls = []
+    monkeypatch.setitem(facts._probes, "system", lambda: calls.append(1) or sys.exit(3))
+    for _ in range(2):
+        with pytest.raises(ProbeFailure, match="SystemExit"):
+            facts.get("system")
+    assert calls == [1]
+
+
+def test_prefetching_twice_starts_one_thread_per_fact():
+    from gpudoctor.facts import Facts
+
+    facts = Facts(LiveHost())
+    first = facts.prefetch_in_background(["system", "packages", "env"])
+    second = facts.prefetch_in_background(["packages", "system"])
+    assert {t.name for t in first} == {"gpudoctor-probe-system", "gpudoctor-probe-packages"}  # env is quick
+    assert not ({t for t in second} - set(first))
+    facts.prefetch(["system", "packages"])

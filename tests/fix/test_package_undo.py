@@ -63,8 +63,8 @@ def test_unreadable_database_gives_no_undo_record_rather_than_a_wrong_one(home, 
 
 
 def test_dpkg_status_parsing_counts_only_installed():
-    text = "bash\tii \nold-thing\trc \nhalf\tiU \nlibc6:amd64\tii \nmarked\tri \n"
-    assert packages._dpkg_installed(text) == {"bash", "libc6:amd64", "marked"}
+    text = "bash\tii \nold-thing\trc \nhalf\tiU \nlibc6:amd64\tii \nmarked\tri \ngone\tpn \n"
+    assert packages._dpkg_installed(text) == {"bash", "half", "libc6:amd64", "marked"}
 
 
 # -- real packages ---------------------------------------------------------------------------

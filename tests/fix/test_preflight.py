@@ -168,3 +168,26 @@ def test_switch_interval_is_lowered_only_while_the_checks_run(home, monkeypatch)
     with pytest.raises(RuntimeError):
         pf._run_checks({}, None)
     assert sys.getswitchinterval() == before
+
+
+def test_overlapping_checks_restore_the_callers_switch_interval(home, monkeypatch):
+    import threading
+
+    inside, release = threading.Barrier(2), threading.Event()
+
+    def slow(options, requirements):
+        inside.wait(5)
+        release.wait(5)
+        return {}
+
+    monkeypatch.setattr(pf, "_run_checks_now", slow)
+    before = sys.getswitchinterval()
+    threads = [threading.Thread(target=pf._run_checks, args=({}, None)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)
+    assert sys.getswitchinterval() == min(before, pf.CHECK_SWITCH_INTERVAL_S)
+    release.set()
+    for thread in threads:
+        thread.join(5)
+    assert sys.getswitchinterval() == before

@@ -140,3 +140,14 @@ def test_profile_usage_errors_are_one_line_and_exit_2(home, monkeypatch, capsys,
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_undo_leaves_our_line_alone_once_the_user_edited_it(home, tmp_path):
+    """Commented out or wrapped by the user, the line is theirs now: undo must not cut it."""
+    bashrc = tmp_path / "home" / ".bashrc"
+    bashrc.write_text("export A=1\n")
+    apply_plan(_plan(home, bashrc), home)
+    ours = bashrc.read_text().splitlines()[-1]
+    bashrc.write_text(f"export A=1\n# {ours}\n")
+    undo(home)
+    assert bashrc.read_text() == f"export A=1\n# {ours}\n"
