@@ -150,4 +150,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrokenPipeError:  # `| head`: the results file is already written
+        sys.stderr.close()
