@@ -161,9 +161,7 @@ def _apply_system(args, dirs, plan, script) -> int:
     installed_before = packages_before(plan)
     code = run_system_script(script, args.sudo)
     if code != 0:
-        # Packages install first; when a later step fails they stay installed, so their undo
-        # record is kept. What else ran before the failure is not known: nothing else is recorded.
-        recorded, _ = record_system_changes(_packages_only(plan), dirs, existed, installed_before)
+        recorded, _ = record_system_changes(plan, dirs, existed, installed_before, succeeded=False)
         sys.stderr.write(f"gpudoctor: the root script failed (exit {code}); see its output. "
                          + (f"Recorded the {recorded} package install(s) it made for --undo.\n" if recorded
                             else "Nothing recorded for undo.\n"))
@@ -181,14 +179,6 @@ def _apply_system(args, dirs, plan, script) -> int:
         _emit_json({"scope": "system", "exit": code,
                     "verification": [{"id": v.finding_id, "status": v.status, "detail": v.detail} for v in checks]})
     return EXIT_OK if all(v.status == FIXED for v in checks) else EXIT_NOT_FIXED
-
-
-def _packages_only(plan):
-    from ..fix.plan import Plan
-    from ..model import InstallPackage
-
-    steps = tuple(s for s in plan.steps if isinstance(s.action, InstallPackage))
-    return Plan(plan.scope, steps, plan.chosen, plan.without_fix, plan.notes)
 
 
 def _confirm(question: str) -> bool:

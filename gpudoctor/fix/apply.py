@@ -132,7 +132,6 @@ class _Applier:
         self.manifest.record("write_file", path=action.path, content=action.content)
         return DONE
 
-
     def append_line(self, action: AppendLine) -> str:
         """Append the line to the user's file unless it is there already. Only appends: the
         user's own lines are never touched, and the file keeps its inode, owner and mode."""

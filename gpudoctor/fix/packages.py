@@ -93,9 +93,3 @@ def _dpkg_installed(text: str) -> frozenset[str]:
             names.add(name)
     return frozenset(names)
 
-
-def added_by_install(before: frozenset[str] | None, after: frozenset[str] | None) -> list[str]:
-    """What an install added (the requested packages and the dependencies they pulled in)."""
-    if before is None or after is None:
-        return []
-    return sorted(after - before)

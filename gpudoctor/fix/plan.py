@@ -131,9 +131,9 @@ def with_profile_line(plan: Plan, profile: str, env_file: str) -> Plan:
 
     from .shellquote import sh_always
 
-    env_steps = [s for s in plan.steps if isinstance(s.action, (SetEnv, RemoveFromPathVar))]
     if plan.scope != "user":
         return plan
+    env_steps = [s for s in plan.steps if isinstance(s.action, (SetEnv, RemoveFromPathVar))]
     if not env_steps and not os.path.exists(env_file):
         note = "--profile: no env file to load (no fix here sets a variable), so the profile is left alone"
         return Plan(plan.scope, plan.steps, plan.chosen, plan.without_fix, plan.notes + (note,))

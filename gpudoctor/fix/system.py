@@ -12,7 +12,7 @@ from ..model import InstallPackage, RootCommand, WriteFile
 from ..paths import GpudoctorDirs
 from .apply import _Applier
 from .manifest import Manifest
-from .packages import added_by_install, install_argv, installed_packages
+from .packages import install_argv, installed_packages
 from .plan import Plan
 
 
@@ -46,24 +46,24 @@ def root_runner(use_sudo: bool) -> Callable[[tuple[str, ...]], int] | None:
     return lambda argv: subprocess.call((*prefix, *argv))
 
 
-def package_managers(plan: Plan) -> set[str]:
-    return {step.action.manager for step in plan.steps if isinstance(step.action, InstallPackage)}
-
-
 def packages_before(plan: Plan) -> dict[str, frozenset[str] | None]:
     """The package database of every manager the plan installs with, read before the script
     runs, so that undo removes what the install added and nothing that was there before."""
-    return {manager: installed_packages(manager) for manager in package_managers(plan)}
+    managers = {step.action.manager for step in plan.steps if isinstance(step.action, InstallPackage)}
+    return {manager: installed_packages(manager) for manager in managers}
 
 
 def record_system_changes(plan: Plan, dirs: GpudoctorDirs, existed_before: set[str],
-                          installed_before: dict[str, frozenset[str] | None] | None = None) -> tuple[int, list[str]]:
-    """After the script succeeded: record what it created that has a known undo. Files that
-    existed before the run are not ours and get no undo record; neither do packages that were
-    installed before. Returns (changes recorded, notes on what could not be recorded)."""
+                          installed_before: dict[str, frozenset[str] | None] | None = None,
+                          succeeded: bool = True) -> tuple[int, list[str]]:
+    """After the script ran: record what it created that has a known undo. Files that existed
+    before the run are not ours and get no undo record; neither do packages that were installed
+    before. When the script failed, only the package installs are recorded: they run first and
+    stay installed, while what else ran before the failure is not known. Returns (changes
+    recorded, notes on what could not be recorded)."""
     manifest = Manifest.load(dirs.manifest_file)
     count, notes = 0, []
-    for step in plan.steps:
+    for step in plan.steps if succeeded else ():
         action = step.action
         if isinstance(action, RootCommand) and action.undo_argv:
             created = _created_path(action)
@@ -79,7 +79,7 @@ def record_system_changes(plan: Plan, dirs: GpudoctorDirs, existed_before: set[s
         if before is None or after is None:
             notes.append(f"could not read the {manager} package database; the install has no undo record")
             continue
-        added = added_by_install(before, after)
+        added = sorted(after - before)  # the requested packages and the dependencies they pulled in
         if added:
             requested = [p for s in plan.steps if isinstance(s.action, InstallPackage) and s.action.manager == manager
                          for p in s.action.packages]

@@ -104,9 +104,8 @@ def _append_line(change: dict[str, Any], _root: RootRunner | None) -> tuple[str,
     remaining = text[: len(text) - len(added)]
     # From the end only when our text still starts a line there: a user who edited our line in
     # place (commented it out, wrapped it) keeps the line, found or not by the search below.
-    if text.endswith(added) and (added.startswith("\n") or remaining == "" or remaining.endswith("\n")):
-        pass
-    else:
+    at_end = text.endswith(added) and (added.startswith("\n") or remaining == "" or remaining.endswith("\n"))
+    if not at_end:
         lines = text.splitlines(keepends=True)
         ours = [i for i, existing in enumerate(lines) if existing.rstrip("\r\n") == line]
         if len(ours) != 1:

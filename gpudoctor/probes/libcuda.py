@@ -47,15 +47,31 @@ class TritonLibcuda:
 
 @dataclass(frozen=True)
 class LibcudaFacts:
-    ldconfig_ok: bool
-    ldconfig_error: str | None
-    ldconfig_paths: tuple[str, ...]  # every path ldconfig -p lists for libcuda.so.1
+    triton: TritonLibcuda  # ldconfig and Triton's view of it (also read through the properties below)
     triton_libcuda_path: str | None
     ld_library_path: tuple[str, ...]
     library_path: tuple[str, ...]
     dirs: tuple[LibcudaDir, ...]
-    triton_dirs: tuple[str, ...]  # what triton's libcuda_dirs() would return
-    triton_dirs_error: str | None  # the assertion triton would raise instead
+
+    @property
+    def ldconfig_ok(self) -> bool:
+        return self.triton.ldconfig_ok
+
+    @property
+    def ldconfig_error(self) -> str | None:
+        return self.triton.ldconfig_error
+
+    @property
+    def ldconfig_paths(self) -> tuple[str, ...]:
+        return self.triton.ldconfig_paths
+
+    @property
+    def triton_dirs(self) -> tuple[str, ...]:
+        return self.triton.triton_dirs
+
+    @property
+    def triton_dirs_error(self) -> str | None:
+        return self.triton.triton_dirs_error
 
     def real_dirs(self) -> list[LibcudaDir]:
         """Directories holding the real driver library (not stubs, not compat)."""
@@ -127,15 +143,11 @@ def probe_libcuda(host, triton: TritonLibcuda | None = None) -> LibcudaFacts:
             dirs.append(entry)
 
     return LibcudaFacts(
-        ldconfig_ok=triton.ldconfig_ok,
-        ldconfig_error=triton.ldconfig_error,
-        ldconfig_paths=ldconfig_paths,
+        triton=triton,
         triton_libcuda_path=triton_env,
         ld_library_path=ld_library_path,
         library_path=library_path,
         dirs=tuple(dirs),
-        triton_dirs=triton.triton_dirs,
-        triton_dirs_error=triton.triton_dirs_error,
     )
 
 

@@ -118,7 +118,7 @@ def _probe_compilers(host) -> list[Compiler]:
             seen.add(path)
             found.append((path, via))
     # Each compiler answers in a few ms, but a machine has many (gcc, cc, g++, gcc-12, gcc-13,
-    # clang-16, ...); asking them side by side keeps the toolchain probe off the critical path.
+    # ...); asking them side by side keeps the toolchain probe off the critical path.
     return map_in_threads(lambda item: _probe_compiler(host, *item), found, max_workers=8, name="gpudoctor-cc")
 
 

@@ -75,7 +75,7 @@ def test_env_file_sources_in_bash_and_zsh(shell, tmp_path):
         pytest.skip(f"{shell} is not installed")
     env_file = tmp_path / "env.sh"
     env_file.write_text(envfile.render_file(ENTRIES))
-    source = f'. "$1"; . "$1"; env -0'
+    source = '. "$1"; . "$1"; env -0'
     argv = {"bash": ["bash", "--norc", "--noprofile", "-c", "set -u; " + source, "_", str(env_file)],
             "zsh": ["zsh", "-f", "-c", "setopt nounset; " + source, "_", str(env_file)]}[shell]
     assert _exported(argv, tmp_path) == _expected()
