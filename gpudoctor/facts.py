@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable
 
 from .paths import GpudoctorDirs
 from .probes.driver import probe_driver
+from .probes.health import probe_health
 from .probes.libcuda import probe_libcuda, probe_triton_libcuda
 from .probes.linktest import probe_link
 from .probes.packages import probe_packages
@@ -44,6 +45,7 @@ class Facts:
         self._probes: dict[str, Callable[[], Any]] = {
             "system": lambda: probe_system(host),
             "driver": lambda: probe_driver(host),
+            "health": lambda: probe_health(self.get("driver")),  # decoded from the driver's NVML session
             "packages": lambda: probe_packages(host),
             "toolchain": lambda: probe_toolchain(host),
             # ldconfig's part on its own: the link test needs only that, not the directory scan

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from .model import Finding
 
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2  # 2: fixes carry their typed actions
 CACHE_TTL_S = 24 * 3600  # a safety net: anything the fingerprint misses is re-checked daily
 CACHE_KEEP = 32  # fingerprint files kept in the cache dir
 
@@ -64,7 +64,9 @@ class PreflightError(RuntimeError):
 
     @property
     def findings(self) -> "list[Finding]":
-        return [_finding_from_json(r) for r in self._records]
+        from .model import Finding
+
+        return [Finding.from_json(r) for r in self._records]
 
 
 class PreflightResult:
@@ -79,7 +81,9 @@ class PreflightResult:
 
     @property
     def findings(self) -> "list[Finding]":
-        return [_finding_from_json(r) for r in self._records]
+        from .model import Finding
+
+        return [Finding.from_json(r) for r in self._records]
 
     @property
     def ok(self) -> bool:
@@ -340,10 +344,11 @@ def _run_checks_now(options: dict, requirements: dict | None) -> dict:
         facts = Facts(host, requirements)
         facts.prefetch_in_background(facts.names)
     from .engine import diagnose
+    from .report.json import finding_to_json
 
     report = diagnose(host, skip=options.get("skip") or None, requirements=requirements, facts=facts)
     return {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": len(report.checks),
-            "findings": [f.to_json() for f in report.findings]}
+            "findings": [finding_to_json(f) for f in report.findings]}
 
 
 # -- findings ------------------------------------------------------------------------------
@@ -354,15 +359,6 @@ _RANK = {"info": 0, "warning": 1, "error": 2}
 def _blocking(records: list[dict], strict: bool) -> list[dict]:
     threshold = 1 if strict else 2
     return [r for r in records if _RANK.get(r.get("severity"), 0) >= threshold]
-
-
-def _finding_from_json(record: dict) -> "Finding":
-    from .model import Finding, Fix, Severity
-
-    fixes = tuple(Fix(f.get("kind", "manual"), f.get("summary", ""), commands=tuple(f.get("commands", ())),
-                      env=dict(f.get("env", {}))) for f in record.get("fixes", ()))
-    return Finding(record["id"], Severity(record["severity"]), record.get("title", ""), record.get("message", ""),
-                   dict(record.get("evidence", {})), fixes)
 
 
 def _summary(result: PreflightResult, options: dict) -> str:

@@ -110,27 +110,41 @@ class CodeEdit:
     after: str = ""
 
 
+@dataclass(frozen=True)
+class SuggestCommand:
+    """A command the user runs themselves (``pip install …``); shown, never run by gpudoctor."""
+
+    command: str
+
+
 Action = (MakeDir | Symlink | SetEnv | RootCommand | WriteFile | InstallPackage | RemoveFromPathVar | AppendLine
-          | CodeEdit)
+          | CodeEdit | SuggestCommand)
+
+ACTION_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
+    MakeDir, Symlink, SetEnv, RootCommand, WriteFile, InstallPackage, RemoveFromPathVar, AppendLine, CodeEdit,
+    SuggestCommand)}
+
+
+def action_from_json(data: Mapping[str, Any]) -> Action:
+    """The inverse of the JSON reporter's ``{"type": name, **fields}`` (lists back to tuples)."""
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "type"}
+    return ACTION_TYPES[data["type"]](**fields)
 
 
 @dataclass(frozen=True)
 class Fix:
-    """One way to fix a finding. ``kind``: user (no root) | system (root) | code | manual."""
+    """One way to fix a finding. ``kind``: user (no root) | system (root) | code | manual.
+    Only typed actions: the commands and env a user sees are derived from them by
+    ``gpudoctor.fix.actions``, so no output can disagree with what ``gpudoctor fix`` does."""
 
     kind: str
     summary: str
     actions: tuple[Action, ...] = ()
-    commands: tuple[str, ...] = ()  # shell lines shown to the user (derived for typed actions)
-    env: Mapping[str, str] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "summary": self.summary,
-            "commands": list(self.commands),
-            "env": dict(self.env),
-        }
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Fix":
+        return cls(str(data["kind"]), str(data["summary"]),
+                   tuple(action_from_json(a) for a in data.get("actions", ())))
 
 
 @dataclass(frozen=True)
@@ -142,15 +156,13 @@ class Finding:
     evidence: Mapping[str, Any] = field(default_factory=dict)
     fixes: tuple[Fix, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "severity": self.severity.value,
-            "title": self.title,
-            "message": self.message,
-            "evidence": dict(self.evidence),
-            "fixes": [f.to_json() for f in self.fixes],
-        }
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Finding":
+        """Rebuild a finding from the JSON reporter's object (the preflight cache, ``--json``
+        output), actions included: nothing is lost on the way through."""
+        return cls(str(data["id"]), Severity(data["severity"]), str(data.get("title", "")),
+                   str(data.get("message", "")), dict(data.get("evidence") or {}),
+                   tuple(Fix.from_json(f) for f in data.get("fixes", ())))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import capability, driver, packages, runtime, toolchain
+from . import capability, driver, health, packages, runtime, toolchain
 from .base import Check, Skip
 
 CHECKS: tuple[Check, ...] = (
@@ -16,7 +16,7 @@ CHECKS: tuple[Check, ...] = (
     Check("libcuda-unversioned-missing", ("link", "libcuda", "dirs"), driver.check_libcuda_unversioned_missing),
     Check("libcuda-stub-at-runtime", ("libcuda",), driver.check_libcuda_stub_at_runtime),
     # toolchain
-    Check("c-compiler-missing", ("toolchain", "packages", "env"), toolchain.check_c_compiler_missing),
+    Check("c-compiler-missing", ("toolchain", "packages", "env", "system"), toolchain.check_c_compiler_missing),
     Check("nvcc-host-compiler-unsupported", ("toolchain", "system"), toolchain.check_nvcc_host_compiler_unsupported),
     Check("cuda-home-missing", ("toolchain", "packages"), toolchain.check_cuda_home_missing),
     Check("cuda-version-mismatch", ("toolchain", "packages"), toolchain.check_cuda_version_mismatch),
@@ -37,6 +37,12 @@ CHECKS: tuple[Check, ...] = (
     Check("triton-cache-unwritable", ("runtime", "packages", "dirs"), runtime.check_triton_cache_unwritable),
     Check("shm-too-small", ("system",), runtime.check_shm_too_small),
     Check("ld-library-path-insecure", ("runtime",), runtime.check_ld_library_path_insecure),
+    # hardware health (NVML)
+    Check("gpu-ecc-errors", ("health",), health.check_gpu_ecc_errors),
+    Check("gpu-row-remap-pending", ("health",), health.check_gpu_row_remap_pending),
+    Check("gpu-throttled", ("health",), health.check_gpu_throttled),
+    Check("pcie-link-degraded", ("health",), health.check_pcie_link_degraded),
+    Check("gpu-persistence-mode-off", ("health",), health.check_gpu_persistence_mode_off),
 )
 
 CHECKS_BY_ID = {check.id: check for check in CHECKS}

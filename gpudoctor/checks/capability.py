@@ -5,7 +5,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from ..knowledge import load_tables
-from ..model import Fix
+from ..remedies import fixes_for
 from .base import Skip, cc_str, finding, gpus_or_skip, parse_cc
 
 
@@ -52,8 +52,7 @@ def check_torch_arch_unsupported(driver, packages):
             f"GPU {gpu.index} ({gpu.name}, {sm}) is not among the architectures torch {torch} was compiled for "
             f"({', '.join(archs)}): kernels fail with `no kernel image is available for execution on the device`.",
             {"gpu": gpu.name, "capability": cc_str(gpu.compute_capability), "torch": str(torch), "archs": archs, "source": source},
-            [Fix("manual", "Install a torch build whose CUDA version supports this GPU "
-                           "(cu128 or newer for Blackwell; cu126 or older for Pascal/Volta).")],
+            fixes_for("torch-arch-unsupported"),
         ))
     return findings
 
@@ -70,7 +69,7 @@ def check_bf16_unsupported(driver):
         f"GPU {gpu.index} ({gpu.name}, compute {cc_str(gpu.compute_capability)}) has no native bf16 (needs {cc_str(need)}+): "
         "train with fp16=True instead of bf16.",
         {"gpu": gpu.name, "capability": cc_str(gpu.compute_capability)},
-        [Fix("code", "Use fp16 mixed precision (fp16=True, torch_dtype=torch.float16).")],
+        fixes_for("bf16-unsupported"),
     ) for gpu in gpus if gpu.compute_capability < need]
 
 
@@ -102,8 +101,7 @@ def check_flash_attn_arch_unsupported(driver, packages):
                 f"{dist} {version} needs compute capability {cc_str(need)}+, but GPU {gpu.index} ({gpu.name}) is "
                 f"{cc_str(gpu.compute_capability)}: `FlashAttention only supports Ampere GPUs or newer`.",
                 {"package": dist, "version": version, "gpu": gpu.name, "capability": cc_str(gpu.compute_capability)},
-                [Fix("code", "Use attn_implementation=\"sdpa\", or gpudoctor's Triton FlashAttention kernel "
-                             "(gpudoctor.kernels.attention.flash_attention).")],
+                fixes_for("flash-attn-arch-unsupported"),
             ))
     return findings
 
@@ -136,7 +134,7 @@ def check_flash_attn_head_dim_unsupported(driver, packages, requirements):
                     "flash-attn-head-dim-unsupported",
                     f"head_dim {head_dim} on GPU {gpu.index} ({gpu.name}): {problem}.",
                     {"head_dim": head_dim, "flash_attn": str(fa), "gpu": gpu.name, "capability": cc_str(gpu.compute_capability)},
-                    [Fix("code", "Use SDPA or gpudoctor's Triton FlashAttention (head_dim 32..256, multiples of 8).")],
+                    fixes_for("flash-attn-head-dim-unsupported"),
                 ))
     return findings
 
@@ -163,6 +161,6 @@ def check_triton_arch_unsupported(driver, packages):
             "triton-arch-unsupported",
             f"GPU {gpu.index} ({gpu.name}, {cc_str(cc)}): {why}.",
             {"triton": str(version), "gpu": gpu.name, "capability": cc_str(cc)},
-            [Fix("manual", "Upgrade torch together with its pinned Triton, or avoid Triton kernels (torch.compile, Unsloth).")],
+            fixes_for("triton-arch-unsupported"),
         ))
     return findings

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import posixpath
-import shlex
-
 from packaging.version import InvalidVersion, Version
 
 from ..knowledge import load_tables
-from ..model import Fix, MakeDir, RemoveFromPathVar, RootCommand, Severity, SetEnv, Symlink, WriteFile
+from ..model import Severity
+from ..remedies import fixes_for
 from .base import Skip, finding
-
-LDCONF_FILE = "/etc/ld.so.conf.d/gpudoctor-libcuda.conf"
 
 
 def check_no_nvidia_driver(driver):
@@ -25,7 +21,7 @@ def check_no_nvidia_driver(driver):
             f"{len(driver.pci_gpus)} NVIDIA GPU(s) on the PCI bus, but the kernel module is not loaded "
             f"({driver.module_error}) and NVML says: {driver.nvml.error}.",
             {"pci_gpus": list(driver.pci_gpus), "nvml_error": driver.nvml.error, "module": driver.module_error},
-            [Fix("manual", "Install the NVIDIA driver (or start the container with --gpus all) and reboot.")],
+            fixes_for("no-nvidia-driver"),
         )]
     return []
 
@@ -37,15 +33,14 @@ def check_no_gpu_visible(driver):
             "no-gpu-visible",
             f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from CUDA.",
             {"CUDA_VISIBLE_DEVICES": visible},
-            [Fix("user", "Unset CUDA_VISIBLE_DEVICES or set it to the GPU indices to use.",
-                 commands=("unset CUDA_VISIBLE_DEVICES",))],
+            fixes_for("no-gpu-visible", {"cuda_visible_devices_hides_all": True}),
         )]
     if not driver.nvml.ok:
         raise Skip(f"NVML unavailable ({driver.nvml.error_kind}: {driver.nvml.error})")
     if not driver.nvml.devices:
         return [finding("no-gpu-visible", "The driver is loaded but reports no GPU.",
                         {"driver_version": driver.nvml.driver_version},
-                        [Fix("manual", "Check `nvidia-smi`; in a container pass --gpus all.")])]
+                        fixes_for("no-gpu-visible"))]
     return []
 
 
@@ -56,7 +51,7 @@ def check_driver_library_mismatch(driver):
             f"NVML: {driver.nvml.error}. The loaded kernel module is {driver.module_version or 'unknown'}; "
             "the user-space libraries are from another driver release (usually an upgrade without a reboot).",
             {"module_version": driver.module_version, "nvml_error": driver.nvml.error},
-            [Fix("manual", "Reboot so the new kernel module loads (or reload nvidia modules).")],
+            fixes_for("driver-library-mismatch"),
         )]
     if not driver.nvml.ok or not driver.module_version or not driver.nvml.driver_version:
         raise Skip("needs both the kernel module version and NVML")
@@ -65,7 +60,7 @@ def check_driver_library_mismatch(driver):
             "driver-library-mismatch",
             f"Kernel module {driver.module_version} but NVML library {driver.nvml.driver_version}.",
             {"module_version": driver.module_version, "library_version": driver.nvml.driver_version},
-            [Fix("manual", "Reboot, or make the container's driver libraries match the host's.")],
+            fixes_for("driver-library-mismatch"),
         )]
     return []
 
@@ -92,8 +87,7 @@ def check_driver_too_old(driver, packages):
             f"{driver.driver_version} supports CUDA {driver.cuda_driver[0]}.{driver.cuda_driver[1]}; "
             f"CUDA {torch_cuda[0]}.x needs driver >= {need_major}.",
             {**evidence, "minimum_driver": need_major},
-            [Fix("manual", f"Upgrade the NVIDIA driver to >= {full or need_major}, or install torch built for CUDA "
-                           f"{driver.cuda_driver[0]}.x.")],
+            fixes_for("driver-too-old", {"min_driver": full or need_major, "torch_cuda": evidence["torch_cuda"]}),
         )]
     if driver.cuda_driver < torch_cuda:
         return [finding(
@@ -102,7 +96,7 @@ def check_driver_too_old(driver, packages):
             f"torch's CUDA {torch_cuda[0]}.{torch_cuda[1]}. It runs through minor-version compatibility, but "
             "kernels compiled to newer PTX (Triton, JIT extensions) may fail to load.",
             {**evidence, "recommended_driver": full},
-            [Fix("manual", f"Upgrade the driver to >= {full} when you can.")],
+            fixes_for("driver-too-old", {"min_driver": full, "torch_cuda": evidence["torch_cuda"]}),
             severity=Severity.WARNING,
         )]
     return []
@@ -138,8 +132,7 @@ def check_cuda_compat_lib_mismatch(driver, libcuda):
                " — forward compatibility only works on datacenter GPUs with a supported driver branch."),
             {"compat_dir": entry.path, "compat_version": entry.version, "module_version": driver.module_version,
              "via": list(entry.sources)},
-            [Fix("user", f"Remove {entry.path} from LD_LIBRARY_PATH.",
-                 actions=(RemoveFromPathVar("LD_LIBRARY_PATH", entry.path),))],
+            fixes_for("cuda-compat-lib-mismatch", {"compat_dir": entry.path}),
             severity=Severity.ERROR if older else None,
         ))
     return findings
@@ -164,12 +157,7 @@ def check_libcuda_not_in_linker_cache(libcuda, packages):
     if not triton_ok and packages.triton:
         consequences.append("Triton fails with `libcuda.so cannot found!`")
     message = f"{reason}, but libcuda.so.1 exists in {where}: " + " and ".join(consequences or ["tools that ask ldconfig miss it"]) + "."
-    fixes = [Fix("user", f"Put {where} on LD_LIBRARY_PATH and point Triton at it.",
-                 actions=(SetEnv("LD_LIBRARY_PATH", where, prepend=True), SetEnv("TRITON_LIBCUDA_PATH", where)),
-                 env={"LD_LIBRARY_PATH": where, "TRITON_LIBCUDA_PATH": where}),
-             Fix("system", f"Register {where} with the dynamic linker.",
-                 actions=(WriteFile(LDCONF_FILE, where + "\n", needs_root=True), RootCommand(("ldconfig",))),
-                 commands=(f"echo {shlex.quote(where)} | sudo tee {LDCONF_FILE}", "sudo ldconfig"))]
+    fixes = fixes_for("libcuda-not-in-linker-cache", {"libcuda_dirs": (where,)})
     return [finding(
         "libcuda-not-in-linker-cache", message,
         {"libcuda_dirs": [d.path for d in real], "ldconfig_ok": libcuda.ldconfig_ok,
@@ -191,23 +179,13 @@ def check_libcuda_unversioned_missing(link, libcuda, dirs):
     if not real:
         raise Skip("the link failed but no real libcuda.so.1 exists to point at")
     target_dir = real[0].path
-    stub = posixpath.join(dirs.stub_lib_dir, "libcuda.so")
     return [finding(
         "libcuda-unversioned-missing",
         f"Triton {link.triton_version} links its launcher with `{link.flag}`, and that link fails here: "
         f"{result.output.strip().splitlines()[0] if result.output.strip() else 'the linker failed'}. "
         f"{target_dir} has libcuda.so.1 but no unversioned libcuda.so.",
         evidence,
-        [
-            Fix("user", f"Without root: a private libcuda.so -> {target_dir}/libcuda.so.1 on LIBRARY_PATH.",
-                actions=(MakeDir(dirs.stub_lib_dir), Symlink(stub, posixpath.join(target_dir, "libcuda.so.1")),
-                         SetEnv("LIBRARY_PATH", dirs.stub_lib_dir, prepend=True)),
-                env={"LIBRARY_PATH": dirs.stub_lib_dir}),
-            Fix("system", f"Create the unversioned symlink in {target_dir}.",
-                actions=(RootCommand(("ln", "-s", "libcuda.so.1", posixpath.join(target_dir, "libcuda.so")),
-                                     undo_argv=("rm", posixpath.join(target_dir, "libcuda.so"))),),
-                commands=(f"sudo ln -s libcuda.so.1 {shlex.quote(posixpath.join(target_dir, 'libcuda.so'))}",)),
-        ],
+        fixes_for("libcuda-unversioned-missing", {"libcuda_dirs": (target_dir,), "dirs": dirs}),
     )]
 
 
@@ -224,7 +202,6 @@ def check_libcuda_stub_at_runtime(libcuda):
             f"The stub libcuda in {entry.path} is on the runtime search path ({', '.join(runtime)}); "
             "CUDA calls will fail with CUDA_ERROR_STUB_LIBRARY.",
             {"stub_dir": entry.path, "via": runtime},
-            [Fix("user", f"Remove {entry.path} from LD_LIBRARY_PATH.",
-                 actions=(RemoveFromPathVar("LD_LIBRARY_PATH", entry.path),))],
+            fixes_for("libcuda-stub-at-runtime", {"stub_dirs": (entry.path,)}),
         ))
     return findings

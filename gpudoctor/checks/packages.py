@@ -8,7 +8,8 @@ import re
 from packaging.version import Version
 
 from ..knowledge import load_tables
-from ..model import Fix, Severity
+from ..model import Severity
+from ..remedies import fixes_for
 from ..probes.packages import WATCHED
 from .base import Skip, finding
 
@@ -28,9 +29,7 @@ def check_torch_cpu_only(packages, driver):
         f"torch {packages.get('torch').version} is a CPU-only build, but this machine has an NVIDIA GPU: "
         "`Torch not compiled with CUDA enabled`.",
         {"torch": packages.get("torch").version, "location": packages.get("torch").location},
-        [Fix("manual", "pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu126 "
-                       "(pick the CUDA your driver supports).",
-             commands=("pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu126",))],
+        fixes_for("torch-cpu-only"),
     )]
 
 
@@ -57,7 +56,7 @@ def check_triton_missing(packages):
         "triton-missing",
         f"torch {packages.version('torch')} (CUDA) is installed without Triton ({spec} expected): torch.compile and Unsloth need it.",
         {"torch": str(packages.version("torch")), "expected": spec},
-        [Fix("manual", f"pip install \"{spec}\"", commands=(f"pip install \"{spec}\"",))],
+        fixes_for("triton-missing", {"expected": spec}),
         severity=severity,
     )]
 
@@ -79,7 +78,7 @@ def check_triton_version_mismatch(packages):
         f"torch {packages.version('torch')} pins {name}=={version} ({source}) but {installed.name} {installed.version} is installed.",
         {"torch": str(packages.version("torch")), "pinned": f"{name}=={version}", "installed": f"{installed.name}=={installed.version}",
          "source": source},
-        [Fix("manual", f"pip install \"{name}=={version}\"", commands=(f"pip install \"{name}=={version}\"",))],
+        fixes_for("triton-version-mismatch", {"pinned": f"{name}=={version}"}),
     )]
 
 
@@ -100,8 +99,7 @@ def check_flash_attn_abi_mismatch(packages):
         f"flash-attn {fa.version} was built for torch {built_for} but torch {torch} is installed: importing it fails "
         "with `undefined symbol`.",
         {"flash_attn": fa.version, "built_for_torch": built_for, "torch": str(torch)},
-        [Fix("manual", "pip install --force-reinstall --no-build-isolation flash-attn",
-             commands=("pip install --force-reinstall --no-build-isolation flash-attn",))],
+        fixes_for("flash-attn-abi-mismatch"),
     )]
 
 
@@ -125,8 +123,7 @@ def check_bitsandbytes_cuda_setup(packages, driver, env):
         f"bitsandbytes {bnb.version} has no native library for CUDA {wanted} "
         f"(bundled: {', '.join('cuda' + b for b in bundled) or 'none'}): 4-bit loading will fail.",
         {"bitsandbytes": bnb.version, "wanted": wanted, "bundled": bundled},
-        [Fix("manual", "pip install -U bitsandbytes (a release that ships your CUDA), or set BNB_CUDA_VERSION to a bundled one.",
-             commands=("pip install -U bitsandbytes",))],
+        fixes_for("bitsandbytes-cuda-setup", {"bnb_cuda_version_set": bool(env.get("BNB_CUDA_VERSION"))}),
     )]
 
 
@@ -148,6 +145,5 @@ def check_duplicate_distributions(packages):
         f"{len(ordered)} package(s) installed more than once — {described}{more}. Which copy Python imports depends on sys.path order.",
         {"duplicates": {name: [{"name": c.name, "version": c.version, "location": c.location} for c in copies]
                         for name, copies in ordered}},
-        [Fix("manual", f"pip uninstall {first} until none is left, then install one copy (likewise for the others); "
-                       "check PYTHONPATH and user site-packages (~/.local/lib).")],
+        fixes_for("duplicate-distributions", {"first": first}),
     )]

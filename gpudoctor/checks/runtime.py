@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
-from ..model import Fix, MakeDir, RemoveFromPathVar, SetEnv
+from ..remedies import fixes_for
 from .base import Skip, finding
 from ..probes.runtime import MIN_CACHE_FREE
 
@@ -29,8 +29,7 @@ def check_triton_cache_unwritable(runtime, packages, dirs):
         f"Triton caches compiled kernels in {runtime.triton_cache_dir} (via {runtime.triton_cache_via}); {problem}.",
         {"cache_dir": runtime.triton_cache_dir, "via": runtime.triton_cache_via, "checked": runtime.triton_cache_checked,
          "writable": runtime.triton_cache_writable, "free_bytes": runtime.triton_cache_free},
-        [Fix("user", f"Move Triton's cache to {new}.", actions=(MakeDir(new), SetEnv("TRITON_CACHE_DIR", new)),
-             env={"TRITON_CACHE_DIR": new})],
+        fixes_for("triton-cache-unwritable", {"new_cache_dir": new}),
     )]
 
 
@@ -44,7 +43,7 @@ def check_shm_too_small(system):
         "shm-too-small",
         f"/dev/shm is {total // (1 << 20)} MiB: DataLoader workers and NCCL die with `Bus error`.",
         {"shm_bytes": total, "container": system.container},
-        [Fix("manual", "Start the container with --shm-size=16g or --ipc=host; or use num_workers=0.")],
+        fixes_for("shm-too-small"),
     )]
 
 
@@ -57,6 +56,6 @@ def check_ld_library_path_insecure(runtime):
             "ld-library-path-insecure",
             f"{problem.variable} contains {what}.",
             {"variable": problem.variable, "entry": problem.entry, "problem": problem.problem},
-            [Fix("user", f"Remove it from {problem.variable}.", actions=(RemoveFromPathVar(problem.variable, problem.entry),))],
+            fixes_for("ld-library-path-insecure", {"variable": problem.variable, "entry": problem.entry}),
         ))
     return findings

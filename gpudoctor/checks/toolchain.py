@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import posixpath
-
 from ..knowledge import load_tables
-from ..model import Fix, InstallPackage, SetEnv, Severity
+from ..model import Severity
+from ..remedies import fixes_for
+from ..remedies.machine import c_compilers, distro_manager, gcc_by_major
 from .base import Skip, finding
 
 
-def check_c_compiler_missing(toolchain, packages, env):
+def check_c_compiler_missing(toolchain, packages, env, system):
     if toolchain.triton_cc and toolchain.triton_cc_exists:
         return []
     if not env.get("PATH") and not env.get("CC"):
@@ -21,8 +21,8 @@ def check_c_compiler_missing(toolchain, packages, env):
         message = "No C compiler: CC is unset and neither gcc nor clang is on PATH; Triton cannot build its launcher."
     return [finding(
         "c-compiler-missing", message, {"CC": toolchain.compiler_env.get("CC"), "triton": bool(packages.triton)},
-        [Fix("manual", "Install gcc (`sudo apt install gcc`, or without root `conda install -c conda-forge gcc`), "
-                       "or point CC at a working compiler.")],
+        fixes_for("c-compiler-missing", {"cc": toolchain.triton_cc, "c_compilers": c_compilers(toolchain),
+                                         "package_manager": distro_manager(system)}),
         severity=severity,
     )]
 
@@ -39,29 +39,6 @@ def _host_compiler_for_nvcc(toolchain):
     if toolchain.default_gcc:
         return toolchain.compiler_at(toolchain.default_gcc), "gcc on PATH"
     return None, None
-
-
-def _distro_manager(system):
-    info = system.info
-    ids = {info.distro_id, *info.distro_like.split()} if info else set()
-    if ids & {"ubuntu", "debian"}:
-        return "apt"
-    if ids & {"fedora", "rhel", "centos", "rocky", "almalinux"}:
-        return "dnf"
-    if ids & {"opensuse", "suse", "sles", "opensuse-leap", "opensuse-tumbleweed"}:
-        return "zypper"
-    if ids & {"arch", "manjaro"}:
-        return "pacman"
-    return None
-
-
-_GCC_PACKAGES = {
-    "apt": lambda n: (f"gcc-{n}", f"g++-{n}"),
-    "dnf": lambda n: (f"gcc-toolset-{n}-gcc", f"gcc-toolset-{n}-gcc-c++"),
-    "yum": lambda n: (f"devtoolset-{n}-gcc", f"devtoolset-{n}-gcc-c++"),
-    "zypper": lambda n: (f"gcc{n}", f"gcc{n}-c++"),
-    "pacman": lambda n: (f"gcc{n}",),
-}
 
 
 def check_nvcc_host_compiler_unsupported(toolchain, system):
@@ -85,23 +62,9 @@ def check_nvcc_host_compiler_unsupported(toolchain, system):
                 "compiler_version": ".".join(map(str, compiler.version)), "limit": limit, "limit_source": source, "via": via}
     if major <= limit:
         return []
-    compatible = sorted(
-        (c for c in toolchain.compilers if c.family == family and c.version and c.version[0] <= limit and c.cxx),
-        key=lambda c: c.version, reverse=True,
-    )
-    fixes = []
-    if compatible and family == "gcc":
-        cc, cxx = compatible[0].path, compatible[0].cxx
-        fixes.append(Fix(
-            "user", f"Use the installed {posixpath.basename(cc)} for CUDA builds (no root).",
-            actions=(SetEnv("CC", cc), SetEnv("CXX", cxx), SetEnv("CUDAHOSTCXX", cxx), SetEnv("NVCC_CCBIN", cxx)),
-            env={"CC": cc, "CXX": cxx, "CUDAHOSTCXX": cxx, "NVCC_CCBIN": cxx},
-        ))
-    manager = _distro_manager(system)
-    if manager and family == "gcc":
-        packages = _GCC_PACKAGES[manager](limit)
-        fixes.append(Fix("system", f"Install gcc {limit} with {manager}.",
-                         actions=(InstallPackage(manager, packages),)))
+    fixes = fixes_for("nvcc-host-compiler-unsupported", {"limit": limit, "family": family,
+                                                         "gcc_by_major": gcc_by_major(toolchain),
+                                                         "package_manager": distro_manager(system)})
     return [finding(
         "nvcc-host-compiler-unsupported",
         f"CUDA {evidence['cuda']} in {toolkit.root} accepts {family} <= {limit} (from {source}), but nvcc would use "
@@ -127,9 +90,7 @@ def check_cuda_home_missing(toolchain, packages):
                    "/usr/local/cuda does not exist: extension builds fail with `CUDA_HOME environment variable is not set`.")
     return [finding(
         "cuda-home-missing", message, {"toolkit": candidate.root, "CUDA_HOME": root},
-        [Fix("user", f"Export CUDA_HOME={candidate.root}.",
-             actions=(SetEnv("CUDA_HOME", candidate.root), SetEnv("PATH", posixpath.join(candidate.root, "bin"), prepend=True)),
-             env={"CUDA_HOME": candidate.root})],
+        fixes_for("cuda-home-missing", {"toolkit": candidate.root}),
     )]
 
 
@@ -143,12 +104,8 @@ def check_cuda_version_mismatch(toolchain, packages):
     if toolkit.version[0] == torch_cuda[0]:
         return []
     matching = [t for t in toolchain.toolkits if t.version and t.version[0] == torch_cuda[0]]
-    fixes = []
-    if matching:
-        fixes.append(Fix("user", f"Point CUDA_HOME at {matching[0].root}.",
-                         actions=(SetEnv("CUDA_HOME", matching[0].root),), env={"CUDA_HOME": matching[0].root}))
-    else:
-        fixes.append(Fix("manual", f"Install a CUDA {torch_cuda[0]}.x toolkit, or a torch build for CUDA {toolkit.version[0]}."))
+    fixes = fixes_for("cuda-version-mismatch", {"matching_toolkit": matching[0].root if matching else None,
+                                                "torch_cuda": f"{torch_cuda[0]}.x", "nvcc_cuda": f"{toolkit.version[0]}.x"})
     return [finding(
         "cuda-version-mismatch",
         f"nvcc in {toolkit.root} is CUDA {toolkit.version[0]}.{toolkit.version[1]} but torch was built with CUDA "

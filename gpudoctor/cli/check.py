@@ -139,6 +139,11 @@ def run(args) -> int:
     except HostError as exc:
         sys.stderr.write(f"gpudoctor: error: {exc}\n")
         return 2
+    from ..facts import Facts
+    from ..remedies import machine_from_facts
+
+    requirements = parse_requirements(args.require)
+    facts = Facts(host, requirements)
     log_findings = []
     if args.log:
         try:
@@ -147,7 +152,8 @@ def run(args) -> int:
             sys.stderr.write("gpudoctor: error: log diagnosis is not available in this build\n")
             return 2
         try:
-            log_findings = diagnose_paths(args.log, host=None if args.snapshot else host)
+            # The machine comes from the same Facts the checks use below: each fact probed once.
+            log_findings = diagnose_paths(args.log, machine=lambda: machine_from_facts(facts))
         except OSError as exc:
             sys.stderr.write(f"gpudoctor: error: cannot read log: {exc.strerror or exc}\n")
             return 2
@@ -159,23 +165,23 @@ def run(args) -> int:
         pending = start_training_pass(preset=args.preset, compile=args.compile, peft=args.peft,
                                       timeout_s=args.train_timeout)
     try:
-        report = diagnose(host, only=args.only, skip=args.skip, requirements=parse_requirements(args.require),
-                          extra_findings=log_findings)
+        report = diagnose(host, only=args.only, skip=args.skip, requirements=requirements,
+                          extra_findings=log_findings, facts=facts)
     except BaseException:
         if pending is not None:
             pending.cancel()  # the child runs in its own session: it would outlive us
         raise
     show_progress = not (args.json or args.markdown) and sys.stderr.isatty()
-    train_pass = pending.finish(show_progress=show_progress) if pending is not None else None
+    train_pass = (pending.finish(show_progress=show_progress, machine=machine_from_facts(facts))
+                  if pending is not None else None)
     if train_pass is not None:
         from ..engine import Report
         from ..model import sort_findings
 
         # A cause the static checks already reported (e.g. c-compiler-missing) is not repeated;
-        # the pass's own findings (which name that cause) always are.
+        # the pass's own rules (no static check decides them) never collide with a static id.
         static_ids = {f.id for f in report.findings}
-        own = {"triton-jit-failed", "kernel-numerics-mismatch", "training-pass-diverged", "cuda-oom"}
-        extra = [f for f in train_pass.findings if f.id in own or f.id not in static_ids]
+        extra = [f for f in train_pass.findings if f.id not in static_ids]
         report = Report(tuple(sort_findings(list(report.findings) + extra)),
                         tuple(report.checks) + tuple(train_pass.checks), report.facts)
     summary = machine_summary(report.facts)

@@ -21,35 +21,44 @@ def add_parser(subparsers) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="log file(s); '-' reads stdin; .gz is read transparently")
     parser.add_argument("--json", action="store_true", help="machine-readable output (DESIGN.md schema)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the evidence (matched line, values)")
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
         "--no-probe",
         action="store_true",
         help="do not look at this machine for the fix (use when the log comes from another machine)",
     )
+    where.add_argument("--snapshot", metavar="DIR",
+                       help="name the fix for a recorded machine (`gpudoctor snapshot DIR` on the machine the log came from)")
     parser.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
 
-def _host(no_probe: bool):
-    """This machine, for fixes that name real paths; None when asked not to look."""
-    if no_probe:
+def _machine(args):
+    """Where the fix will be applied: this machine (probed only if a failure is recognised), a
+    recorded snapshot of the machine the log came from, or none (``--no-probe``). The facts come
+    from the same Host and probes the static checks use."""
+    if args.no_probe:
         return None
-    from ..logs.enrich import LOCAL
+    from ..facts import Facts
+    from ..host import LiveHost, SnapshotHost
+    from ..remedies import machine_from_facts
 
-    try:
-        from ..host.live import LiveHost
-
-        return LiveHost()
-    except Exception:  # the lead's probes are optional: gpudoctor.logs' own glob/which lookups
-        return LOCAL
+    host = SnapshotHost(args.snapshot) if args.snapshot else LiveHost()
+    return lambda: machine_from_facts(Facts(host))
 
 
 def run(args) -> int:
     from ..logs import LogInputError, diagnose_paths
 
-    host = _host(args.no_probe)
+    from ..host import HostError
+
     try:
-        findings = diagnose_paths(list(args.files), host=host)
+        machine = _machine(args)
+    except HostError as exc:
+        sys.stderr.write(f"gpudoctor: error: {exc}\n")
+        return EXIT_UNREADABLE
+    try:
+        findings = diagnose_paths(list(args.files), machine=machine)
     except LogInputError as exc:
         sys.stderr.write(f"gpudoctor: error: cannot read log: {exc}\n")
         return EXIT_UNREADABLE

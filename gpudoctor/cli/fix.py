@@ -95,7 +95,7 @@ def _apply_user(args, dirs, plan, report) -> int:
 
     result = apply_plan(plan, dirs)
     for outcome in result.outcomes:
-        from ..fix.render import describe
+        from ..fix.actions import describe
 
         line = f"  {outcome.status:>12}  {describe(outcome.step.action)}"
         _say(args, line + (f"\n{'':16}{outcome.message}" if outcome.message else ""))
@@ -234,7 +234,7 @@ def _profile_path(given: str) -> str:
 
 
 def _describe(action) -> str:
-    from ..fix.render import describe
+    from ..fix.actions import describe
 
     return describe(action)
 

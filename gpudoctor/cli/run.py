@@ -138,16 +138,26 @@ def run(args) -> int:
     return code
 
 
+def _this_machine():
+    """The machine the command ran on, for fixes that name its paths (probed only on a match)."""
+    from ..facts import Facts
+    from ..host import LiveHost
+    from ..remedies import machine_from_facts
+
+    return machine_from_facts(Facts(LiveHost()))
+
+
 def _diagnose(lines: list[str], code: int) -> None:
     err = sys.stderr
     err.write(f"\ngpudoctor: the command exited {code}; diagnosing the last {len(lines)} lines of its output\n")
     try:
         from ..logs import diagnose_lines
+        from ..fix.actions import fix_lines
     except ImportError:
         err.write("gpudoctor: log diagnosis is not available in this install; try `gpudoctor check`\n")
         return
     try:
-        findings = diagnose_lines(lines, host=None)
+        findings = diagnose_lines(lines, machine=_this_machine)
     except Exception as exc:  # noqa: BLE001 - the command's exit code matters more than our diagnosis
         err.write(f"gpudoctor: could not diagnose the output ({type(exc).__name__}: {exc})\n")
         return
@@ -160,6 +170,6 @@ def _diagnose(lines: list[str], code: int) -> None:
             err.write(f"      {line}\n")
         for fix in finding.fixes:
             err.write(f"      fix ({fix.kind}): {fix.summary}\n")
-            for command in fix.commands:
-                err.write(f"        $ {command}\n")
+            for line in fix_lines(finding.id, fix):
+                err.write(f"        {line}\n")
     err.write("  Apply the user-local fixes with: gpudoctor fix   (review first: gpudoctor fix --dry-run)\n")

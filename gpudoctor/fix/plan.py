@@ -6,38 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..model import (
-    Action,
-    AppendLine,
-    CodeEdit,
-    Finding,
-    Fix,
-    InstallPackage,
-    MakeDir,
-    RemoveFromPathVar,
-    RootCommand,
-    SetEnv,
-    Symlink,
-    WriteFile,
-)
-from .render import needs_root
+from ..model import Action, AppendLine, Finding, Fix, RemoveFromPathVar, SetEnv
+from .actions import needs_root, order_key
 
 SCOPES = ("user", "system")
-
-# Lower runs first: a directory before the symlink inside it, files before the commands
-# that read them (ld.so.conf.d before ldconfig), the environment last.
-_ORDER: dict[type, int] = {
-    InstallPackage: 0,
-    MakeDir: 1,
-    WriteFile: 2,
-    Symlink: 3,
-    RootCommand: 4,
-    SetEnv: 5,
-    RemoveFromPathVar: 5,
-    AppendLine: 6,  # the profile line that loads the env file, once the env file is complete
-    CodeEdit: 9,
-}
-
 
 @dataclass(frozen=True)
 class Step:
@@ -77,11 +49,6 @@ def choose_fix(finding: Finding, scope: str) -> Fix | None:
     return None
 
 
-def _sort_key(action: Action) -> tuple[int, int]:
-    depth = action.path.count("/") if isinstance(action, MakeDir) else 0  # parents first
-    return (_ORDER.get(type(action), 8), depth)
-
-
 def build_plan(findings: Iterable[Finding], scope: str = "user") -> Plan:
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}, not {scope!r}")
@@ -118,7 +85,7 @@ def build_plan(findings: Iterable[Finding], scope: str = "user") -> Plan:
             if finding.id not in ids:
                 ids.append(finding.id)
 
-    ordered = sorted(merged.items(), key=lambda item: _sort_key(item[0]))  # stable
+    ordered = sorted(merged.items(), key=lambda item: order_key(item[0]))  # stable
     steps = tuple(Step(action, tuple(ids)) for action, ids in ordered)
     return Plan(scope, steps, tuple(chosen), tuple(without), tuple(notes))
 

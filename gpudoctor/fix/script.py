@@ -11,7 +11,8 @@ from .. import __version__
 from ..model import RemoveFromPathVar, SetEnv
 from ..paths import GpudoctorDirs
 from .plan import Plan
-from .render import ENV_FILE_VAR, describe, render_action
+from .actions import describe, render_action
+from .actions.shell import ENV_FILE_VAR
 from .shellquote import comment, sh
 
 _SCOPE_TITLES = {

@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..model import InstallPackage, RootCommand, WriteFile
 from ..paths import GpudoctorDirs
-from .apply import _Applier
+from .apply import Applier
 from .manifest import Manifest
 from .packages import install_argv, installed_packages
 from .plan import Plan
@@ -86,7 +86,7 @@ def record_system_changes(plan: Plan, dirs: GpudoctorDirs, existed_before: set[s
             manifest.record("packages", manager=manager, argv=list(install_argv(manager, tuple(requested))), added=added)
             count += 1
     if count:
-        _Applier(dirs, manifest).ensure_dir(dirs.state, purpose="manifest")
+        Applier(dirs, manifest).ensure_dir(dirs.state, purpose="manifest")
         manifest.save()
     return count, notes
 

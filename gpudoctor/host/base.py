@@ -100,6 +100,36 @@ class NvmlDevice:
 
 
 @dataclass(frozen=True)
+class NvmlHealth:
+    """One GPU's hardware health, as NVML's device queries return it (nvml.h). A field is None
+    when NVML did not answer it; ``unknown`` then says why, per field (``not supported`` on
+    GPUs without ECC or row remapping, for instance), so a check can say what it could not see."""
+
+    index: int
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    ecc_enabled: bool | None = None  # nvmlDeviceGetEccMode, current mode
+    ecc_uncorrected_volatile: int | None = None  # nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE_ECC): since the last driver load
+    ecc_uncorrected_aggregate: int | None = None  # (UNCORRECTED, AGGREGATE_ECC): over the GPU's life
+    retired_pages_pending: bool | None = None  # nvmlDeviceGetRetiredPagesPendingStatus (pre-Ampere page retirement)
+    remapped_rows_uncorrectable: int | None = None  # nvmlDeviceGetRemappedRows (Ampere and newer)
+    row_remap_pending: bool | None = None
+    row_remap_failure: bool | None = None
+    clocks_event_reasons: int | None = None  # nvmlDeviceGetCurrentClocksEventReasons bitmask
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None  # the link's maximum: min(GPU, slot)
+    pcie_gen_gpu_max: int | None = None  # the GPU's own maximum
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    persistence_mode: bool | None = None
+    mig_enabled: bool | None = None  # nvmlDeviceGetMigMode, current mode
+    unknown: tuple[tuple[str, str], ...] = ()  # (field, why NVML did not answer it)
+
+    def why_unknown(self, name: str) -> str:
+        return dict(self.unknown).get(name, "not recorded")
+
+
+@dataclass(frozen=True)
 class NvmlInfo:
     ok: bool
     error_kind: str | None = None  # library-not-found | driver-not-loaded | mismatch | no-permission | timeout | other
@@ -107,6 +137,7 @@ class NvmlInfo:
     driver_version: str | None = None
     cuda_driver_version: int | None = None  # e.g. 13000
     devices: tuple[NvmlDevice, ...] = ()
+    health: tuple[NvmlHealth, ...] | None = None  # None: not asked (snapshots recorded before it existed)
 
 
 @dataclass(frozen=True)

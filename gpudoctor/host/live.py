@@ -303,7 +303,8 @@ def _query_nvml() -> NvmlInfo:
                 _device(index, _s(pynvml.nvmlDeviceGetName(handle)), (int(major), int(minor)),
                         int(pynvml.nvmlDeviceGetMemoryInfo(handle).total))
             )
-        return NvmlInfo(True, driver_version=driver, cuda_driver_version=cuda, devices=tuple(devices))
+        health = tuple(_health(pynvml, pynvml.nvmlDeviceGetHandleByIndex(d.index), d.index) for d in devices)
+        return NvmlInfo(True, driver_version=driver, cuda_driver_version=cuda, devices=tuple(devices), health=health)
     except pynvml.NVMLError as exc:
         return NvmlInfo(False, _nvml_error_kind(exc), str(exc))
     finally:
@@ -311,6 +312,47 @@ def _query_nvml() -> NvmlInfo:
             pynvml.nvmlShutdown()
         except Exception:  # noqa: BLE001
             pass
+
+
+def _health(pynvml, handle, index):
+    """The health queries of one GPU, each on its own: a GPU without ECC (GeForce) or row
+    remapping (pre-Ampere) answers NVML_ERROR_NOT_SUPPORTED for that query alone. In the same
+    NVML session as the device list, so `gpudoctor check` pays no second nvmlInit."""
+    from .base import NvmlHealth
+
+    values: dict = {}
+    unknown: list[tuple[str, str]] = []
+
+    def ask(names, call, convert=lambda v: v):
+        try:
+            answer = convert(call())
+        except pynvml.NVMLError as exc:
+            why = "not supported" if getattr(exc, "value", None) == pynvml.NVML_ERROR_NOT_SUPPORTED else str(exc)
+            unknown.extend((name, why) for name in names)
+            return
+        except Exception as exc:  # noqa: BLE001 - an older nvidia-ml-py lacks the function
+            unknown.extend((name, f"{type(exc).__name__}: {exc}") for name in names)
+            return
+        values.update(zip(names, answer if len(names) > 1 else (answer,)))
+
+    uncorrected = pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+    ask(("uuid",), lambda: pynvml.nvmlDeviceGetUUID(handle), _s)
+    ask(("pci_bus_id",), lambda: pynvml.nvmlDeviceGetPciInfo(handle).busId, _s)
+    ask(("ecc_enabled",), lambda: pynvml.nvmlDeviceGetEccMode(handle)[0], bool)
+    ask(("ecc_uncorrected_volatile",), lambda: pynvml.nvmlDeviceGetTotalEccErrors(handle, uncorrected, pynvml.NVML_VOLATILE_ECC), int)
+    ask(("ecc_uncorrected_aggregate",), lambda: pynvml.nvmlDeviceGetTotalEccErrors(handle, uncorrected, pynvml.NVML_AGGREGATE_ECC), int)
+    ask(("retired_pages_pending",), lambda: pynvml.nvmlDeviceGetRetiredPagesPendingStatus(handle), bool)
+    ask(("remapped_rows_uncorrectable", "row_remap_pending", "row_remap_failure"),
+        lambda: pynvml.nvmlDeviceGetRemappedRows(handle), lambda r: (int(r[1]), bool(r[2]), bool(r[3])))
+    ask(("clocks_event_reasons",), lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle), int)
+    ask(("pcie_gen_current",), lambda: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle), int)
+    ask(("pcie_gen_max",), lambda: pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle), int)
+    ask(("pcie_gen_gpu_max",), lambda: pynvml.nvmlDeviceGetGpuMaxPcieLinkGeneration(handle), int)
+    ask(("pcie_width_current",), lambda: pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle), int)
+    ask(("pcie_width_max",), lambda: pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle), int)
+    ask(("persistence_mode",), lambda: pynvml.nvmlDeviceGetPersistenceMode(handle), bool)
+    ask(("mig_enabled",), lambda: pynvml.nvmlDeviceGetMigMode(handle)[0], bool)
+    return NvmlHealth(index=index, unknown=tuple(unknown), **values)
 
 
 def _device(index, name, cc, memory):

@@ -23,6 +23,7 @@ from .base import (
     HostHelpers,
     LinkResult,
     NvmlDevice,
+    NvmlHealth,
     NvmlInfo,
     PathInfo,
     SystemInfo,
@@ -99,8 +100,10 @@ class SnapshotHost(HostHelpers):
         nvml = data.get("nvml")
         if nvml is not None:
             devices = tuple(_build(NvmlDevice, d) for d in nvml.get("devices") or [])
-            self._nvml = _build(NvmlInfo, {**nvml, "devices": []})
-            self._nvml = NvmlInfo(**{**asdict(self._nvml), "devices": devices})
+            self._nvml = _build(NvmlInfo, {**nvml, "devices": [], "health": None})
+            # Recorded health (absent from snapshots older than the health checks: None, not asked)
+            health = None if nvml.get("health") is None else tuple(_build(NvmlHealth, h) for h in nvml["health"])
+            self._nvml = NvmlInfo(**{**asdict(self._nvml), "devices": devices, "health": health})
         else:
             self._nvml = NvmlInfo(False, "other", NOT_RECORDED)
         dists = data.get("distributions")

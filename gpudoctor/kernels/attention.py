@@ -91,17 +91,17 @@ def _forward_key_block(
     acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
     stride_kn, stride_kd, stride_vn, stride_vd,
     offs_m, offs_n, offs_d_main, offs_d_tail, start_n, seq_k, qk_scale,
-    HEAD_DIM: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    head_dim, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
 ):
     """One key block of the online softmax: update the running max, sum and accumulators."""
     if True:
         cols = start_n + offs_n
-        k_main = _load_tile(k_base, cols, offs_d_main, stride_kn, stride_kd, seq_k, HEAD_DIM,
+        k_main = _load_tile(k_base, cols, offs_d_main, stride_kn, stride_kd, seq_k, head_dim,
                             KEY_END_MASK, MAIN_PADDED)
         scores = tl.dot(q_main, tl.trans(k_main))
         if HAS_TAIL:
-            k_tail = _load_tile(k_base, cols, offs_d_tail, stride_kn, stride_kd, seq_k, HEAD_DIM,
+            k_tail = _load_tile(k_base, cols, offs_d_tail, stride_kn, stride_kd, seq_k, head_dim,
                                 KEY_END_MASK, True)
             scores = tl.dot(q_tail, tl.trans(k_tail), scores)
         if CAUSAL_MASK or KEY_END_MASK:
@@ -123,13 +123,13 @@ def _forward_key_block(
         correction = tl.math.exp2(row_max - new_max)
         row_sum = row_sum * correction + tl.sum(probs, 1)
         acc_main = acc_main * correction[:, None]
-        v_main = _load_tile(v_base, cols, offs_d_main, stride_vn, stride_vd, seq_k, HEAD_DIM,
+        v_main = _load_tile(v_base, cols, offs_d_main, stride_vn, stride_vd, seq_k, head_dim,
                             KEY_END_MASK, MAIN_PADDED)
         probs_lowp = probs.to(v_main.dtype)
         acc_main = tl.dot(probs_lowp, v_main, acc_main)
         if HAS_TAIL:
             acc_tail = acc_tail * correction[:, None]
-            v_tail = _load_tile(v_base, cols, offs_d_tail, stride_vn, stride_vd, seq_k, HEAD_DIM,
+            v_tail = _load_tile(v_base, cols, offs_d_tail, stride_vn, stride_vd, seq_k, head_dim,
                                 KEY_END_MASK, True)
             acc_tail = tl.dot(probs_lowp, v_tail, acc_tail)
         row_max = new_max
@@ -141,7 +141,7 @@ def _forward_key_blocks(
     acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
     stride_kn, stride_kd, stride_vn, stride_vd,
     offs_m, offs_n, offs_d_main, offs_d_tail, key_lo, key_hi, seq_k, qk_scale,
-    HEAD_DIM: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    head_dim, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
     INTERPRETED: tl.constexpr,
 ):
@@ -153,7 +153,7 @@ def _forward_key_blocks(
             acc_main, acc_tail, row_sum, row_max = _forward_key_block(
                 acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
-                offs_d_tail, start_n, seq_k, qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N,
+                offs_d_tail, start_n, seq_k, qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N,
                 CAUSAL_MASK, KEY_END_MASK)
             start_n += BLOCK_N
     else:
@@ -163,7 +163,7 @@ def _forward_key_blocks(
             acc_main, acc_tail, row_sum, row_max = _forward_key_block(
                 acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
-                offs_d_tail, start_n, seq_k, qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N,
+                offs_d_tail, start_n, seq_k, qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N,
                 CAUSAL_MASK, KEY_END_MASK)
     return acc_main, acc_tail, row_sum, row_max
 
@@ -176,11 +176,14 @@ def _attention_forward_kernel(
     stride_vb, stride_vh, stride_vn, stride_vd,
     stride_ob, stride_oh, stride_om, stride_od,
     num_heads, kv_group_size, seq_q, seq_k, qk_scale,
-    HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
+    head_dim, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
     MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
 ):
+    # head_dim is a run-time argument (one compiled kernel serves every head_dim padded to the
+    # same width); the hint keeps the column masks 8 elements wide, i.e. 16-byte loads.
+    head_dim = tl.multiple_of(head_dim, 8)
     start_m = tl.program_id(0) * BLOCK_M
     batch_head = tl.program_id(1)
     batch = batch_head // num_heads
@@ -197,10 +200,10 @@ def _attention_forward_kernel(
     offs_d_main = tl.arange(0, D_MAIN)
     offs_d_tail = D_MAIN + tl.arange(0, D_TAIL)
 
-    q_main = _load_tile(q_base, offs_m, offs_d_main, stride_qm, stride_qd, seq_q, HEAD_DIM,
+    q_main = _load_tile(q_base, offs_m, offs_d_main, stride_qm, stride_qd, seq_q, head_dim,
                         CHECK_M, MAIN_PADDED)
     if HAS_TAIL:
-        q_tail = _load_tile(q_base, offs_m, offs_d_tail, stride_qm, stride_qd, seq_q, HEAD_DIM,
+        q_tail = _load_tile(q_base, offs_m, offs_d_tail, stride_qm, stride_qd, seq_q, head_dim,
                             CHECK_M, True)
     else:
         q_tail = q_main  # never read: the tail code is compiled out
@@ -215,33 +218,33 @@ def _attention_forward_kernel(
             acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
             stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
             0, start_m, seq_k, qk_scale,
-            HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
+            head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
         acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
             acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
             stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
             start_m, tl.minimum(start_m + BLOCK_M, seq_k), seq_k, qk_scale,
-            HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, True, CHECK_N, INTERPRETED)
+            head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, True, CHECK_N, INTERPRETED)
     else:
         full_key_end = (seq_k // BLOCK_N) * BLOCK_N
         acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
             acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
             stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
             0, full_key_end, seq_k, qk_scale,
-            HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
+            head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
         if CHECK_N:
             acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
                 acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
                 offs_d_tail, full_key_end, seq_k, seq_k, qk_scale,
-                HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, True, INTERPRETED)
+                head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, True, INTERPRETED)
 
     out_main = acc_main / row_sum[:, None]
     _store_tile(o_base, out_main.to(O.dtype.element_ty), offs_m, offs_d_main, stride_om, stride_od,
-                seq_q, HEAD_DIM, CHECK_M, MAIN_PADDED)
+                seq_q, head_dim, CHECK_M, MAIN_PADDED)
     if HAS_TAIL:
         out_tail = acc_tail / row_sum[:, None]
         _store_tile(o_base, out_tail.to(O.dtype.element_ty), offs_m, offs_d_tail, stride_om,
-                    stride_od, seq_q, HEAD_DIM, CHECK_M, True)
+                    stride_od, seq_q, head_dim, CHECK_M, True)
     # Base-2 log-sum-exp of the scaled scores; the backward recomputes P = exp2(S*scale - lse).
     lse_ptrs = LSE + batch_head.to(tl.int64) * seq_q + offs_m
     lse = row_max + tl.math.log2(row_sum)
@@ -262,18 +265,20 @@ def _backward_delta_kernel(
     stride_ob, stride_oh, stride_om, stride_od,
     stride_dob, stride_doh, stride_dom, stride_dod,
     num_heads, seq_q,
-    HEAD_DIM: tl.constexpr, D_PADDED: tl.constexpr, BLOCK_M: tl.constexpr,
+    head_dim, D_PADDED: tl.constexpr, BLOCK_M: tl.constexpr,
 ):
     """delta = rowsum(o * do), the term that softmax's Jacobian subtracts from dP."""
+    # (see _attention_forward_kernel)
+    head_dim = tl.multiple_of(head_dim, 8)
     batch_head = tl.program_id(1)
     batch = batch_head // num_heads
     head = batch_head % num_heads
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, D_PADDED)
     o = _load_tile(O + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh,
-                   offs_m, offs_d, stride_om, stride_od, seq_q, HEAD_DIM, True, True)
+                   offs_m, offs_d, stride_om, stride_od, seq_q, head_dim, True, True)
     do = _load_tile(DO + batch.to(tl.int64) * stride_dob + head.to(tl.int64) * stride_doh,
-                    offs_m, offs_d, stride_dom, stride_dod, seq_q, HEAD_DIM, True, True)
+                    offs_m, offs_d, stride_dom, stride_dod, seq_q, head_dim, True, True)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
     tl.store(DELTA + batch_head.to(tl.int64) * seq_q + offs_m, delta, mask=offs_m < seq_q)
 
@@ -284,14 +289,14 @@ def _backward_dkdv_query_block(
     q_base, do_base, lse_base, delta_base,
     stride_qm, stride_qd, stride_dom, stride_dod,
     offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale,
-    HEAD_DIM: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    head_dim, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr, QUERY_END_MASK: tl.constexpr,
 ):
     if True:
         rows = start_m + offs_m_in_block
-        q_main = _load_tile(q_base, rows, offs_d_main, stride_qm, stride_qd, seq_q, HEAD_DIM,
+        q_main = _load_tile(q_base, rows, offs_d_main, stride_qm, stride_qd, seq_q, head_dim,
                             QUERY_END_MASK, MAIN_PADDED)
-        do_main = _load_tile(do_base, rows, offs_d_main, stride_dom, stride_dod, seq_q, HEAD_DIM,
+        do_main = _load_tile(do_base, rows, offs_d_main, stride_dom, stride_dod, seq_q, head_dim,
                              QUERY_END_MASK, MAIN_PADDED)
         if QUERY_END_MASK:
             # lse = +inf makes P^T exactly 0 for rows past the end of the sequence.
@@ -302,10 +307,10 @@ def _backward_dkdv_query_block(
             delta = tl.load(delta_base + rows)
         scores_t = tl.dot(k_main, tl.trans(q_main))
         if HAS_TAIL:
-            q_tail = _load_tile(q_base, rows, offs_d_tail, stride_qm, stride_qd, seq_q, HEAD_DIM,
+            q_tail = _load_tile(q_base, rows, offs_d_tail, stride_qm, stride_qd, seq_q, head_dim,
                                 QUERY_END_MASK, True)
             do_tail = _load_tile(do_base, rows, offs_d_tail, stride_dom, stride_dod, seq_q,
-                                 HEAD_DIM, QUERY_END_MASK, True)
+                                 head_dim, QUERY_END_MASK, True)
             scores_t = tl.dot(k_tail, tl.trans(q_tail), scores_t)
         probs_t = tl.math.exp2(scores_t * qk_scale - lse[None, :])
         if CAUSAL_MASK:
@@ -329,7 +334,7 @@ def _backward_dkdv_query_blocks(
     q_base, do_base, lse_base, delta_base,
     stride_qm, stride_qd, stride_dom, stride_dod,
     offs_n, offs_m_in_block, offs_d_main, offs_d_tail, query_lo, query_hi, seq_q, qk_scale,
-    HEAD_DIM: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    head_dim, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr, QUERY_END_MASK: tl.constexpr,
     INTERPRETED: tl.constexpr,
 ):
@@ -340,7 +345,7 @@ def _backward_dkdv_query_blocks(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
                 q_base, do_base, lse_base, delta_base, stride_qm, stride_qd, stride_dom,
                 stride_dod, offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q,
-                qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_M, CAUSAL_MASK, QUERY_END_MASK)
+                qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_M, CAUSAL_MASK, QUERY_END_MASK)
             start_m += BLOCK_M
     else:
         for start_m in range(query_lo, query_hi, BLOCK_M):
@@ -349,7 +354,7 @@ def _backward_dkdv_query_blocks(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
                 q_base, do_base, lse_base, delta_base, stride_qm, stride_qd, stride_dom,
                 stride_dod, offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q,
-                qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_M, CAUSAL_MASK, QUERY_END_MASK)
+                qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_M, CAUSAL_MASK, QUERY_END_MASK)
     return dk_main, dk_tail, dv_main, dv_tail
 
 
@@ -363,13 +368,15 @@ def _attention_backward_dkdv_kernel(
     stride_dkb, stride_dkh, stride_dkn, stride_dkd,
     stride_dvb, stride_dvh, stride_dvn, stride_dvd,
     num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
-    HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
+    head_dim, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
     MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
 ):
     """One program owns one key block of one KV head and sums over every query head that
     shares it, so dK/dV need neither atomics nor a second reduction pass."""
+    # (see _attention_forward_kernel)
+    head_dim = tl.multiple_of(head_dim, 8)
     start_n = tl.program_id(0) * BLOCK_N
     batch_kv_head = tl.program_id(1)
     batch = batch_kv_head // num_kv_heads
@@ -382,14 +389,14 @@ def _attention_backward_dkdv_kernel(
 
     k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
-    k_main = _load_tile(k_base, offs_n, offs_d_main, stride_kn, stride_kd, seq_k, HEAD_DIM,
+    k_main = _load_tile(k_base, offs_n, offs_d_main, stride_kn, stride_kd, seq_k, head_dim,
                         CHECK_N, MAIN_PADDED)
-    v_main = _load_tile(v_base, offs_n, offs_d_main, stride_vn, stride_vd, seq_k, HEAD_DIM,
+    v_main = _load_tile(v_base, offs_n, offs_d_main, stride_vn, stride_vd, seq_k, head_dim,
                         CHECK_N, MAIN_PADDED)
     if HAS_TAIL:
-        k_tail = _load_tile(k_base, offs_n, offs_d_tail, stride_kn, stride_kd, seq_k, HEAD_DIM,
+        k_tail = _load_tile(k_base, offs_n, offs_d_tail, stride_kn, stride_kd, seq_k, head_dim,
                             CHECK_N, True)
-        v_tail = _load_tile(v_base, offs_n, offs_d_tail, stride_vn, stride_vd, seq_k, HEAD_DIM,
+        v_tail = _load_tile(v_base, offs_n, offs_d_tail, stride_vn, stride_vd, seq_k, head_dim,
                             CHECK_N, True)
     else:
         k_tail = k_main  # never read
@@ -418,7 +425,7 @@ def _attention_backward_dkdv_kernel(
                 q_base, do_base, LSE + row_base, DELTA + row_base,
                 stride_qm, stride_qd, stride_dom, stride_dod,
                 offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_n, diagonal_end,
-                seq_q, qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_M, True, CHECK_M, INTERPRETED)
+                seq_q, qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_M, True, CHECK_M, INTERPRETED)
             below_start = start_n + BLOCK_N
         else:
             below_start = 0
@@ -427,7 +434,7 @@ def _attention_backward_dkdv_kernel(
             q_base, do_base, LSE + row_base, DELTA + row_base,
             stride_qm, stride_qd, stride_dom, stride_dod,
             offs_n, offs_m_in_block, offs_d_main, offs_d_tail, below_start, full_query_end,
-            seq_q, qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_M, False, False, INTERPRETED)
+            seq_q, qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_M, False, False, INTERPRETED)
         if CHECK_M:
             dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_blocks(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
@@ -435,19 +442,19 @@ def _attention_backward_dkdv_kernel(
                 stride_qm, stride_qd, stride_dom, stride_dod,
                 offs_n, offs_m_in_block, offs_d_main, offs_d_tail,
                 tl.maximum(below_start, full_query_end), seq_q,
-                seq_q, qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_M, False, True, INTERPRETED)
+                seq_q, qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_M, False, True, INTERPRETED)
 
     dk_base = DK + batch.to(tl.int64) * stride_dkb + kv_head.to(tl.int64) * stride_dkh
     dv_base = DV + batch.to(tl.int64) * stride_dvb + kv_head.to(tl.int64) * stride_dvh
     _store_tile(dk_base, (dk_main * softmax_scale).to(DK.dtype.element_ty), offs_n, offs_d_main,
-                stride_dkn, stride_dkd, seq_k, HEAD_DIM, CHECK_N, MAIN_PADDED)
+                stride_dkn, stride_dkd, seq_k, head_dim, CHECK_N, MAIN_PADDED)
     _store_tile(dv_base, dv_main.to(DV.dtype.element_ty), offs_n, offs_d_main,
-                stride_dvn, stride_dvd, seq_k, HEAD_DIM, CHECK_N, MAIN_PADDED)
+                stride_dvn, stride_dvd, seq_k, head_dim, CHECK_N, MAIN_PADDED)
     if HAS_TAIL:
         _store_tile(dk_base, (dk_tail * softmax_scale).to(DK.dtype.element_ty), offs_n,
-                    offs_d_tail, stride_dkn, stride_dkd, seq_k, HEAD_DIM, CHECK_N, True)
+                    offs_d_tail, stride_dkn, stride_dkd, seq_k, head_dim, CHECK_N, True)
         _store_tile(dv_base, dv_tail.to(DV.dtype.element_ty), offs_n, offs_d_tail,
-                    stride_dvn, stride_dvd, seq_k, HEAD_DIM, CHECK_N, True)
+                    stride_dvn, stride_dvd, seq_k, head_dim, CHECK_N, True)
 
 
 @triton.jit
@@ -455,21 +462,21 @@ def _backward_dq_key_block(
     dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
     stride_kn, stride_kd, stride_vn, stride_vd,
     offs_m, offs_n_in_block, offs_d_main, offs_d_tail, start_n, seq_k, qk_scale,
-    HEAD_DIM: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    head_dim, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
 ):
     if True:
         cols = start_n + offs_n_in_block
-        k_main = _load_tile(k_base, cols, offs_d_main, stride_kn, stride_kd, seq_k, HEAD_DIM,
+        k_main = _load_tile(k_base, cols, offs_d_main, stride_kn, stride_kd, seq_k, head_dim,
                             KEY_END_MASK, MAIN_PADDED)
-        v_main = _load_tile(v_base, cols, offs_d_main, stride_vn, stride_vd, seq_k, HEAD_DIM,
+        v_main = _load_tile(v_base, cols, offs_d_main, stride_vn, stride_vd, seq_k, head_dim,
                             KEY_END_MASK, MAIN_PADDED)
         scores = tl.dot(q_main, tl.trans(k_main))
         dprobs = tl.dot(do_main, tl.trans(v_main))
         if HAS_TAIL:
-            k_tail = _load_tile(k_base, cols, offs_d_tail, stride_kn, stride_kd, seq_k, HEAD_DIM,
+            k_tail = _load_tile(k_base, cols, offs_d_tail, stride_kn, stride_kd, seq_k, head_dim,
                                 KEY_END_MASK, True)
-            v_tail = _load_tile(v_base, cols, offs_d_tail, stride_vn, stride_vd, seq_k, HEAD_DIM,
+            v_tail = _load_tile(v_base, cols, offs_d_tail, stride_vn, stride_vd, seq_k, head_dim,
                                 KEY_END_MASK, True)
             scores = tl.dot(q_tail, tl.trans(k_tail), scores)
             dprobs = tl.dot(do_tail, tl.trans(v_tail), dprobs)
@@ -490,7 +497,7 @@ def _backward_dq_key_blocks(
     dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
     stride_kn, stride_kd, stride_vn, stride_vd,
     offs_m, offs_n_in_block, offs_d_main, offs_d_tail, key_lo, key_hi, seq_k, qk_scale,
-    HEAD_DIM: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    head_dim, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
     INTERPRETED: tl.constexpr,
 ):
@@ -500,7 +507,7 @@ def _backward_dq_key_blocks(
             dq_main, dq_tail = _backward_dq_key_block(
                 dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n_in_block,
-                offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, HEAD_DIM, MAIN_PADDED,
+                offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, head_dim, MAIN_PADDED,
                 HAS_TAIL, BLOCK_N, CAUSAL_MASK, KEY_END_MASK)
             start_n += BLOCK_N
     else:
@@ -509,7 +516,7 @@ def _backward_dq_key_blocks(
             dq_main, dq_tail = _backward_dq_key_block(
                 dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n_in_block,
-                offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, HEAD_DIM, MAIN_PADDED,
+                offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, head_dim, MAIN_PADDED,
                 HAS_TAIL, BLOCK_N, CAUSAL_MASK, KEY_END_MASK)
     return dq_main, dq_tail
 
@@ -523,12 +530,14 @@ def _attention_backward_dq_kernel(
     stride_dob, stride_doh, stride_dom, stride_dod,
     stride_dqb, stride_dqh, stride_dqm, stride_dqd,
     num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
-    HEAD_DIM: tl.constexpr, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
+    head_dim, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
     MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
 ):
     """dQ in its own kernel, one program per query block: no atomics, deterministic."""
+    # (see _attention_forward_kernel)
+    head_dim = tl.multiple_of(head_dim, 8)
     start_m = tl.program_id(0) * BLOCK_M
     batch_head = tl.program_id(1)
     batch = batch_head // num_heads
@@ -544,15 +553,15 @@ def _attention_backward_dq_kernel(
     do_base = DO + batch.to(tl.int64) * stride_dob + head.to(tl.int64) * stride_doh
     k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
-    q_main = _load_tile(q_base, offs_m, offs_d_main, stride_qm, stride_qd, seq_q, HEAD_DIM,
+    q_main = _load_tile(q_base, offs_m, offs_d_main, stride_qm, stride_qd, seq_q, head_dim,
                         CHECK_M, MAIN_PADDED)
-    do_main = _load_tile(do_base, offs_m, offs_d_main, stride_dom, stride_dod, seq_q, HEAD_DIM,
+    do_main = _load_tile(do_base, offs_m, offs_d_main, stride_dom, stride_dod, seq_q, head_dim,
                          CHECK_M, MAIN_PADDED)
     if HAS_TAIL:
-        q_tail = _load_tile(q_base, offs_m, offs_d_tail, stride_qm, stride_qd, seq_q, HEAD_DIM,
+        q_tail = _load_tile(q_base, offs_m, offs_d_tail, stride_qm, stride_qd, seq_q, head_dim,
                             CHECK_M, True)
         do_tail = _load_tile(do_base, offs_m, offs_d_tail, stride_dom, stride_dod, seq_q,
-                             HEAD_DIM, CHECK_M, True)
+                             head_dim, CHECK_M, True)
     else:
         q_tail = q_main  # never read
         do_tail = do_main
@@ -571,33 +580,33 @@ def _attention_backward_dq_kernel(
             dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
             stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_n_in_block, offs_d_main, offs_d_tail, 0, start_m, seq_k, qk_scale,
-            HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
+            head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
         dq_main, dq_tail = _backward_dq_key_blocks(
             dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
             stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_n_in_block, offs_d_main, offs_d_tail,
             start_m, tl.minimum(start_m + BLOCK_M, seq_k), seq_k, qk_scale,
-            HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, True, CHECK_N, INTERPRETED)
+            head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, True, CHECK_N, INTERPRETED)
     else:
         full_key_end = (seq_k // BLOCK_N) * BLOCK_N
         dq_main, dq_tail = _backward_dq_key_blocks(
             dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
             stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_n_in_block, offs_d_main, offs_d_tail, 0, full_key_end, seq_k, qk_scale,
-            HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
+            head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
         if CHECK_N:
             dq_main, dq_tail = _backward_dq_key_blocks(
                 dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
                 stride_kn, stride_kd, stride_vn, stride_vd,
                 offs_m, offs_n_in_block, offs_d_main, offs_d_tail, full_key_end, seq_k, seq_k,
-                qk_scale, HEAD_DIM, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, True, INTERPRETED)
+                qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, True, INTERPRETED)
 
     dq_base = DQ + batch.to(tl.int64) * stride_dqb + head.to(tl.int64) * stride_dqh
     _store_tile(dq_base, (dq_main * softmax_scale).to(DQ.dtype.element_ty), offs_m, offs_d_main,
-                stride_dqm, stride_dqd, seq_q, HEAD_DIM, CHECK_M, MAIN_PADDED)
+                stride_dqm, stride_dqd, seq_q, head_dim, CHECK_M, MAIN_PADDED)
     if HAS_TAIL:
         _store_tile(dq_base, (dq_tail * softmax_scale).to(DQ.dtype.element_ty), offs_m,
-                    offs_d_tail, stride_dqm, stride_dqd, seq_q, HEAD_DIM, CHECK_M, True)
+                    offs_d_tail, stride_dqm, stride_dqd, seq_q, head_dim, CHECK_M, True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -789,7 +798,7 @@ def validate_inputs(q, k, v, causal: bool, softmax_scale) -> None:
 
 def _slice_constants(head_dim: int, config: AttentionConfig) -> dict:
     d_main, d_tail, has_tail = head_dim_slices(head_dim, config.split_head_dim)
-    return dict(HEAD_DIM=head_dim, D_MAIN=d_main, D_TAIL=d_tail,
+    return dict(head_dim=head_dim, D_MAIN=d_main, D_TAIL=d_tail,
                 MAIN_PADDED=d_main > head_dim, HAS_TAIL=has_tail)
 
 
@@ -831,7 +840,7 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     delta_block = 64 if q.is_cuda else 16
     _backward_delta_kernel[(triton.cdiv(seq_q, delta_block), batch * num_heads)](
         out, grad_out, delta, *out.stride(), *grad_out.stride(), num_heads, seq_q,
-        HEAD_DIM=head_dim, D_PADDED=_next_power_of_2(head_dim), BLOCK_M=delta_block,
+        head_dim=head_dim, D_PADDED=_next_power_of_2(head_dim), BLOCK_M=delta_block,
     )
     tiles = config.backward_dkdv
     _attention_backward_dkdv_kernel[(triton.cdiv(seq_k, tiles.block_n), batch * num_kv_heads)](

@@ -21,10 +21,14 @@ Format facts, all from bitsandbytes 0.50 (github.com/bitsandbytes-foundation/bit
   writes ``T(float(nf4[code]) * absmax)``: an fp32 product rounded once more to bf16/fp16 (RNE).
 
 bitsandbytes builds its CUDA library with ``--use_fast_math`` (its CMakeLists.txt), so in
-*quantization* ``1.0f / absmax`` is the hardware approximate reciprocal, where this module's
-pure-torch quantizer uses the correctly rounded one. Both agree on almost every input; a value can
-land in a different code only when its normalized value is within an ulp or two of a threshold
-(measured on the H200: 0 differing bytes at 4096x4096, 1024x4096 and 4097x37, random bf16 data).
+*quantization* ``1.0f / local_abs_max`` (csrc/kernels.cu, kQuantizeBlockwise, thread 0 stores it
+in shared memory for the whole block) is the hardware's approximate reciprocal,
+``rcp.approx.ftz.f32`` (at most 1 ulp from the correctly rounded one). That was the cause of the
+1-4 packed bytes that differed from bitsandbytes for fp32 inputs of 16-33 M elements (issue 18):
+where the two reciprocals differ by an ulp, a normalized value within an ulp of a code threshold
+lands on the other side. On a CUDA device this module computes the block reciprocals with the
+same PTX instruction (``_approx_reciprocal``), so the quantizer is bit-identical; on the CPU
+(no such instruction) it falls back to the correctly rounded ``1 / absmax``.
 Dequantization has no division, and the kernel here reproduces it bit for bit.
 """
 
@@ -211,12 +215,38 @@ def _blockwise_absmax(values: torch.Tensor, blocksize: int) -> tuple[torch.Tenso
     return padded, padded.abs().amax(dim=1)
 
 
-def quantize_nf4(weight: torch.Tensor, blocksize: int = 64, double_quant: bool = True) -> tuple[torch.Tensor, NF4State]:
+@triton.jit
+def _approx_reciprocal_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets, mask=offsets < n, other=1.0)
+    # What nvcc --use_fast_math makes of bitsandbytes' `1.0f / local_abs_max`.
+    reciprocal = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32,
+                                           is_pure=True, pack=1)
+    tl.store(out_ptr + offsets, reciprocal, mask=offsets < n)
+
+
+def _approx_reciprocal(absmax: torch.Tensor) -> torch.Tensor:
+    """1 / absmax as bitsandbytes' CUDA quantizer computes it (see the module docstring): the
+    approximate PTX reciprocal on a CUDA device, the correctly rounded one elsewhere."""
+    if absmax.device.type != "cuda" or _interpreting():
+        return 1.0 / absmax
+    absmax = absmax.contiguous()
+    out = torch.empty_like(absmax)
+    n = absmax.numel()
+    if n:
+        _approx_reciprocal_kernel[(triton.cdiv(n, 1024),)](absmax, out, n, BLOCK=1024, num_warps=4)
+    return out
+
+
+def quantize_nf4(weight: torch.Tensor, blocksize: int = 64, double_quant: bool = True, *,
+                 _exact_reciprocal: bool = False) -> tuple[torch.Tensor, NF4State]:
     """Quantize ``weight`` (fp32/fp16/bf16, any shape) to NF4 in bitsandbytes' layout.
 
     Returns ``(packed, state)``: ``packed`` is uint8 of shape ``((n + 1) // 2, 1)`` like
     ``bitsandbytes.functional.quantize_4bit(weight, blocksize, compress_statistics=double_quant,
-    quant_type="nf4")``. Pure torch, runs on any device.
+    quant_type="nf4")``. Torch ops on any device (plus one tiny Triton kernel for the block
+    reciprocals on CUDA). ``_exact_reciprocal`` uses the correctly rounded reciprocal even on
+    CUDA (the benchmark's control for the module docstring's claim), not API.
     """
     if weight.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise ValueError(f"NF4 quantization takes fp32/fp16/bf16, got {weight.dtype}")
@@ -226,7 +256,8 @@ def quantize_nf4(weight: torch.Tensor, blocksize: int = 64, double_quant: bool =
     n = weight.numel()
     blocks, absmax = _blockwise_absmax(weight.detach().reshape(-1).float(), blocksize)
     # kQuantizeBlockwise multiplies by the reciprocal rather than dividing (see module docstring).
-    normalized = blocks * (1.0 / absmax)[:, None]
+    reciprocal = (lambda x: 1.0 / x) if _exact_reciprocal else _approx_reciprocal
+    normalized = blocks * reciprocal(absmax)[:, None]
     codes = _nf4_codes(normalized).view(-1)  # padded to whole blocks, so an even count
     packed = ((codes[0::2] << 4) | codes[1::2])[: (n + 1) // 2].reshape(-1, 1).contiguous()
     del blocks, normalized, codes
@@ -239,7 +270,7 @@ def quantize_nf4(weight: torch.Tensor, blocksize: int = 64, double_quant: bool =
     centered = absmax - offset
     dynamic = _table("dynamic", str(device))
     blocks2, absmax2 = _blockwise_absmax(centered, NESTED_BLOCKSIZE)
-    qabsmax = _dynamic_codes(blocks2 * (1.0 / absmax2)[:, None], dynamic).view(-1)[: absmax.numel()]
+    qabsmax = _dynamic_codes(blocks2 * reciprocal(absmax2)[:, None], dynamic).view(-1)[: absmax.numel()]
     return packed, NF4State(
         shape=weight.shape,
         dtype=weight.dtype,

@@ -1,12 +1,14 @@
-"""Turn a ranked diagnosis into a ``Finding`` whose message and fixes use the captured values."""
+"""Turn a ranked diagnosis into a ``Finding``: the message from the signature's template, the
+fixes from the rule's remedy (the same one the static check calls) with the captured values."""
 
 from __future__ import annotations
 
 import functools
 from typing import Any
 
-from ..model import Finding, Fix, Severity
-from .enrich import MachineFacts, machine_fixes
+from ..model import Finding, Severity
+from ..remedies import fixes_for
+from ..remedies.machine import Machine
 from .ranking import Diagnosis
 from .templates import derive, fill
 
@@ -44,22 +46,12 @@ def _severity(diagnosis: Diagnosis) -> Severity:
     return max((Severity(h.signature.severity or "error") for h in diagnosis.primary), key=lambda s: s.rank)
 
 
-def build_finding(diagnosis: Diagnosis, facts: MachineFacts | None = None) -> Finding:
+def build_finding(diagnosis: Diagnosis, machine: Machine | None = None) -> Finding:
     rule = _catalogue().get(diagnosis.rule)
     values = _values(diagnosis)
     messages = list(dict.fromkeys(fill(h.signature.message, values) for h in diagnosis.primary))
 
-    fixes: list[Fix] = list(machine_fixes(diagnosis.rule, values, facts))
-    seen = {f.summary for f in fixes}
-    for hit in diagnosis.primary:
-        template = hit.signature.fix
-        if template is None:
-            continue
-        summary = fill(template.summary, values)
-        if summary in seen:
-            continue
-        seen.add(summary)
-        fixes.append(Fix(template.kind, summary, commands=tuple(fill(c, values) for c in template.commands)))
+    fixes = fixes_for(diagnosis.rule, values, machine)
 
     first = diagnosis.first
     evidence = {
@@ -77,5 +69,5 @@ def build_finding(diagnosis: Diagnosis, facts: MachineFacts | None = None) -> Fi
         title=rule.title if rule is not None else diagnosis.rule,
         message=" ".join(messages),
         evidence=evidence,
-        fixes=tuple(fixes),
+        fixes=fixes,
     )

@@ -18,15 +18,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-FIX_KINDS = ("user", "system", "code", "manual")
 SEVERITIES = ("error", "warning", "info")
-
-
-@dataclass(frozen=True)
-class FixTemplate:
-    kind: str
-    summary: str
-    commands: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -53,7 +45,6 @@ class Signature:
     only_if_zero: tuple[str, ...] = ()
     derive: Mapping[str, str] = field(default_factory=dict)
     lookup: Lookup | None = None
-    fix: FixTemplate | None = None
 
 
 def _signature_from_toml(raw: Mapping[str, Any]) -> Signature:
@@ -65,12 +56,8 @@ def _signature_from_toml(raw: Mapping[str, Any]) -> Signature:
     severity = raw.get("severity")
     if severity is not None and severity not in SEVERITIES:
         raise ValueError(f"signature {sig_id}: severity must be one of {SEVERITIES}")
-    fix = None
-    if "fix" in raw:
-        kind = raw["fix"]["kind"]
-        if kind not in FIX_KINDS:
-            raise ValueError(f"signature {sig_id}: fix kind must be one of {FIX_KINDS}")
-        fix = FixTemplate(kind, raw["fix"]["summary"], tuple(raw["fix"].get("commands", ())))
+    if "fix" in raw:  # one owner: a rule's fixes live in gpudoctor/remedies, not per signature
+        raise ValueError(f"signature {sig_id}: fixes belong to the rule's remedy (gpudoctor/remedies), not a signature")
     lookup = None
     if "lookup" in raw:
         lk = raw["lookup"]
@@ -88,7 +75,6 @@ def _signature_from_toml(raw: Mapping[str, Any]) -> Signature:
         only_if_zero=tuple(raw.get("only_if_zero", ())),
         derive=dict(raw.get("derive", {})),
         lookup=lookup,
-        fix=fix,
     )
 
 

@@ -21,11 +21,26 @@ def _scrub(value):
     return value
 
 
+def finding_to_json(finding: Finding) -> dict:
+    """One finding as the schema-1 object; its fixes' commands and env are derived from their
+    actions (``gpudoctor.fix.actions``), and the actions come along so nothing is lost."""
+    from ..fix.actions import fix_to_json
+
+    return {
+        "id": finding.id,
+        "severity": finding.severity.value,
+        "title": finding.title,
+        "message": finding.message,
+        "evidence": dict(finding.evidence),
+        "fixes": [fix_to_json(fix) for fix in finding.fixes],
+    }
+
+
 def report_dict(findings: Iterable[Finding], checks: Iterable[CheckResult] = (), **extra) -> dict:
     data = {
         "schema": SCHEMA,
         "tool": {"name": "gpudoctor", "version": __version__},
-        "findings": [_scrub(f.to_json()) for f in findings],
+        "findings": [_scrub(finding_to_json(f)) for f in findings],
         "checks": [c.to_json() for c in checks],
     }
     data.update(extra)

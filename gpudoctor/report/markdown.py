@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ..fix.actions import fix_commands
 from ..model import CheckResult, Finding
 
 
@@ -22,6 +23,6 @@ def render_markdown(findings: Iterable[Finding], checks: Iterable[CheckResult], 
             lines += ["", f.message, ""]
             for fix in f.fixes:
                 lines.append(f"- fix ({fix.kind}): {fix.summary}")
-                lines += [f"  - `{c}`" for c in fix.commands]
+                lines += [f"  - `{c}`" for c in fix_commands(fix)]
             lines.append("")
     return "\n".join(lines) + "\n"

@@ -7,6 +7,7 @@ from typing import Iterable
 from rich.console import Console
 from rich.markup import escape
 
+from ..fix.actions import fix_lines
 from ..knowledge import load_catalogue
 from ..model import CheckResult, CheckStatus, Finding, Severity
 
@@ -40,10 +41,8 @@ def print_findings(console: Console, findings: Iterable[Finding], verbose: bool 
         console.print(f"      {escape(f.message)}", highlight=False)
         for fix in f.fixes:
             console.print(f"      [cyan]fix[/] [dim]({fix.kind})[/] {escape(fix.summary)}", highlight=False)
-            for command in fix.commands:
-                console.print(f"        $ {escape(command)}", highlight=False)
-            if fix.actions and not fix.commands and fix.kind == "user":
-                console.print(f"        $ gpudoctor fix --only {f.id}   [dim]# no root; review first with --dry-run[/]", highlight=False)
+            for line in fix_lines(f.id, fix, verbose):
+                console.print(f"        {escape(line)}", highlight=False)
         if verbose and f.evidence:
             for key, value in f.evidence.items():
                 console.print(f"      [dim]{escape(str(key))}: {escape(str(value))}[/]", highlight=False)

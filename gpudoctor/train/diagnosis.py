@@ -18,13 +18,15 @@ from typing import Any
 
 from ..checks.base import finding
 from ..model import CheckResult, CheckStatus, Finding, Fix, Severity
+from ..remedies import Machine, fixes_for
+from ..remedies.training import RERUN_PASS
 from .protocol import INSTALL_HINT
 
 # Rules that explain why Triton's JIT failed; the log matcher reports them from compiler output.
 JIT_CAUSES = ("libcuda-unversioned-missing", "libcuda-not-in-linker-cache", "libcuda-stub-at-runtime",
               "c-compiler-missing", "triton-cache-unwritable", "cuda-home-missing", "triton-arch-unsupported",
               "torch-arch-unsupported", "driver-too-old", "nvcc-host-compiler-unsupported")
-RERUN = Fix("manual", "After the fix, rerun the training pass.", commands=("gpudoctor check --train",))
+RERUN = Fix("manual", "After the fix, rerun the training pass.", (RERUN_PASS,))
 
 
 @dataclass
@@ -40,20 +42,14 @@ def skipped_pass(reason: str, hint: str | None = None) -> TrainPass:
     return TrainPass([], checks, {"status": "skipped", "reason": reason, "hint": hint})
 
 
-def _cause_fixes(cause: str, log_findings: list[Finding], compiler: str | None) -> tuple[Fix, ...]:
+def _cause_fixes(cause: str, log_findings: list[Finding], compiler: str | None, machine: Machine | None) -> tuple[Fix, ...]:
     for f in log_findings:
         if f.id == cause and f.fixes:
             return f.fixes
-    if cause == "c-compiler-missing":
-        shown = compiler or "$CC"
-        return (Fix("user", f"CC points at {shown}, which does not exist: point it at a working C compiler, "
-                            "or unset it so Triton uses gcc or clang from PATH.",
-                    commands=("unset CC", "export CC=$(command -v gcc || command -v clang)")),
-                Fix("system", "No compiler at all? Install gcc.", commands=("sudo apt-get install -y gcc",)))
-    return ()
+    return fixes_for(cause, {"cc": compiler} if cause == "c-compiler-missing" else {}, machine)
 
 
-def _jit_finding(stage: str, failure: dict, log_findings: list[Finding]) -> list[Finding]:
+def _jit_finding(stage: str, failure: dict, log_findings: list[Finding], machine: Machine | None = None) -> list[Finding]:
     cause = failure.get("cause")
     if cause is None:
         cause = next((f.id for f in log_findings if f.id in JIT_CAUSES), None)
@@ -62,7 +58,7 @@ def _jit_finding(stage: str, failure: dict, log_findings: list[Finding]) -> list
         message = f"Triton's JIT failed in the {stage} stage because of {cause} ({what})."
     else:
         message = f"Triton's JIT failed in the {stage} stage ({what}); no known cause matched its output."
-    fixes = _cause_fixes(cause, log_findings, failure.get("compiler")) if cause else ()
+    fixes = _cause_fixes(cause, log_findings, failure.get("compiler"), machine) if cause else ()
     evidence = {"stage": stage, "cause": cause, "error": what, "compiler": failure.get("compiler"),
                 "traceback_tail": failure.get("traceback", "")[-1500:]}
     found = [finding("triton-jit-failed", message, evidence, fixes + (RERUN,))]
@@ -72,29 +68,26 @@ def _jit_finding(stage: str, failure: dict, log_findings: list[Finding]) -> list
     return found
 
 
-def _stage_failure_findings(stage: dict, outcome, preset: str) -> list[Finding]:
+def _stage_failure_findings(stage: dict, outcome, preset: str, machine: Machine | None) -> list[Finding]:
     failure = stage.get("failure") or {}
     kind = failure.get("kind")
     stage_id = stage["id"]
     if kind == "triton-jit":
-        return _jit_finding(stage_id, failure, outcome.log_findings)
+        return _jit_finding(stage_id, failure, outcome.log_findings, machine)
     if kind == "oom":
         return [finding("cuda-oom", f"The {preset} preset ran out of GPU memory in the {stage_id} stage: "
                         f"{failure.get('message')}", {"stage": stage_id},
-                        (Fix("manual", "Free the GPU (other processes hold memory: see nvidia-smi), or run a smaller "
-                                       "preset.", commands=("nvidia-smi", "gpudoctor check --train --preset tiny")),))]
+                        fixes_for("cuda-oom", {"from_training_pass": True}))]
     if kind in ("illegal-memory-access", "cuda-error"):
         return [finding("triton-jit-failed", f"A kernel hit a CUDA error in the {stage_id} stage: {failure.get('message')}",
                         {"stage": stage_id, "cause": kind, "traceback_tail": failure.get("traceback", "")[-1500:]},
-                        (Fix("manual", "Find the kernel: rerun the pass with synchronous launches.",
-                             commands=(f"CUDA_LAUNCH_BLOCKING=1 python -m gpudoctor.train --preset {preset}",)),))]
+                        fixes_for("triton-jit-failed", {"situation": "cuda-error", "preset": preset}))]
     if kind == "missing-extra":
         return []
     if stage_id == "training":
         return [finding("training-pass-diverged", f"The QLoRA step could not run: {failure.get('error_type')}: "
                         f"{failure.get('message')}", {"traceback_tail": failure.get("traceback", "")[-1500:]},
-                        (Fix("manual", "Rerun the child alone to see the whole traceback.",
-                             commands=(f"python -m gpudoctor.train --preset {preset}",)),))]
+                        fixes_for("training-pass-diverged", {"situation": "error", "preset": preset}))]
     return []
 
 
@@ -102,14 +95,12 @@ def _crash_findings(outcome, preset: str, timeout_s: float) -> list[Finding]:
     running = outcome.running_stage() or {"id": "start-up", "title": "starting the child"}
     evidence = {"stage": running["id"], "returncode": outcome.returncode, "signal": outcome.signal_name,
                 "stderr_tail": outcome.stderr_tail[-1500:], "command": " ".join(outcome.command)}
-    isolate = Fix("manual", "Rerun the pass alone to watch it fail, and skip the backend matrix to isolate the "
-                            "training step.", commands=(f"python -m gpudoctor.train --preset {preset} --skip-backends",))
     if outcome.timed_out:
         message = (f"The training pass hung: still in stage '{running.get('title', running['id'])}' after "
                    f"{timeout_s:.0f} s, so it was killed. A kernel that never finishes, or a compile stuck on a "
                    "lock in the Triton cache.")
-        fixes = (isolate, Fix("manual", "If the machine is only slow (a cold cache compiles every kernel), allow more time.",
-                              commands=(f"gpudoctor check --train --train-timeout {int(timeout_s * 3)}",)))
+        fixes = fixes_for("triton-jit-failed", {"situation": "timeout", "preset": preset,
+                                                "longer_timeout": int(timeout_s * 3)})
         evidence["timeout_s"] = timeout_s
         return [finding("triton-jit-failed", message, evidence, fixes)]
     signal_name = outcome.signal_name
@@ -119,7 +110,7 @@ def _crash_findings(outcome, preset: str, timeout_s: float) -> list[Finding]:
     else:
         message = (f"The training pass exited with code {outcome.returncode} without a result, in stage "
                    f"'{running.get('title', running['id'])}'.")
-    return [finding("triton-jit-failed", message, evidence, (isolate,))]
+    return [finding("triton-jit-failed", message, evidence, fixes_for("triton-jit-failed", {"situation": "crash", "preset": preset}))]
 
 
 def _backend_findings(stage: dict, log_matcher) -> list[Finding]:
@@ -128,12 +119,11 @@ def _backend_findings(stage: dict, log_matcher) -> list[Finding]:
     working = [r["backend"] for r in rows if r["status"] == "works"]
     for row in rows:
         if row["status"] == "mismatch":
-            use = f"Use a backend that agreed: {', '.join(working)}." if working else "No backend agreed here."
             found.append(finding("kernel-numerics-mismatch",
                                  f"{row['capability']} backend {row['backend']} disagrees with the reference: {row['reason']}.",
                                  {"capability": row["capability"], "backend": row["backend"], "errors": row["errors"],
                                   "tolerance": row["tolerance"], "shape": row["notes"]},
-                                 (Fix("manual", use + " Report the mismatch upstream with `gpudoctor check --train --json`."),)))
+                                 fixes_for("kernel-numerics-mismatch", {"working": tuple(working)})))
         elif row["status"] == "fails" and row["backend"] == "gpudoctor-triton":
             found += _jit_finding(f"{row['capability']} backend matrix ({row['stage']})",
                                   {"error_type": row["error_type"], "message": row["reason"],
@@ -245,12 +235,11 @@ def _peft_findings(stage: dict) -> list[Finding]:
     return [finding("unsloth-layers-not-patched",
                     f"With this LoRA config Unsloth would log: {unsloth['would_log']} " + " ".join(unsloth["warnings"]),
                     {"config": config, "would_log": unsloth["would_log"]},
-                    (Fix("code", "Set lora_dropout=0 and bias=\"none\" (and no DoRA) in LoraConfig so Unsloth "
-                                 "patches every QKV, O and MLP layer."),),
+                    fixes_for("unsloth-layers-not-patched", {"dropout": config.get("lora_dropout", "…")}),
                     severity=Severity.WARNING)]
 
 
-def diagnose_outcome(outcome, timeout_s: float) -> TrainPass:
+def diagnose_outcome(outcome, timeout_s: float, machine: Machine | None = None) -> TrainPass:
     from ..logs import diagnose_lines
 
     result = outcome.result or {}
@@ -267,15 +256,13 @@ def diagnose_outcome(outcome, timeout_s: float) -> TrainPass:
 
     for stage in stage_list:
         if stage.get("status") == "error":
-            findings += _stage_failure_findings(stage, outcome, preset)
+            findings += _stage_failure_findings(stage, outcome, preset, machine)
         if stage["id"] == "training" and stage.get("status") == "fail":
             detail = stage.get("detail") or {}
             findings.append(finding("training-pass-diverged", "; ".join(stage.get("problems", [])) + ".",
                                     {"losses": detail.get("losses"), "zero_lora_grads": detail.get("zero_lora_grads"),
                                      "nonfinite_grads": detail.get("nonfinite_grads")},
-                                    (Fix("manual", "Isolate the kernel: rerun the pass and compare the backend matrix; "
-                                                   "a backend that disagrees there is the usual cause.",
-                                         commands=(f"gpudoctor check --train --preset {preset} -v",)),)))
+                                    fixes_for("training-pass-diverged", {"situation": "diverged", "preset": preset})))
         if stage["id"].endswith("-backends"):
             findings += _backend_findings(stage, diagnose_lines)
         if stage["id"] == "peft":

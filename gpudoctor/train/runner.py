@@ -172,7 +172,7 @@ class PendingPass:
         if self.child is not None:
             _kill_group(self.child.process)
 
-    def finish(self, show_progress: bool = False, console=None):
+    def finish(self, show_progress: bool = False, console=None, machine=None):
         from .diagnosis import diagnose_outcome
 
         if self.done is not None:
@@ -184,7 +184,7 @@ class PendingPass:
                 outcome = self.child.wait(on_event=progress.update)
         else:
             outcome = self.child.wait()
-        return diagnose_outcome(outcome, self.child.timeout_s)
+        return diagnose_outcome(outcome, self.child.timeout_s, machine)
 
 
 def start_training_pass(preset: str | None = None, compile: bool = False, peft: bool = False,

@@ -26,7 +26,11 @@ def test_json_report_follows_the_schema(capsys):
     assert finding["id"] == "libcuda-unversioned-missing" and finding["severity"] == "error"
     assert set(finding) == {"id", "severity", "title", "message", "evidence", "fixes"}
     assert {fix["kind"] for fix in finding["fixes"]} == {"user", "system"}
-    assert all(set(fix) == {"kind", "summary", "commands", "env"} for fix in finding["fixes"])
+    # schema 1 plus the additive "actions"; commands and env are derived from the actions
+    assert all(set(fix) == {"kind", "summary", "commands", "env", "actions"} for fix in finding["fixes"])
+    user = next(fix for fix in finding["fixes"] if fix["kind"] == "user")
+    assert any(a["type"] == "Symlink" for a in user["actions"])
+    assert any(c.startswith("ln -s ") for c in user["commands"]) and "LIBRARY_PATH" in user["env"]
     ranks = {"error": 2, "warning": 1, "info": 0}
     severities = [ranks[f["severity"]] for f in data["findings"]]
     assert severities == sorted(severities, reverse=True)

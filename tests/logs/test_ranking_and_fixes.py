@@ -1,9 +1,10 @@
 """Root cause first, consequences after, one finding per rule; fixes name this machine's paths
-when a MachineFacts (or host) is given, and nothing machine-specific when not."""
+when a Machine (from the same facts the checks use) is given, and nothing machine-specific when not."""
 
 from __future__ import annotations
 
-from gpudoctor.logs import MachineFacts, diagnose_lines
+from gpudoctor.fix.actions import fix_commands, fix_env
+from gpudoctor.logs import Machine, diagnose_lines
 from gpudoctor.model import InstallPackage, SetEnv, Symlink
 from gpudoctor.paths import GpudoctorDirs
 
@@ -49,41 +50,47 @@ def test_trl_and_transformers_kwargs_are_told_apart():
     assert b.id == "transformers-removed-kwarg" and "eval_strategy" in b.fixes[0].summary
 
 
-def test_no_host_means_no_machine_paths():
+def test_no_machine_means_no_machine_paths():
+    # a log from an unknown machine: the fix is to run `gpudoctor check` there, never a path guessed here
     [finding] = diagnose_lines([LCUDA])
-    assert all(not fix.actions for fix in finding.fixes)
+    assert [fix.kind for fix in finding.fixes] == ["manual"]
+    assert fix_commands(finding.fixes[0]) == ["gpudoctor check"]
 
 
 def test_libcuda_fix_uses_where_libcuda_really_is():
-    facts = MachineFacts(libcuda_dirs=("/usr/lib/x86_64-linux-gnu",), dirs=DIRS)
-    [finding] = diagnose_lines([LCUDA], host=facts)
+    facts = Machine(libcuda_dirs=("/usr/lib/x86_64-linux-gnu",), dirs=DIRS)
+    [finding] = diagnose_lines([LCUDA], machine=facts)
     user = finding.fixes[0]
     assert user.kind == "user"
     assert Symlink("/home/u/.cache/gpudoctor/lib/libcuda.so", "/usr/lib/x86_64-linux-gnu/libcuda.so.1") in user.actions
-    assert SetEnv("TRITON_LIBCUDA_PATH", "/home/u/.cache/gpudoctor/lib") in user.actions
+    # LIBRARY_PATH only: TRITON_LIBCUDA_PATH at a dir without libcuda.so.1 breaks Triton >= #8668
+    assert SetEnv("LIBRARY_PATH", "/home/u/.cache/gpudoctor/lib", prepend=True) in user.actions
+    assert not any(getattr(a, "name", "") == "TRITON_LIBCUDA_PATH" for a in user.actions)
     assert finding.fixes[1].kind == "system"
-    assert "sudo ln -s libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so" in finding.fixes[1].commands
+    assert "sudo ln -s libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so" in fix_commands(finding.fixes[1])
 
 
 def test_gcc_fix_picks_the_newest_installed_gcc_within_the_limit():
-    facts = MachineFacts(gcc_by_major={14: ("/usr/bin/gcc-14", "/usr/bin/g++-14"), 12: ("/usr/bin/gcc-12", "/usr/bin/g++-12"),
+    facts = Machine(gcc_by_major={14: ("/usr/bin/gcc-14", "/usr/bin/g++-14"), 12: ("/usr/bin/gcc-12", "/usr/bin/g++-12"),
                                        11: ("/usr/bin/gcc-11", None)}, dirs=DIRS)
-    [finding] = diagnose_lines([GCC], host=facts)
-    fix = finding.fixes[0]
-    assert fix.env["NVCC_CCBIN"] == "/usr/bin/g++-12" and fix.env["CC"] == "/usr/bin/gcc-12"
+    [finding] = diagnose_lines([GCC], machine=facts)
+    env = fix_env(finding.fixes[0])
+    assert env["NVCC_CCBIN"] == "/usr/bin/g++-12" and env["CC"] == "/usr/bin/gcc-12"
 
 
 def test_gcc_fix_installs_one_when_none_fits():
-    facts = MachineFacts(gcc_by_major={15: ("/usr/bin/gcc-15", "/usr/bin/g++-15")}, package_manager="apt", dirs=DIRS)
-    [finding] = diagnose_lines([GCC], host=facts)
+    facts = Machine(gcc_by_major={15: ("/usr/bin/gcc-15", "/usr/bin/g++-15")}, package_manager="apt", dirs=DIRS)
+    [finding] = diagnose_lines([GCC], machine=facts)
     assert finding.fixes[0].kind == "system"
     assert InstallPackage("apt", ("gcc-12", "g++-12")) in finding.fixes[0].actions
 
 
-def test_local_lookup_never_crashes():
-    from gpudoctor.logs.enrich import LOCAL
+def test_this_machine_lookup_never_crashes():
+    from gpudoctor.facts import Facts
+    from gpudoctor.host import LiveHost
+    from gpudoctor.remedies import machine_from_facts
 
-    findings = diagnose_lines([LCUDA, GCC], host=LOCAL)
+    findings = diagnose_lines([LCUDA, GCC], machine=lambda: machine_from_facts(Facts(LiveHost())))
     assert {f.id for f in findings} == {"libcuda-unversioned-missing", "nvcc-host-compiler-unsupported"}
 
 

@@ -20,9 +20,9 @@ from gpudoctor.train.stages import StageRunner  # noqa: E402
 TINY = PRESETS["tiny"]
 
 
-def _diagnose(stages: StageRunner):
+def _diagnose(stages: StageRunner, machine=None):
     result = {"schema": 1, "mode": "interpreter", "preset": "tiny", "stages": stages.stages}
-    return diagnose_outcome(ChildOutcome(command=["test"], returncode=1, result=result), timeout_s=60)
+    return diagnose_outcome(ChildOutcome(command=["test"], returncode=1, result=result), timeout_s=60, machine=machine)
 
 
 def test_poisoned_nf4_kernel_is_a_numerics_mismatch(monkeypatch, device):
@@ -67,10 +67,14 @@ def test_cc_pointing_at_a_missing_compiler_is_named_as_the_cause(monkeypatch, de
     stages.run("triton-jit", "Triton JIT", lambda: jit.check(device, torch.float16, interpreted=device == "cpu"))
     assert stages.stages[0]["status"] == "error"
     assert stages.stages[0]["failure"]["cause"] == "c-compiler-missing"
-    train = _diagnose(stages)
+    from gpudoctor.fix.actions import fix_env
+    from gpudoctor.remedies import Machine
+
+    # A machine with a working gcc: the remedy points CC at it (a user fix that leads somewhere).
+    train = _diagnose(stages, machine=Machine(c_compilers=("/usr/bin/gcc",), package_manager="apt"))
     jit_failed = next(f for f in train.findings if f.id == "triton-jit-failed")
     assert "c-compiler-missing" in jit_failed.message
-    assert any("unset CC" in c for fix in jit_failed.fixes for c in fix.commands)
+    assert any(fix.kind == "user" and fix_env(fix) == {"CC": "/usr/bin/gcc"} for fix in jit_failed.fixes)
     assert any(f.id == "c-compiler-missing" for f in train.findings)
 
 

@@ -30,7 +30,9 @@ def test_child_that_hangs_is_killed_and_diagnosed():
     assert time.perf_counter() - start < 30
     finding = next(f for f in train.findings if f.id == "triton-jit-failed")
     assert "hung" in finding.message and finding.evidence["timeout_s"] == 2
-    assert any("--train-timeout" in c for fix in finding.fixes for c in fix.commands)
+    from gpudoctor.fix.actions import fix_commands
+
+    assert any("--train-timeout" in c for fix in finding.fixes for c in fix_commands(fix))
     assert train.data["child"]["timed_out"]
 
 

@@ -1,0 +1,88 @@
+"""SetEnv and RemoveFromPathVar: entries in gpudoctor's one user-local env file, loaded by
+``eval "$(gpudoctor env)"`` or ``gpudoctor run --``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ...model import RemoveFromPathVar, SetEnv
+from .. import envfile
+from ..shellquote import sh
+from .base import ALREADY, DONE, GONE, KEPT, UNDONE, ActionKind, UndoContext
+from .shell import ENV_FILE_VAR
+
+
+def entry_for(action: SetEnv | RemoveFromPathVar) -> envfile.EnvEntry:
+    if isinstance(action, RemoveFromPathVar):
+        return envfile.EnvEntry(action.name, action.entry, "remove")
+    return envfile.EnvEntry(action.name, action.value, "prepend" if action.prepend else "set")
+
+
+def describe(action: SetEnv | RemoveFromPathVar) -> str:
+    if isinstance(action, RemoveFromPathVar):
+        return f"remove {action.entry} from {action.name}"
+    return f"{'prepend to' if action.prepend else 'set'} {action.name}={action.value}"
+
+
+def commands(action: SetEnv | RemoveFromPathVar) -> list[str]:
+    return [envfile.posix_line(entry_for(action))]
+
+
+def render(action: SetEnv | RemoveFromPathVar) -> list[str]:
+    marker, shell_line = envfile.entry_lines(entry_for(action))
+    return [
+        f'grep -qxF -- {sh(marker)} "${ENV_FILE_VAR}" 2>/dev/null || '
+        f'( umask 077 && printf \'%s\\n\' {sh(marker)} {sh(shell_line)} >> "${ENV_FILE_VAR}" )'
+    ]
+
+
+def apply(applier: Any, action: SetEnv | RemoveFromPathVar) -> str:
+    path = applier.dirs.env_file
+    entry = entry_for(action)
+    entries = envfile.read_entries(path)
+    if entry in entries:
+        return ALREADY
+    replaced = None
+    if entry.mode == "set":
+        for index, old in enumerate(entries):
+            if old.mode == "set" and old.name == entry.name:
+                replaced, entries[index] = old, entry
+                break
+    if replaced is None:
+        entries.append(entry)
+    if not os.path.lexists(path):
+        applier.ensure_dir(os.path.dirname(path))
+        applier.manifest.record("env_file", path=path)
+    envfile.write_entries(path, entries)
+    applier.manifest.record("env", entry=entry.to_json(), replaced=replaced.to_json() if replaced else None)
+    return DONE
+
+
+def undo_env(change: dict[str, Any], context: UndoContext) -> tuple[str, str]:
+    env_file = context.dirs.env_file
+    entry = envfile.EnvEntry.from_json(change["entry"])
+    entries = envfile.read_entries(env_file)
+    if entry not in entries:
+        return GONE, f"{entry.name} entry"
+    index = len(entries) - 1 - entries[::-1].index(entry)
+    if change.get("replaced"):
+        entries[index] = envfile.EnvEntry.from_json(change["replaced"])
+    else:
+        del entries[index]
+    envfile.write_entries(env_file, entries)
+    return UNDONE, f"{entry.mode} {entry.name}: removed from {env_file}"
+
+
+def undo_env_file(change: dict[str, Any], context: UndoContext) -> tuple[str, str]:
+    path = change["path"]
+    if not os.path.lexists(path):
+        return GONE, path
+    if envfile.read_entries(path):
+        return KEPT, f"{path} still has entries gpudoctor did not record"
+    os.unlink(path)
+    return UNDONE, f"removed {path}"
+
+
+KIND = ActionKind((SetEnv, RemoveFromPathVar), order=5, describe=describe, commands=commands, render=render,
+                  apply=apply, undoers={"env": undo_env, "env_file": undo_env_file})

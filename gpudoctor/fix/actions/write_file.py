@@ -1,0 +1,66 @@
+"""WriteFile: a file gpudoctor creates whole (an ld.so.conf.d entry, as root), never over another."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ...model import WriteFile
+from ..shellquote import sh
+from .base import ALREADY, DONE, GONE, KEPT, UNDONE, ActionKind, Refused, UndoContext
+from .shell import fail
+
+
+def describe(action: WriteFile) -> str:
+    return f"write {action.path}"
+
+
+def commands(action: WriteFile) -> list[str]:
+    tee = "sudo tee" if action.needs_root else "tee"
+    return [f"printf '%s' {sh(action.content)} | {tee} {sh(action.path)} >/dev/null"]
+
+
+def render(action: WriteFile) -> list[str]:
+    path, content = sh(action.path), sh(action.content)
+    return [
+        f"if [ -e {path} ] || [ -L {path} ]; then",
+        f"  printf '%s' {content} | cmp -s - {path} || " + fail(f"{action.path} exists with other content; refusing to replace it"),
+        "else",
+        f"  printf '%s' {content} > {path}",
+        "fi",
+    ]
+
+
+def apply(applier: Any, action: WriteFile) -> str:
+    if os.path.lexists(action.path):
+        try:
+            with open(action.path, encoding="utf-8") as handle:
+                if handle.read() == action.content:
+                    return ALREADY
+        except (OSError, UnicodeDecodeError):
+            pass
+        raise Refused(f"{action.path} exists with other content; refusing to replace it")
+    applier.ensure_dir(os.path.dirname(action.path))
+    with open(action.path, "x", encoding="utf-8") as handle:  # "x": never clobber a racer
+        handle.write(action.content)
+    applier.manifest.record("write_file", path=action.path, content=action.content)
+    return DONE
+
+
+def undo_write_file(change: dict[str, Any], context: UndoContext) -> tuple[str, str]:
+    path = change["path"]
+    if not os.path.lexists(path):
+        return GONE, path
+    try:
+        with open(path, encoding="utf-8") as handle:
+            unchanged = handle.read() == change["content"]
+    except (OSError, UnicodeDecodeError):
+        unchanged = False
+    if not unchanged:
+        return KEPT, f"{path} was changed since gpudoctor wrote it"
+    os.unlink(path)
+    return UNDONE, f"removed {path}"
+
+
+KIND = ActionKind((WriteFile,), order=2, describe=describe, commands=commands, render=render,
+                  needs_root=lambda action: action.needs_root, apply=apply, undoers={"write_file": undo_write_file})

@@ -1,0 +1,80 @@
+"""The plain values about *this* machine that remedies name in their fixes (the directory that
+holds the real libcuda.so.1, the compilers installed, the package manager, gpudoctor's own
+directories), taken from the same Facts every detector uses. A log diagnosis, a static check and
+the training pass therefore give identical fixes for identical facts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..paths import GpudoctorDirs
+
+
+@dataclass(frozen=True)
+class Machine:
+    libcuda_dirs: tuple[str, ...] = ()  # directories holding the driver's real libcuda.so.1, best first
+    gcc_by_major: Mapping[int, tuple[str, str | None]] = field(default_factory=dict)  # major -> (gcc, g++)
+    c_compilers: tuple[str, ...] = ()  # working C compilers found (gcc, clang), PATH order
+    package_manager: str | None = None  # apt | dnf | yum | zypper | pacman
+    dirs: GpudoctorDirs | None = None
+
+    def values(self) -> dict[str, Any]:
+        return {"libcuda_dirs": self.libcuda_dirs, "gcc_by_major": self.gcc_by_major,
+                "c_compilers": self.c_compilers, "package_manager": self.package_manager, "dirs": self.dirs}
+
+
+def distro_manager(system: Any) -> str | None:
+    info = getattr(system, "info", None)
+    ids = {info.distro_id, *info.distro_like.split()} if info else set()
+    if ids & {"ubuntu", "debian"}:
+        return "apt"
+    if ids & {"fedora", "rhel", "centos", "rocky", "almalinux"}:
+        return "dnf"
+    if ids & {"opensuse", "suse", "sles", "opensuse-leap", "opensuse-tumbleweed"}:
+        return "zypper"
+    if ids & {"arch", "manjaro"}:
+        return "pacman"
+    return None
+
+
+def _fact(facts: Any, name: str) -> Any:
+    try:
+        value = facts.get(name)
+    except Exception:  # noqa: BLE001 - a fact we cannot learn leaves that part of the fix generic
+        return None
+    return None if isinstance(value, BaseException) else value  # a ProbeFailure: unknown
+
+
+def libcuda_dirs(libcuda: Any) -> tuple[str, ...]:
+    return tuple(d.path for d in libcuda.real_dirs()) if libcuda is not None else ()
+
+
+def gcc_by_major(toolchain: Any) -> dict[int, tuple[str, str | None]]:
+    """Each installed gcc major, first found on PATH first, with its g++ partner."""
+    gccs: dict[int, tuple[str, str | None]] = {}
+    for compiler in getattr(toolchain, "compilers", ()) or ():
+        if compiler.family == "gcc" and compiler.version is not None:
+            gccs.setdefault(compiler.version[0], (compiler.path, compiler.cxx))
+    return gccs
+
+
+def c_compilers(toolchain: Any) -> tuple[str, ...]:
+    """C compilers that answered with a version (so they run), in probe order."""
+    found: list[str] = []
+    for compiler in getattr(toolchain, "compilers", ()) or ():
+        if compiler.version is not None and compiler.family in ("gcc", "clang") and compiler.path not in found:
+            found.append(compiler.path)
+    return tuple(found)
+
+
+def machine_from_facts(facts: Any) -> Machine:
+    """``facts``: a ``gpudoctor.facts.Facts`` (each fact probed once, shared with the checks)."""
+    toolchain = _fact(facts, "toolchain")
+    return Machine(
+        libcuda_dirs=libcuda_dirs(_fact(facts, "libcuda")),
+        gcc_by_major=gcc_by_major(toolchain),
+        c_compilers=c_compilers(toolchain),
+        package_manager=distro_manager(_fact(facts, "system")),
+        dirs=_fact(facts, "dirs"),
+    )

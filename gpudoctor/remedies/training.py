@@ -1,0 +1,63 @@
+"""Remedies for training code and config, and for what the training pass found."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..model import CodeEdit, Fix, SuggestCommand
+
+RERUN_PASS = SuggestCommand("gpudoctor check --train")
+
+
+def unsloth_layers_not_patched(v: Mapping[str, Any]) -> list[Fix]:
+    return [Fix("code", "Set lora_dropout=0 and bias=\"none\" (and no DoRA) in get_peft_model / LoraConfig so Unsloth "
+                        "patches every layer with its fast path.",
+                (CodeEdit("Unsloth's fast path", f"lora_dropout={v.get('dropout', '…')}", "lora_dropout=0"),))]
+
+
+def transformers_removed_kwarg(v: Mapping[str, Any]) -> list[Fix]:
+    kwarg, replacement = v.get("kwarg"), v.get("replacement")
+    if not kwarg:
+        return [Fix("code", "Update the arguments that this transformers version removed (see its release notes).")]
+    return [Fix("code", f"Rename `{kwarg}`: {replacement or 'see the release notes'}.",
+                (CodeEdit(f"rename {kwarg}", kwarg, str(replacement or "")),))]
+
+
+def trl_sfttrainer_api_change(v: Mapping[str, Any]) -> list[Fix]:
+    replacement = v.get("replacement") or ("move dataset and formatting options into SFTConfig; tokenizer= "
+                                           "becomes processing_class=")
+    return [Fix("code", f"Update the SFTTrainer call for this TRL version: {replacement}.")]
+
+
+def triton_jit_failed(v: Mapping[str, Any]) -> list[Fix]:
+    """``situation`` (from the training pass): timeout | crash | cuda-error | compile (default)."""
+    preset = v.get("preset", "phi2")
+    isolate = Fix("manual", "Rerun the pass alone to watch it fail, and skip the backend matrix to isolate the "
+                            "training step.", (SuggestCommand(f"python -m gpudoctor.train --preset {preset} --skip-backends"),))
+    situation = v.get("situation", "compile")
+    if situation == "timeout":
+        return [isolate, Fix("manual", "If the machine is only slow (a cold cache compiles every kernel), allow more time.",
+                             (SuggestCommand(f"gpudoctor check --train --train-timeout {v.get('longer_timeout', 600)}"),))]
+    if situation == "crash":
+        return [isolate]
+    if situation == "cuda-error":
+        return [Fix("manual", "Find the kernel: rerun the pass with synchronous launches.",
+                    (SuggestCommand(f"CUDA_LAUNCH_BLOCKING=1 python -m gpudoctor.train --preset {preset}"),))]
+    return [Fix("manual", "Run `gpudoctor check` to find why the compiler failed (missing libcuda.so, no C compiler, "
+                          "unwritable cache), then rerun the training pass.", (SuggestCommand("gpudoctor check"), RERUN_PASS))]
+
+
+def kernel_numerics_mismatch(v: Mapping[str, Any]) -> list[Fix]:
+    working = v.get("working") or ()
+    use = f"Use a backend that agreed: {', '.join(working)}." if working else "No backend agreed here."
+    return [Fix("manual", use + " Report the mismatch upstream with `gpudoctor check --train --json`.")]
+
+
+def training_pass_diverged(v: Mapping[str, Any]) -> list[Fix]:
+    """``situation``: diverged (the loss or gradients went wrong) | error (the step raised)."""
+    preset = v.get("preset", "phi2")
+    if v.get("situation") == "diverged":
+        return [Fix("manual", "Isolate the kernel: rerun the pass and compare the backend matrix; a backend that "
+                              "disagrees there is the usual cause.", (SuggestCommand(f"gpudoctor check --train --preset {preset} -v"),))]
+    return [Fix("manual", "Rerun the training pass alone to see the whole traceback.",
+                (SuggestCommand(f"python -m gpudoctor.train --preset {preset}"),))]
