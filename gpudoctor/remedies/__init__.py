@@ -62,7 +62,10 @@ REMEDIES: dict[str, Remedy] = {
 
 def fixes_for(rule_id: str, values: Mapping[str, Any] | None = None, machine: Machine | None = None) -> tuple[Fix, ...]:
     """The rule's fixes for what the detector saw (``values``) on ``machine`` (None: a log from
-    an unknown machine; the remedy then says how to get the exact fix there)."""
+    an unknown machine; the remedy then says how to get the exact fix there). When the static
+    check found the rule on ``machine``, its fixes are the answer: same facts, same fix."""
+    if machine is not None and rule_id in machine.static_fixes:
+        return machine.static_fixes[rule_id]  # the static check saw it here, with every value
     remedy = REMEDIES.get(rule_id)
     if remedy is None:
         return ()

@@ -1,7 +1,9 @@
-"""The plain values about *this* machine that remedies name in their fixes (the directory that
+"""The machine a fix is for: the plain values remedies name in their fixes (the directory that
 holds the real libcuda.so.1, the compilers installed, the package manager, gpudoctor's own
-directories), taken from the same Facts every detector uses. A log diagnosis, a static check and
-the training pass therefore give identical fixes for identical facts."""
+directories) and, for every rule the static checks found on it, the fixes they gave. Both come
+from the same Facts every detector uses, so a log diagnosis, a static check and the training
+pass give identical fixes for identical facts: where a static check sees the problem on this
+machine, its remedy already had every value, and the other detectors take that fix."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ class Machine:
     c_compilers: tuple[str, ...] = ()  # working C compilers found (gcc, clang), PATH order
     package_manager: str | None = None  # apt | dnf | yum | zypper | pacman
     dirs: GpudoctorDirs | None = None
+    static_fixes: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # rule id -> fixes, from the checks
 
     def values(self) -> dict[str, Any]:
         return {"libcuda_dirs": self.libcuda_dirs, "gcc_by_major": self.gcc_by_major,
@@ -68,8 +71,21 @@ def c_compilers(toolchain: Any) -> tuple[str, ...]:
     return tuple(found)
 
 
-def machine_from_facts(facts: Any) -> Machine:
-    """``facts``: a ``gpudoctor.facts.Facts`` (each fact probed once, shared with the checks)."""
+def _static_fixes(facts: Any, findings: Any) -> dict[str, tuple[Any, ...]]:
+    if findings is None:
+        from ..engine import run_checks  # here, not at import: the checks import the remedies
+
+        findings = [f for result in run_checks(facts) for f in result.findings]
+    fixes: dict[str, tuple[Any, ...]] = {}
+    for finding in findings:
+        merged = fixes.get(finding.id, ())
+        fixes[finding.id] = merged + tuple(fix for fix in finding.fixes if fix not in merged)
+    return fixes
+
+
+def machine_from_facts(facts: Any, findings: Any = None) -> Machine:
+    """``facts``: a ``gpudoctor.facts.Facts`` (each fact probed once, shared with the checks).
+    ``findings``: the static findings already computed over those facts (else the checks run)."""
     toolchain = _fact(facts, "toolchain")
     return Machine(
         libcuda_dirs=libcuda_dirs(_fact(facts, "libcuda")),
@@ -77,4 +93,5 @@ def machine_from_facts(facts: Any) -> Machine:
         c_compilers=c_compilers(toolchain),
         package_manager=distro_manager(_fact(facts, "system")),
         dirs=_fact(facts, "dirs"),
+        static_fixes=_static_fixes(facts, findings),
     )
