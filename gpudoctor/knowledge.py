@@ -15,9 +15,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-DOC_SECTIONS = ("what", "why", "fix", "references")
-
-
 @dataclass(frozen=True)
 class Rule:
     id: str

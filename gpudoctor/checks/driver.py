@@ -6,6 +6,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..knowledge import load_tables
 from ..model import Severity
+from ..probes.driver import HIDDEN_VISIBLE_DEVICES
 from ..remedies import fixes_for
 from .base import Skip, finding
 
@@ -28,7 +29,7 @@ def check_no_nvidia_driver(driver):
 
 def check_no_gpu_visible(driver):
     visible = driver.cuda_visible_devices
-    if visible is not None and visible.strip() in ("", "-1", "none", "void", "NoDevFiles"):
+    if visible is not None and visible.strip() in HIDDEN_VISIBLE_DEVICES:
         return [finding(
             "no-gpu-visible",
             f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from CUDA.",

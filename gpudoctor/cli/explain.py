@@ -1,6 +1,6 @@
 """`gpudoctor explain FILE...`: diagnose a failed run from its log, most likely cause first.
 
-Exit status (DESIGN.md): 1 when a known failure was recognised, 0 when none was, 2 with a
+Exit status (the README's contract): 1 when a known failure was recognised, 0 when none was, 2 with a
 one-line error when an input cannot be read.
 """
 
@@ -19,7 +19,7 @@ def add_parser(subparsers) -> None:
         description="Recognise known GPU fine-tuning failures in logs and print the cause and the fix.",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="log file(s); '-' reads stdin; .gz is read transparently")
-    parser.add_argument("--json", action="store_true", help="machine-readable output (DESIGN.md schema)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output (JSON, schema 1)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the evidence (matched line, values)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument(

@@ -1,4 +1,4 @@
-"""The JSON report (DESIGN.md contract, schema 1)."""
+"""The JSON report (the schema-1 contract in the README)."""
 
 from __future__ import annotations
 
