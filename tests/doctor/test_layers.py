@@ -1,0 +1,55 @@
+"""The import direction of docs/design.md, read from the source with ast (nothing imported):
+the library never imports the CLI, logs/ never touches the machine, report/ never probes."""
+
+import ast
+import os
+
+import pytest
+
+import gpudoctor
+
+PACKAGE = os.path.dirname(gpudoctor.__file__)
+
+
+def _imports(path: str) -> set[str]:
+    """Every gpudoctor module a file imports (absolute names), wherever in the file."""
+    module = os.path.relpath(path, os.path.dirname(PACKAGE))[:-3].replace(os.sep, ".")
+    package = module.rsplit(".", 1)[0] if not path.endswith("__init__.py") else module.removesuffix(".__init__")
+    found = set()
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            found.add(name)
+            found.update(f"{name}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {n for n in found if n.startswith("gpudoctor")}
+
+
+def _files(*parts: str) -> list[str]:
+    root = os.path.join(PACKAGE, *parts)
+    if root.endswith(".py"):
+        return [root]
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".py"))
+
+
+LIBRARY = [f for f in _files() if f"{os.sep}cli{os.sep}" not in f and not f.endswith("__main__.py")]
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: os.path.relpath(p, PACKAGE))
+def test_the_library_never_imports_the_cli(path):
+    assert not [n for n in _imports(path) if n.startswith("gpudoctor.cli")]
+
+
+@pytest.mark.parametrize("path", _files("logs"), ids=lambda p: os.path.relpath(p, PACKAGE))
+def test_logs_never_touch_the_machine(path):
+    assert not [n for n in _imports(path) if n.startswith(("gpudoctor.host", "gpudoctor.probes", "gpudoctor.facts"))]
+
+
+@pytest.mark.parametrize("path", _files("remedies"), ids=lambda p: os.path.relpath(p, PACKAGE))
+def test_remedies_are_built_from_values_not_probes(path):
+    assert not [n for n in _imports(path) if n.startswith(("gpudoctor.host", "gpudoctor.probes"))]
