@@ -12,3 +12,52 @@ _ANSI = re.compile(r"\x1b\[[0-?]{0,64}[ -/]{0,16}[@-~]|\x1b\][^\x07\x1b]{0,2048}
 
 def strip_ansi(line: str) -> str:
     return _ANSI.sub("", line) if "\x1b" in line else line
+
+
+# Escapes that Python's repr() and JSON put in a quoted message. Unescaping is literal (no
+# codecs: a log line is not guaranteed to be a valid literal).
+_ESCAPES = (("\\r\\n", "\n"), ("\\n", "\n"), ("\\r", "\n"), ("\\t", " "), ('\\"', '"'), ("\\'", "'"),
+            ("\\u001b", "\x1b"), ("\\x1b", "\x1b"), ("\\\\", "\\"))
+
+
+def unescaped_pieces(line: str) -> list[str]:
+    """The lines of a message quoted with escapes inside one log line: a cause inside a
+    ``RuntimeError('…\\n…')`` repr or a JSON log record (``"message": "…"``)."""
+    text = line
+    for escaped, plain in _ESCAPES:
+        if escaped in text:
+            text = text.replace(escaped, plain)
+    if text == line:
+        return []
+    return [strip_ansi(piece) for piece in text.split("\n") if piece.strip()]
+
+
+JOIN_BEFORE = 2  # neighbouring lines joined to a trigger line: a wrapped message rarely spans more
+JOIN_AFTER = 3
+# Prefixes that build tools put before every line of a child's output: pip's and setuptools'
+# indentation, CMake's "  ", Docker BuildKit's "#12 3.456 ", rich's box-drawing border.
+_CONTINUATION_PREFIX = re.compile(r"^[ \t]{0,40}(?:#\d{1,4} \d{1,6}\.\d{1,4} )?[│┃|]?[ \t]{0,40}")
+
+
+def joined_context(block: bytes, start: int, end: int, lo: int, hi: int) -> str | None:
+    """The line block[start:end] joined with up to JOIN_BEFORE lines before and JOIN_AFTER after
+    (within block[lo:hi]), each stripped of its continuation prefix, one space between: the
+    text a wrapped message had before pip/setuptools/CMake/tqdm broke it. None if there are no
+    neighbours."""
+    first = start
+    for _ in range(JOIN_BEFORE):
+        if first <= lo:
+            break
+        previous = max(block.rfind(b"\n", lo, first - 1), block.rfind(b"\r", lo, first - 1)) + 1
+        first = max(previous, lo)
+    last = end
+    for _ in range(JOIN_AFTER):
+        if last >= hi:
+            break
+        ends = [e for e in (block.find(b"\n", last + 1, hi), block.find(b"\r", last + 1, hi)) if e != -1]
+        last = min(ends) if ends else hi
+    if first == start and last == end:
+        return None
+    text = block[first:last].decode("utf-8", "replace")
+    pieces = (_CONTINUATION_PREFIX.sub("", piece).rstrip() for piece in re.split(r"[\r\n]", text))
+    return " ".join(piece for piece in pieces if piece)

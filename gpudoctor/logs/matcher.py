@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .cleaning import strip_ansi
+from . import cuda_errors
+from .cleaning import joined_context, strip_ansi, unescaped_pieces
 from .signatures import Signature
 
 # Short literals that most keywords contain: one str.find pass each per chunk. Chosen so that
@@ -66,11 +67,15 @@ class SignatureHit:
 class Matcher:
     """Compiled once for a signature set; ``scan`` creates a fresh scanner per diagnosis."""
 
-    def __init__(self, signatures: Iterable[Signature]) -> None:
+    def __init__(self, signatures: Iterable[Signature], decode_cuda_errors: bool = True) -> None:
         self.signatures = tuple(signatures)
         by_trigger: dict[bytes, list[Signature]] = {}
         for sig in self.signatures:
             by_trigger.setdefault(self.trigger_for(sig.keyword).encode("utf-8"), []).append(sig)
+        # CUDA error numbers and enum names are decoded on the lines holding these literals.
+        self.decode_triggers = frozenset(t.encode("utf-8") for t in cuda_errors.TRIGGERS) if decode_cuda_errors else frozenset()
+        for trigger in self.decode_triggers:
+            by_trigger.setdefault(trigger, [])
         # Highest weight first so that, on a line two signatures claim, evidence is stable.
         self.by_trigger = {t: sorted(s, key=lambda x: -x.weight) for t, s in by_trigger.items()}
 
@@ -147,17 +152,43 @@ class Scanner:
             return
         positions.sort()
         counted_to, line_number = 0, self._line_number
+        decoded: set[int] = set()  # line starts already decoded (a line holds several triggers)
         for pos, trigger in positions:
             line_number += block.count(b"\n", counted_to, pos)
             counted_to = pos
             lo, hi = max(0, pos - WINDOW), min(size, pos + WINDOW)
             start, end = _line_breaks(block, pos, lo, hi)
             line = strip_ansi(block[start:end].decode("utf-8", "replace"))
-            for sig in self._matcher.by_trigger[trigger]:
-                if sig.keyword in line:
-                    match = sig.regex.search(line)
-                    if match is not None:
-                        self._record(sig, match.groupdict(), line, line_number)
+            signatures = self._matcher.by_trigger[trigger]
+            missed = [sig for sig in signatures if not self._match(sig, line, line, line_number)]
+            if trigger in self._matcher.decode_triggers and start not in decoded:
+                decoded.add(start)
+                for entry in cuda_errors.decode(line):
+                    self._record(entry.signature, {"cuda_error_code": str(entry.code)}, line, line_number)
+            # Second chances, only for signatures this line did not show and nothing showed yet:
+            # the same text unescaped (a cause quoted in a RuntimeError('…') repr or a JSON log
+            # line, its newlines written as \n) and the line joined with its neighbours (a
+            # message wrapped or indented by pip, setuptools, CMake or tqdm).
+            missed = [sig for sig in missed if sig.id not in self.hits]
+            if not missed:
+                continue
+            if "\\" in line:
+                for piece in unescaped_pieces(line):
+                    missed = [sig for sig in missed if not self._match(sig, piece, line, line_number)]
+            if missed:
+                joined = joined_context(block, start, end, lo, hi)
+                if joined is not None:
+                    for sig in missed:
+                        self._match(sig, strip_ansi(joined), line, line_number)
+
+    def _match(self, sig: Signature, text: str, line: str, line_number: int) -> bool:
+        if sig.keyword not in text:
+            return False
+        match = sig.regex.search(text)
+        if match is None:
+            return False
+        self._record(sig, match.groupdict(), line, line_number)
+        return True
 
     def _record(self, sig: Signature, groups: dict[str, str | None], line: str, line_number: int) -> None:
         values = {k: v for k, v in groups.items() if v is not None}

@@ -1,0 +1,121 @@
+"""Reader robustness: wrapped and indented messages, causes quoted inside a repr or a JSON log
+line, and CUDA error numbers and enum names decoded into rules."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from gpudoctor.logs import diagnose_lines
+from gpudoctor.logs.cuda_errors import decode, load_cuda_errors
+
+# torch.utils.cpp_extension's message (torch/utils/cpp_extension.py, _check_cuda_version)
+MISMATCH = ("The detected CUDA version (12.1) mismatches the version that was used to compile",
+            "PyTorch (11.8). Please make sure to use the same CUDA versions.")
+
+
+def ids(lines):
+    return [f.id for f in diagnose_lines(lines)]
+
+
+def test_a_message_wrapped_and_indented_by_pip_is_joined():
+    lines = ["      Traceback (most recent call last):",
+             "        File \"setup.py\", line 12, in <module>",
+             "      RuntimeError:",
+             "      " + MISMATCH[0],
+             "      " + MISMATCH[1],
+             "      [end of output]"]
+    [finding] = diagnose_lines(lines)
+    assert finding.id == "cuda-version-mismatch"
+    assert "(11.8)" in finding.message
+
+
+def test_a_message_broken_mid_phrase_by_a_build_tool_is_joined():
+    # CMake indents each line of a child's output by two spaces and wraps at its width.
+    lines = ["  nvcc fatal   : Unsupported gpu architecture",
+             "  #error -- unsupported GNU version! gcc versions later than 12 are not",
+             "  supported!"]
+    assert "nvcc-host-compiler-unsupported" in ids(lines)
+
+
+def test_docker_buildkit_prefixes_are_stripped_when_joining():
+    lines = ["#12 41.20 " + MISMATCH[0], "#12 41.20 " + MISMATCH[1]]
+    [finding] = diagnose_lines(lines)
+    assert "(11.8)" in finding.message
+
+
+def test_a_cause_inside_a_runtime_error_repr_is_found():
+    line = ("Worker failed: RuntimeError('CUDA error: no kernel image is available for execution on the "
+            "device\\nCUDA kernel errors might be asynchronously reported at some other API call')")
+    assert ids([line]) == ["torch-arch-unsupported"]
+
+
+def test_a_cause_inside_a_json_log_line_is_found():
+    message = "Traceback (most recent call last):\n  ...\nRuntimeError:\n" + "\n".join(MISMATCH)
+    line = json.dumps({"level": "error", "message": message})
+    [finding] = diagnose_lines([line])
+    assert finding.id == "cuda-version-mismatch"
+    assert "(11.8)" in finding.message
+
+
+def test_unrelated_neighbouring_lines_do_not_make_a_finding():
+    lines = ["  step 10 loss 2.31", "  CUDA available: True", "  compile time 3.1s", "  support: ok"]
+    assert ids(lines) == []
+
+
+@pytest.mark.parametrize("line, rule", [
+    ("RuntimeError: CUDA error: 35", "driver-too-old"),
+    ("cudaGetDeviceCount returned error code 35", "driver-too-old"),
+    ("CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before "
+     "calling NumCudaDevices() that might have already set an error? Error 804: forward compatibility was "
+     "attempted on non supported HW", "cuda-compat-lib-mismatch"),
+    ("Error 803: system has unsupported display driver / cuda driver combination (Triggered internally at "
+     "../c10/cuda/CUDAFunctions.cpp:108.)", "driver-library-mismatch"),
+    ("cuInit failed: CUresult 34", "libcuda-stub-at-runtime"),
+    ("failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected", "no-gpu-visible"),
+    ("cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaErrorNoKernelImageForDevice", "torch-arch-unsupported"),
+    ("CUDA error code 222 while loading module", "driver-too-old"),
+])
+def test_cuda_error_numbers_and_names_decode_to_rules(line, rule):
+    findings = diagnose_lines([line])
+    assert findings and findings[0].id == rule, [f.id for f in findings]
+
+
+@pytest.mark.parametrize("line", [
+    "make: *** [Makefile:12: all] Error 2",
+    "make[2]: *** [CMakeFiles/ext.dir/cuda_kernel.cu.o] Error 1",
+    "CUDA extension build: process exited with exit code 100",
+    "step 35 | loss 1.02 | cuda mem 209 MiB",
+    "RuntimeError: CUDA error: 999",
+])
+def test_numbers_that_are_not_cuda_errors_stay_quiet(line):
+    assert ids([line]) == []
+
+
+def test_table_values_agree_with_the_headers():
+    # Values from NVIDIA's driver_types.h (cudaError_t) and cuda.h (CUresult).
+    by_code = {e.code: e for e in load_cuda_errors()}
+    assert by_code[34].runtime == "cudaErrorStubLibrary" and by_code[34].driver == "CUDA_ERROR_STUB_LIBRARY"
+    assert by_code[35].runtime == "cudaErrorInsufficientDriver"
+    assert by_code[100].driver == "CUDA_ERROR_NO_DEVICE"
+    assert by_code[209].driver == "CUDA_ERROR_NO_BINARY_FOR_GPU"
+    assert by_code[222].runtime == "cudaErrorUnsupportedPtxVersion"
+    assert by_code[803].driver == "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"
+    assert by_code[804].runtime == "cudaErrorCompatNotSupportedOnDevice"
+
+
+def test_every_table_rule_is_in_the_catalogue():
+    from gpudoctor.knowledge import load_catalogue
+
+    assert sorted({e.rule for e in load_cuda_errors()} - set(load_catalogue())) == []
+
+
+def test_the_decoder_is_bounded_on_hostile_lines():
+    fillers = ["CUDA " * 2000, "cudaError" * 800, "error code " * 900, "CUresult" * 1000, "9" * 8000]
+    start = time.perf_counter()
+    for filler in fillers:
+        decode(filler)
+        diagnose_lines([filler, filler + " error 35", "  " + filler])
+    assert time.perf_counter() - start < 1.0
