@@ -111,6 +111,17 @@ class CodeEdit:
 
 
 @dataclass(frozen=True)
+class EditFile:
+    """Replace a file of the user's (training code, a config) with ``new_text``, only while it
+    still has the bytes that ``sha256`` (hex) names; the original bytes go to the manifest first,
+    so ``gpudoctor fix --undo`` gives the file back byte for byte (``gpudoctor fix --code``)."""
+
+    path: str
+    sha256: str
+    new_text: str
+
+
+@dataclass(frozen=True)
 class SuggestCommand:
     """A command the user runs themselves (``pip install …``); shown, never run by gpudoctor."""
 
@@ -118,11 +129,11 @@ class SuggestCommand:
 
 
 Action = (MakeDir | Symlink | SetEnv | RootCommand | WriteFile | InstallPackage | RemoveFromPathVar | AppendLine
-          | CodeEdit | SuggestCommand)
+          | CodeEdit | EditFile | SuggestCommand)
 
 ACTION_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
     MakeDir, Symlink, SetEnv, RootCommand, WriteFile, InstallPackage, RemoveFromPathVar, AppendLine, CodeEdit,
-    SuggestCommand)}
+    EditFile, SuggestCommand)}
 
 
 def action_from_json(data: Mapping[str, Any]) -> Action:

@@ -4,26 +4,45 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..model import CodeEdit, Fix, SuggestCommand
+from ..model import Fix, SuggestCommand
+from .code import applies_with_fix_code, code_edit
 
 RERUN_PASS = SuggestCommand("gpudoctor check --train")
 
 
 def unsloth_layers_not_patched(v: Mapping[str, Any]) -> list[Fix]:
+    """From a log (``dropout``/``bias`` when it said) or a scan (``kwarg``, ``value``, ``required``,
+    ``file``/``line`` and the ``edit``)."""
+    kwarg = v.get("kwarg", "lora_dropout")
+    value = v.get("value", v.get("dropout", "…")) if kwarg == "lora_dropout" else v.get("value", v.get("bias", "…"))
+    required = v.get("required", 0 if kwarg == "lora_dropout" else "none")
     return [Fix("code", "Set lora_dropout=0 and bias=\"none\" (and no DoRA) in get_peft_model / LoraConfig so Unsloth "
-                        "patches every layer with its fast path.",
-                (CodeEdit("Unsloth's fast path", f"lora_dropout={v.get('dropout', '…')}", "lora_dropout=0"),))]
+                        "patches every layer with its fast path." + applies_with_fix_code(v),
+                (code_edit(v, "Unsloth's fast path", f"{kwarg}={value!r}" if "value" in v else f"{kwarg}={value}",
+                           f"{kwarg}={required!r}"),))]
 
 
 def transformers_removed_kwarg(v: Mapping[str, Any]) -> list[Fix]:
-    kwarg, replacement = v.get("kwarg"), v.get("replacement")
+    kwarg, replacement = v.get("kwarg") or v.get("key"), v.get("replacement")
     if not kwarg:
         return [Fix("code", "Update the arguments that this transformers version removed (see its release notes).")]
-    return [Fix("code", f"Rename `{kwarg}`: {replacement or 'see the release notes'}.",
-                (CodeEdit(f"rename {kwarg}", kwarg, str(replacement or "")),))]
+    return [Fix("code", f"Rename `{kwarg}`: {replacement or 'see the release notes'}." + applies_with_fix_code(v),
+                (code_edit(v, f"rename {kwarg}", kwarg, str(replacement or "")),))]
 
 
 def trl_sfttrainer_api_change(v: Mapping[str, Any]) -> list[Fix]:
+    """From a log (``replacement`` as a sentence, when known) or a scan (``kwarg``, ``replacement``
+    as the new name, ``config`` when the argument moved into SFTConfig, the ``edit``)."""
+    kwarg = v.get("kwarg") or v.get("key")
+    if kwarg and v.get("edit"):
+        if v.get("config"):
+            summary = f"Move `{kwarg}` from the SFTTrainer call into {v['config']}(...) as `{v.get('replacement')}`."
+            edit = code_edit(v, f"move {kwarg} into {v['config']}", f"SFTTrainer(..., {kwarg}=…)",
+                             f"{v['config']}(..., {v.get('replacement')}=…)")
+        else:
+            summary = f"Rename `{kwarg}` to `{v.get('replacement')}`."
+            edit = code_edit(v, f"rename {kwarg}", kwarg, str(v.get("replacement")))
+        return [Fix("code", summary + applies_with_fix_code(v), (edit,))]
     replacement = v.get("replacement") or ("move dataset and formatting options into SFTConfig; tokenizer= "
                                            "becomes processing_class=")
     return [Fix("code", f"Update the SFTTrainer call for this TRL version: {replacement}.")]

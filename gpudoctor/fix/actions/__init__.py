@@ -14,6 +14,7 @@ from ...model import Action, Fix
 from . import (
     append_line,
     code_edit,
+    edit_file,
     env_entry,
     install_package,
     make_dir,
@@ -34,6 +35,7 @@ KINDS: tuple[ActionKind, ...] = (
     append_line.KIND,
     suggest_command.KIND,
     code_edit.KIND,
+    edit_file.KIND,
 )
 
 _BY_TYPE: dict[type, ActionKind] = {t: kind for kind in KINDS for t in kind.action_types}

@@ -1,0 +1,96 @@
+"""EditFile: rewrite a file of the user's training project (``gpudoctor fix --code``), undoable
+byte for byte.
+
+Apply refuses unless the file still has the bytes the edit was computed from (its sha256), puts
+the original bytes in the manifest and saves it before writing, then replaces the file
+atomically (a temporary file in the same directory, the same mode, ``os.replace``). Undo puts
+the original bytes back only while the file still is what gpudoctor wrote; a file changed since
+is left alone and named."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import stat
+import tempfile
+from typing import Any
+
+from ...model import EditFile
+from ..shellquote import comment
+from .base import ALREADY, DONE, GONE, KEPT, UNDONE, ActionKind, Refused, UndoContext
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def describe(action: EditFile) -> str:
+    return f"edit {action.path}"
+
+
+def commands(action: EditFile) -> list[str]:
+    return []  # an edit is no shell command; `gpudoctor fix --code --dry-run` shows it as a diff
+
+
+def render(action: EditFile) -> list[str]:
+    return [comment(f"edit {action.path} (made by `gpudoctor fix --code`; review with --dry-run)")]
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data``: a reader sees the old or the new file, never half; the
+    file keeps its permission bits."""
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.gpudoctor.", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def apply(applier: Any, action: EditFile) -> str:
+    new = action.new_text.encode("utf-8")
+    try:
+        original = _read(action.path)
+    except FileNotFoundError:
+        raise Refused(f"{action.path} no longer exists") from None
+    if original == new:
+        return ALREADY
+    if sha256_hex(original) != action.sha256:
+        raise Refused(f"{action.path} changed since it was scanned; run `gpudoctor fix --code` again")
+    applier.manifest.record("edit_file", path=action.path, original=base64.b64encode(original).decode("ascii"),
+                            sha256_before=action.sha256, sha256_after=sha256_hex(new))
+    # The record is on disk before the file changes: a crash between the two leaves an undo that
+    # finds the file untouched (GONE), never an edited file without its original.
+    applier.ensure_dir(applier.dirs.state, purpose="manifest")
+    applier.manifest.save()
+    write_atomically(action.path, new)
+    return DONE
+
+
+def undo_edit_file(change: dict[str, Any], context: UndoContext) -> tuple[str, str]:
+    path = change["path"]
+    try:
+        current = sha256_hex(_read(path))
+    except FileNotFoundError:
+        return KEPT, f"{path} no longer exists; its original is not restored"
+    if current == change["sha256_before"]:
+        return GONE, f"{path} already has its original content"
+    if current != change["sha256_after"]:
+        return KEPT, f"{path} was changed since gpudoctor edited it; left as it is"
+    write_atomically(path, base64.b64decode(change["original"]))
+    return UNDONE, f"restored {path}"
+
+
+KIND = ActionKind((EditFile,), order=8, describe=describe, commands=commands, render=render, apply=apply,
+                  undoers={"edit_file": undo_edit_file})
