@@ -48,6 +48,7 @@ def attention_flops(batch, heads, seq, head_dim, causal, mode):
 def make_runner(provider, q, k, v, causal, mode, config=None):
     """A no-argument callable doing one forward (or forward+backward) with ``provider``."""
     grad_out = torch.randn_like(q)
+    gqa = q.shape[1] != k.shape[1]
     if provider.startswith("triton"):
         def forward():
             return flash_attention(q, k, v, causal=causal, config=config)
@@ -56,7 +57,7 @@ def make_runner(provider, q, k, v, causal, mode, config=None):
 
         def forward():
             with sdpa_kernel(backend):
-                return scaled_dot_product_attention(q, k, v, is_causal=causal)
+                return scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
     if mode == "fwd":
         def run():
             with torch.no_grad():
@@ -72,11 +73,21 @@ def time_ms(run, inputs):
                                    return_mode="median")
 
 
-def measure(provider, batch, heads, seq, head_dim, causal, mode, config=None):
-    torch.manual_seed(hash((provider, seq, head_dim, causal, mode)) % 2**31)
-    shape = (batch, heads, seq, head_dim)
-    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16,
-                           requires_grad=mode == "fwd+bwd") for _ in range(3))
+def make_inputs(batch, heads, kv_heads, seq, head_dim, mode, seed):
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
+                    generator=generator)
+    k, v = (torch.randn(batch, kv_heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
+                        generator=generator) for _ in range(2))
+    for tensor in (q, k, v):
+        tensor.requires_grad_(mode == "fwd+bwd")
+    return q, k, v
+
+
+def measure(provider, batch, heads, seq, head_dim, causal, mode, config=None, kv_heads=None):
+    kv_heads = kv_heads or heads
+    q, k, v = make_inputs(batch, heads, kv_heads, seq, head_dim, mode,
+                          hash((provider, seq, head_dim, causal, mode)) % 2**31)
     try:
         run = make_runner(provider, q, k, v, causal, mode, config)
         milliseconds = time_ms(run, [q, k, v])
@@ -96,36 +107,145 @@ def check_against_sdpa(batch, heads, seq, head_dim, causal):
     return ((ours - theirs).norm() / theirs.norm()).item()
 
 
-def sweep_candidates(head_dim):
-    """Tile variants around the defaults, for the sm90 table (only used with --sweep)."""
-    base = select_config(torch.cuda.get_device_capability(), head_dim)
-    forward = [KernelTiles(128, 64, 4, 3), KernelTiles(128, 64, 8, 3), KernelTiles(128, 128, 8, 3),
-               KernelTiles(128, 128, 8, 2), KernelTiles(64, 64, 4, 3)]
-    dkdv = [KernelTiles(32, 128, 4, 5), KernelTiles(64, 128, 8, 3), KernelTiles(32, 64, 4, 3),
-            KernelTiles(64, 64, 4, 3)]
-    dq = [KernelTiles(128, 32, 4, 5), KernelTiles(64, 64, 4, 3), KernelTiles(128, 64, 8, 3),
-          KernelTiles(64, 32, 4, 3)]
-    candidates = [("fwd", replace(base, forward=tiles)) for tiles in forward]
-    candidates += [("fwd+bwd", replace(base, backward_dkdv=tiles)) for tiles in dkdv]
-    candidates += [("fwd+bwd", replace(base, backward_dq=tiles)) for tiles in dq]
-    return candidates
+# ----------------------------------------------------------------------------------------------
+# --sweep: tiles per kernel at the shapes the issue found slowest, compiled in parallel first.
+# ----------------------------------------------------------------------------------------------
+
+# (name, batch, heads, kv_heads, seq, head_dim, causal)
+SWEEP_SHAPES = [
+    ("hd80-train", 4, 32, 32, 256, 80, True),  # the training pass's own shape
+    ("hd256", 4, 32, 32, 4096, 256, True),
+    ("hd128-gqa4", 4, 32, 8, 4096, 128, True),
+    ("hd112-full", 4, 32, 32, 4096, 112, False),
+    ("hd64-s1024", 16, 32, 32, 1024, 64, True),
+    ("hd40", 4, 32, 32, 4096, 40, True),
+]
+T = KernelTiles
+SWEEP_TILES = {
+    # forward: block_m queries x block_n keys; dK/dV: block_m queries walked per block_n keys;
+    # dQ: block_m queries, walking block_n keys.
+    "narrow": {
+        "forward": [T(128, 64, 4, 3), T(128, 64, 8, 3), T(128, 128, 8, 3), T(128, 128, 8, 2),
+                    T(64, 64, 4, 3), T(128, 32, 4, 4), T(64, 32, 4, 4), T(128, 64, 4, 4)],
+        "backward_dkdv": [T(64, 128, 8, 3), T(32, 128, 4, 3), T(32, 64, 4, 3), T(64, 64, 4, 3),
+                          T(32, 128, 8, 3), T(16, 64, 4, 4), T(64, 128, 4, 2)],
+        "backward_dq": [T(128, 64, 8, 3), T(128, 32, 4, 5), T(64, 64, 4, 3), T(64, 32, 4, 3),
+                        T(128, 32, 8, 3), T(64, 64, 4, 4)],
+    },
+    "wide": {  # head_dim > 128
+        "forward": [T(64, 64, 4, 2), T(128, 64, 8, 2), T(128, 32, 8, 2), T(128, 32, 8, 3),
+                    T(64, 32, 4, 3), T(128, 64, 8, 1), T(64, 64, 8, 2)],
+        "backward_dkdv": [T(32, 32, 4, 2), T(16, 64, 4, 2), T(32, 64, 8, 2), T(16, 64, 8, 2),
+                          T(32, 64, 4, 2), T(64, 64, 8, 1), T(16, 32, 4, 3)],
+        "backward_dq": [T(64, 32, 8, 2), T(64, 64, 8, 2), T(128, 32, 8, 2), T(64, 32, 4, 2),
+                        T(32, 64, 4, 2), T(128, 64, 8, 1)],
+    },
+}
 
 
-def run_sweep(results, deadline):
-    seq, causal = 4096, True
-    batch, heads = 16384 // seq, 32
-    for head_dim in (64, 80, 128):
-        for mode, config in sweep_candidates(head_dim):
-            if time.time() > deadline:
-                print("sweep: out of time budget, stopping", flush=True)
-                return
-            row = measure("triton", batch, heads, seq, head_dim, causal, mode, config)
-            row.update(head_dim=head_dim, seq=seq, causal=causal, mode=mode,
-                       config=asdict(config))
-            results.append(row)
-            print(f"sweep hd{head_dim} {mode:7s} {row.get('tflops', float('nan')):7.1f} "
-                  f"{row.get('error', '')} fwd={config.forward} dkdv={config.backward_dkdv} "
-                  f"dq={config.backward_dq}", flush=True)
+def sweep_jobs():
+    """Every (shape, kernel, candidate config) the sweep times, the default tiles first."""
+    jobs = []
+    for shape in SWEEP_SHAPES:
+        head_dim = shape[5]
+        base = select_config(torch.cuda.get_device_capability(), head_dim)
+        tiles = SWEEP_TILES["wide" if head_dim > 128 else "narrow"]
+        jobs.append((shape, "default", base))
+        for kernel, candidates in tiles.items():
+            for candidate in candidates:
+                if candidate != getattr(base, kernel) and _legal(kernel, candidate):
+                    jobs.append((shape, kernel, replace(base, **{kernel: candidate})))
+    return jobs
+
+
+def _legal(kernel, tiles):
+    """The causal split into off-diagonal and diagonal loops needs the outer tile to be a whole
+    number of inner tiles (outer: block_m for the forward and dQ, block_n for dK/dV)."""
+    if kernel == "backward_dkdv":
+        return tiles.block_n % tiles.block_m == 0
+    return tiles.block_m % tiles.block_n == 0
+
+
+def _run_job(shape, kernel, config):
+    """Time one job; its forward or forward+backward only (the kernel it varies)."""
+    _, batch, heads, kv_heads, seq, head_dim, causal = shape
+    mode = "fwd" if kernel == "forward" else "fwd+bwd"
+    row = measure("triton", batch, heads, seq, head_dim, causal, mode, config, kv_heads)
+    if kernel == "default" and "error" not in row:
+        row["fwd_only"] = measure("triton", batch, heads, seq, head_dim, causal, "fwd", config,
+                                  kv_heads)
+    return row
+
+
+def _agreement(shape, config, reference):
+    """max |ours - SDPA math in fp32| over out, dq, dk, dv on a slice of the shape."""
+    _, _, heads, kv_heads, _, head_dim, causal = shape
+    # 512: whole tiles like the timed shapes, so the same compiled kernels are checked.
+    q, k, v = make_inputs(1, heads, kv_heads, 512, head_dim, "fwd+bwd", 7)
+    grad = torch.randn(q.shape, device="cuda", dtype=q.dtype,
+                       generator=torch.Generator(device="cuda").manual_seed(8))
+    out = flash_attention(q, k, v, causal=causal, config=config)
+    out.backward(grad)
+    ours = [out.detach(), q.grad, k.grad, v.grad]
+    if reference is None:
+        q32, k32, v32 = (t.detach().float().requires_grad_() for t in (q, k, v))
+        with sdpa_kernel(SDPBackend.MATH):
+            ref = scaled_dot_product_attention(q32, k32, v32, is_causal=causal,
+                                               enable_gqa=heads != kv_heads)
+        ref.backward(grad.float())
+        reference = [ref.detach(), q32.grad, k32.grad, v32.grad]
+    error = max(((a.float() - b).abs().max() / b.abs().max()).item() for a, b in zip(ours, reference))
+    return error, reference
+
+
+def compile_worker(index, workers):
+    """Run one call of every index-th job: fills the shared Triton cache in parallel."""
+    for number, (shape, kernel, config) in enumerate(sweep_jobs()):
+        if number % workers == index:
+            _, batch, heads, kv_heads, seq, head_dim, causal = shape
+            try:
+                q, k, v = make_inputs(batch, heads, kv_heads, seq, head_dim, "fwd+bwd", 0)
+                flash_attention(q, k, v, causal=causal, config=config).sum().backward()
+            except Exception as error:  # noqa: BLE001 - the timing pass records it
+                print(f"compile {shape[0]} {kernel}: {type(error).__name__}", flush=True)
+
+
+def run_sweep(results, deadline, workers):
+    start = time.time()
+    processes = [subprocess.Popen([sys.executable, __file__, "--compile-worker", f"{i}/{workers}"])
+                 for i in range(workers)]
+    for process in processes:
+        process.wait()
+    print(f"sweep: parallel compile {time.time() - start:.1f} s over {workers} processes",
+          flush=True)
+    references = {}
+    done_sdpa = set()
+    for shape, kernel, config in sweep_jobs():
+        if time.time() > deadline:
+            print("sweep: out of time budget, stopping", flush=True)
+            return
+        name, batch, heads, kv_heads, seq, head_dim, causal = shape
+        if name not in done_sdpa:  # every SDPA backend at this shape, same run, before our tiles
+            done_sdpa.add(name)
+            for provider in SDPA_BACKENDS:
+                for mode in ("fwd", "fwd+bwd"):
+                    row = measure(provider, batch, heads, seq, head_dim, causal, mode, None, kv_heads)
+                    row.update(shape=name, kernel=provider, mode=mode)
+                    results.append(row)
+                    print(f"sweep {name:<12}{provider:<14}{mode:8s}{row.get('ms', float('nan')):8.3f} ms "
+                          f"{row.get('error', '')}", flush=True)
+        row = _run_job(shape, kernel, config)
+        try:
+            row["max_rel_error"], references[shape] = _agreement(shape, config, references.get(shape))
+        except Exception as error:  # noqa: BLE001
+            row["agreement_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
+        row.update(shape=name, kernel=kernel, config=asdict(config))
+        results.append(row)
+        fwd_only = row.get("fwd_only", {}).get("ms")
+        print(f"sweep {name:<12}{kernel:<14}{row.get('ms', float('nan')):8.3f} ms "
+              f"{row.get('tflops', float('nan')):6.0f} TF err {row.get('max_rel_error', float('nan')):.1e} "
+              f"{row.get('error', '')} {getattr(config, kernel) if kernel != 'default' else f'fwd {fwd_only}'}",
+              flush=True)
 
 
 def environment():
@@ -155,8 +275,15 @@ def main(argv=None):
     parser.add_argument("--tokens", type=int, default=16384, help="batch * seq per shape")
     parser.add_argument("--heads", type=int, default=32)
     parser.add_argument("--sweep", action="store_true", help="also time tile variants")
-    parser.add_argument("--sweep-seconds", type=float, default=150)
+    parser.add_argument("--sweep-seconds", type=float, default=240)
+    parser.add_argument("--sweep-only", action="store_true", help="skip the main table")
+    parser.add_argument("--compile-workers", type=int, default=12)
+    parser.add_argument("--compile-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.compile_worker:
+        index, workers = map(int, args.compile_worker.split("/"))
+        compile_worker(index, workers)
+        return
     if not torch.cuda.is_available():
         sys.exit("bench/attention.py needs a CUDA GPU")
 
@@ -164,7 +291,7 @@ def main(argv=None):
     print(json.dumps(env), flush=True)
     providers = ["triton", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient"]
     rows, sweep_rows = [], []
-    for head_dim in args.head_dims:
+    for head_dim in ([] if args.sweep_only else args.head_dims):
         for seq in args.seqs:
             batch = max(1, args.tokens // seq)
             for causal in (True, False):
@@ -186,13 +313,14 @@ def main(argv=None):
                               f"{mode:8s}{provider:15s}"
                               f"{row.get('tflops', float('nan')):8.1f} {row.get('error', '')}",
                               flush=True)
-    if args.sweep:
-        run_sweep(sweep_rows, time.time() + args.sweep_seconds)
-
-    if args.out:
-        with open(args.out, "w") as handle:
-            json.dump({"environment": env, "results": rows, "sweep": sweep_rows}, handle,
-                      indent=1)
+    try:
+        if args.sweep:
+            run_sweep(sweep_rows, time.time() + args.sweep_seconds, args.compile_workers)
+    finally:  # what was measured before a failure is still written
+        if args.out:
+            with open(args.out, "w") as handle:
+                json.dump({"environment": env, "results": rows, "sweep": sweep_rows}, handle,
+                          indent=1)
     print_table(rows)
 
 

@@ -31,10 +31,20 @@ import triton.testing
 from gpudoctor.kernels import nf4
 
 SHAPES = [(2048, 8192), (1024, 4096), (4096, 14336), (4096, 4096), (14336, 4096)]
+# Model shapes outside the set above (issue 18): phi-2's MLP (2560x10240, where the kernel ran at
+# 0.73 of a copy), and small, launch-bound ones (odd sizes, a LoRA-sized and a tiny projection).
+EXTRA_SHAPES = [(2560, 10240), (10240, 2560), (4097, 37), (256, 1024), (1000, 1000), (2560, 2560)]
+# Quantizer bit-identity against bitsandbytes for fp32 input (where 1-4 bytes used to differ).
+QUANTIZER_SHAPES = [(4096, 4096), (2560, 10240), (4096, 8192)]
 BYTES_PER_ELEMENT = 0.5 + 1 / 64 + 2  # = 2.515625, the issue's 2.516
 # Launch variants timed with --sweep (private knobs of dequantize_nf4), the shipped default first.
 SWEEP = [
     {},
+    # One-tile kernel, other tile sizes and warp counts (the 2560x10240 gap).
+    {"_programs_per_sm": 0, "_elements_per_program": 4096},
+    {"_programs_per_sm": 0, "_elements_per_program": 8192},
+    {"_programs_per_sm": 0, "_elements_per_program": 4096, "_num_warps": 8},
+    {"_programs_per_sm": 0, "_elements_per_program": 1024},
     # The shipped one-tile-per-program kernel spelled out (so a run whose default differs still
     # times it), and with an L1 evict-first hint on the packed loads.
     {"_programs_per_sm": 0, "_elements_per_program": 2048},
@@ -63,6 +73,65 @@ def _store_only_kernel(out_ptr, n_elements, BLOCK: tl.constexpr):
     # The output-write half of the dequantizer alone (same tile, same 16-byte stores): a floor.
     offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out_ptr + offsets, tl.full([BLOCK], 1.0, out_ptr.dtype.element_ty), mask=offsets < n_elements)
+
+
+@triton.jit
+def _empty_kernel(out_ptr):
+    pass
+
+
+def empty_launch() -> dict:
+    """The floor for launch-bound shapes: an empty Triton kernel, timed by both harnesses."""
+    out = torch.empty(1, device="cuda")
+
+    def run():
+        _empty_kernel[(1,)](out)
+
+    return {"do_bench_us": median_us(run), "read_flush_us": read_flush_us(run)}
+
+
+def quantizer_vs_bitsandbytes(bnb, shape) -> dict:
+    """Packed bytes that differ from bitsandbytes for fp32 input: with the approximate reciprocal
+    (the shipped quantizer) and with the correctly rounded one (the control)."""
+    weight = torch.randn(shape, device="cuda", dtype=torch.float32)
+    packed_ref, state_ref = bnb.functional.quantize_4bit(weight, quant_type="nf4", compress_statistics=True)
+    row = {"shape": list(shape), "dtype": "float32"}
+    for label, exact in (("approx_reciprocal", False), ("exact_reciprocal", True)):
+        packed, state = nf4.quantize_nf4(weight, _exact_reciprocal=exact)
+        row[label] = {"differing_packed_bytes": int((packed != packed_ref).sum()),
+                      "differing_absmax_codes": int((state.absmax != state_ref.absmax).sum())}
+        if not exact:
+            row["differing_elements"] = differing_elements(weight, packed, packed_ref)
+    return row
+
+
+def differing_elements(weight, packed, packed_ref, limit: int = 12) -> list[dict]:
+    """Each element whose 4-bit code differs: its value, block absmax, both reciprocals, the
+    normalized value each gives, both codes and the nearest NF4 threshold (in ulps)."""
+    flat = weight.reshape(-1).float()
+    thresholds = torch.tensor(nf4.NF4_THRESHOLDS, dtype=torch.float32, device=flat.device)
+    rows = []
+    for byte in torch.nonzero(packed.reshape(-1) != packed_ref.reshape(-1)).reshape(-1)[:limit].tolist():
+        ours, theirs = int(packed.reshape(-1)[byte]), int(packed_ref.reshape(-1)[byte])
+        for nibble, shift in ((0, 4), (1, 0)):
+            if (ours >> shift) & 15 == (theirs >> shift) & 15:
+                continue
+            index = 2 * byte + nibble
+            x = flat[index]
+            block = flat[(index // 64) * 64:(index // 64) * 64 + 64]
+            absmax = block.abs().max().reshape(1)
+            approx = nf4._approx_reciprocal(absmax)
+            exact = 1.0 / absmax
+            normalized = {"x_times_approx": float((x * approx)[0]), "x_times_exact": float((x * exact)[0]),
+                          "x_div_absmax": float((x / absmax)[0]), "float64": float(x.double() / absmax.double()[0])}
+            nearest = thresholds[(thresholds - normalized["x_times_approx"]).abs().argmin()]
+            ulp = float(torch.nextafter(nearest, torch.tensor(2.0, device=nearest.device)) - nearest)
+            rows.append({"element": index, "x": float(x), "x_hex": float(x).hex(), "absmax": float(absmax[0]),
+                         "reciprocal_approx_hex": float(approx[0]).hex(), "reciprocal_exact_hex": float(exact[0]).hex(),
+                         "normalized": normalized, "nearest_threshold": float(nearest),
+                         "distance_ulps": (normalized["x_times_approx"] - float(nearest)) / ulp,
+                         "code_ours": (ours >> shift) & 15, "code_bitsandbytes": (theirs >> shift) & 15})
+    return rows
 
 
 def store_only(out: torch.Tensor):
@@ -167,6 +236,7 @@ def unsloth_style(bnb, packed, state, out, out_absmax):
 
 
 def bench_shape(shape, bnb, copy_tbs, sweep: bool) -> dict:
+    print(f"shape {shape}", file=sys.stderr, flush=True)
     rows, cols = shape
     n = rows * cols
     weight = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
@@ -272,6 +342,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="path of the JSON results file")
     parser.add_argument("--sweep", action="store_true", help="also time other tile sizes / warp counts")
+    parser.add_argument("--shapes", choices=("all", "extra"), default="all",
+                        help="extra: only the issue-18 shapes (phi-2's MLP and small ones)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench/nf4.py needs a CUDA GPU", file=sys.stderr)
@@ -284,8 +356,11 @@ def main(argv=None) -> int:
         bnb = None
     env = environment()
     copy = copy_bandwidth_tbs()
-    results = [bench_shape(shape, bnb, copy["tb_per_s"], args.sweep) for shape in SHAPES]
+    shapes = EXTRA_SHAPES if args.shapes == "extra" else SHAPES + EXTRA_SHAPES
+    results = [bench_shape(shape, bnb, copy["tb_per_s"], args.sweep) for shape in shapes]
+    quantizer = [quantizer_vs_bitsandbytes(bnb, shape) for shape in QUANTIZER_SHAPES] if bnb else []
     report = {"environment": env, "copy_bandwidth": copy, "bytes_per_element": BYTES_PER_ELEMENT,
+              "empty_launch": empty_launch(), "quantizer_fp32_vs_bitsandbytes": quantizer,
               "timing": "triton.testing.do_bench median, L2 flushed (zeroed) before each call; *_read_flush_us: median between CUDA events, 256 MB read before each call", "results": results}
     with open(args.out, "w") as handle:
         json.dump(report, handle, indent=2)
@@ -297,6 +372,9 @@ def main(argv=None) -> int:
                   + ", ".join(f"{knob_label(s['knobs'])}={s['us']:.1f}{'' if s.get('same_output_as_default', False) else ' (DIFFERS/ERROR)'}"
                               for s in r["bf16"]["sweep"]) + f"  best={knob_label(best['knobs'])}")
     print(json.dumps(env))
+    print("empty Triton kernel launch:", json.dumps(report["empty_launch"]))
+    for row in quantizer:
+        print("quantizer fp32 vs bitsandbytes:", json.dumps(row))
     print(markdown_table(results, copy))
     return 0
 

@@ -18,7 +18,8 @@ Head dims that are a power of two plus a smaller power of two of at least 16 are
 "main" slice plus a "tail" slice (80 = 64 + 16, 96 = 64 + 32) instead of padding to the next power of two (128), which would spend
 37.5 % (80) or 25 % (96) of the matrix work on zeros; measured on an H200 the split ran hd80
 forward+backward 1.56-1.71x faster than padding (docs/benchmarks.md). Other head dims (40, 72, 112,
-...) are padded to the next power of two with masked columns: see ``head_dim_slices`` for why.
+...) run on inputs zero-padded to the next power of two (``_FlashAttentionFunction``; see
+``head_dim_slices`` for why not a partial tail).
 """
 
 from __future__ import annotations
@@ -656,7 +657,10 @@ _ARCH_CONFIGS: dict[str, dict[int, AttentionConfig]] = {
         64: AttentionConfig(_tiles(128, 64, 8, 3), _tiles(64, 64, 4, 3), _tiles(128, 32, 4, 5)),
         96: AttentionConfig(_tiles(128, 64, 4, 3), _tiles(64, 64, 4, 3), _tiles(128, 32, 8, 4)),
         128: AttentionConfig(_tiles(128, 128, 8, 3), _tiles(64, 128, 8, 3), _tiles(128, 64, 8, 3)),
-        256: AttentionConfig(_tiles(64, 64, 4, 2), _tiles(32, 32, 4, 2), _tiles(64, 32, 8, 2)),
+        # From the issue-18 sweep (b4 h32 s4096 causal bf16, bench/results/attention-sweep-h200.json):
+        # forward 128x64 on 8 warps 2.30 ms against 64x64 on 8 warps 4.32; dK/dV 64x64 one stage
+        # 19.7 ms (whole forward+backward) against 21.2-51.2 for the others; dQ 128x32 16.5 ms.
+        256: AttentionConfig(_tiles(128, 64, 8, 2), _tiles(64, 64, 8, 1), _tiles(128, 32, 8, 2)),
     },
     "sm80": {
         64: AttentionConfig(_tiles(128, 64, 4, 3), _tiles(32, 128, 4, 3), _tiles(128, 32, 4, 3)),
@@ -865,21 +869,47 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     return dq, dk, dv
 
 
+def padded_width(head_dim: int, config: AttentionConfig) -> int:
+    """The head_dim the kernels run at: head_dim itself when it is a power of two or splits into
+    main + tail slices, else the next power of two (the inputs are zero-padded to it)."""
+    d_main, _, has_tail = head_dim_slices(head_dim, config.split_head_dim)
+    return head_dim if has_tail else d_main
+
+
+def _pad_head_dim(tensor: torch.Tensor, width: int) -> torch.Tensor:
+    return torch.nn.functional.pad(tensor, (0, width - tensor.shape[-1]))
+
+
 class _FlashAttentionFunction(torch.autograd.Function):
+    """Head dims that neither are a power of two nor split (40, 72, 112, 136, ...) run on inputs
+    zero-padded to the next power of two: zero columns add nothing to q k^T, and the extra output
+    and gradient columns (zeros) are cut off. Measured on the H200 (issue 18): the in-kernel
+    column mask (``MAIN_PADDED``) ran hd40 at 104 TFLOP/s forward+backward against 337 for hd64,
+    so the copies cost far less than the masked loads."""
+
     @staticmethod
     def forward(ctx, q, k, v, causal, softmax_scale, config):
+        head_dim = q.shape[-1]
+        width = padded_width(head_dim, config)
+        if width != head_dim:
+            q, k, v = (_pad_head_dim(t, width) for t in (q, k, v))
         out, lse = attention_forward(q, k, v, causal, softmax_scale, config)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.causal = causal
         ctx.softmax_scale = softmax_scale
         ctx.config = config
-        return out
+        ctx.head_dim = head_dim
+        return out if width == head_dim else out[..., :head_dim].contiguous()
 
     @staticmethod
     def backward(ctx, grad_out):
         q, k, v, out, lse = ctx.saved_tensors
+        if q.shape[-1] != ctx.head_dim:
+            grad_out = _pad_head_dim(grad_out, q.shape[-1])
         dq, dk, dv = attention_backward(grad_out, q, k, v, out, lse, ctx.causal,
                                         ctx.softmax_scale, ctx.config)
+        if q.shape[-1] != ctx.head_dim:
+            dq, dk, dv = (t[..., :ctx.head_dim] for t in (dq, dk, dv))
         return dq, dk, dv, None, None, None
 
 
@@ -927,5 +957,5 @@ def reference_attention(q, k, v, causal: bool = True, softmax_scale: float | Non
 
 
 __all__ = ["AttentionConfig", "KernelTiles", "flash_attention", "reference_attention",
-           "select_config", "head_dim_slices", "validate_inputs", "attention_forward",
+           "select_config", "head_dim_slices", "padded_width", "validate_inputs", "attention_forward",
            "attention_backward"]

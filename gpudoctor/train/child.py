@@ -36,6 +36,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=None, help="training steps (default: the preset's)")
     parser.add_argument("--lr", type=float, default=None, help="AdamW learning rate (default: the preset's)")
     parser.add_argument("--skip-backends", action="store_true", help="skip the backend matrix")
+    parser.add_argument("--full-matrix", action="store_true",
+                        help="every backend (bitsandbytes and flash-attn in side processes, all SDPA backends, eager) "
+                             "and a cold-cache compile; the default runs gpudoctor's kernels against the float64 "
+                             "reference beside one fast torch backend each")
     parser.add_argument("--probe", metavar="CAPABILITY:BACKEND", help="only probe one backend (nf4:bitsandbytes, "
                         "attention:flash-attn) and print its matrix row; the pass runs third-party backends this way")
     parser.add_argument("--wait-for-go", action="store_true", help=argparse.SUPPRESS)
@@ -81,7 +85,8 @@ def run(args) -> dict:
 
     # Third-party backends import and run in their own processes while this one works: started
     # before torch's own import here, so theirs runs in parallel with it.
-    side = side_probes.start(args.preset, side_probes.probably_gpu()) if not args.skip_backends else {}
+    full = args.full_matrix and not args.skip_backends
+    side = side_probes.start(args.preset, side_probes.probably_gpu()) if full else {}
     emit("stage-start", id="import", title="import torch and triton")
     start = time.perf_counter()
     try:
@@ -114,7 +119,7 @@ def run(args) -> dict:
     from . import jit, loop
     from .stages import StageRunner
 
-    if on_gpu and not side and not args.skip_backends:
+    if on_gpu and not side and full:
         side = side_probes.start(preset_name, on_gpu)  # the device-node guess missed
     stages = StageRunner()
     if on_gpu:
@@ -122,7 +127,7 @@ def run(args) -> dict:
         # touch the GPU would silently include it, e.g. in the "cold compile" time.
         stages.run("cuda-init", "create the CUDA context", lambda: _cuda_init(torch))
     stages.run("triton-jit", "Triton JIT: build a launcher, compile and launch a kernel (cold and warm cache)",
-               lambda: jit.check(device, dtype, interpreted=not on_gpu))
+               lambda: jit.check(device, dtype, interpreted=not on_gpu, cold_compile=full))
 
     def training():
         build_start = time.perf_counter()
@@ -147,16 +152,22 @@ def run(args) -> dict:
         # The main pass times its own backends first; a side probe times its kernels only after
         # `go` (sent by collect), so the two never time each other's kernels. Attention runs
         # first: its ~1.7 s overlaps the side probes still importing their libraries.
+        # Default: gpudoctor's kernels against the float64 reference beside one fast torch backend
+        # each (about 0.2 s warm); --full-matrix: every backend (issue 18: the full matrix cost
+        # 2.3-2.9 s for attention and 0.8-3.5 s for NF4, mostly bitsandbytes' import).
+        attention_order = matrix_attention.BACKENDS if full else matrix_attention.QUICK_BACKENDS
+        nf4_order = matrix_nf4.BACKENDS if full else matrix_nf4.QUICK_BACKENDS
+
         def attention_backends():
             own = matrix_attention.probe(preset.batch, preset.heads, preset.kv_heads, preset.seq,
-                                         preset.head_dim, dtype, device, backends=_own(matrix_attention.BACKENDS, side))
-            rows = _in_order(own, side_probes.collect(side, "attention"), matrix_attention.BACKENDS)
-            return {"rows": [r.to_json() for r in rows], "fastest": fastest(rows)}
+                                         preset.head_dim, dtype, device, backends=_own(attention_order, side))
+            rows = _in_order(own, side_probes.collect(side, "attention"), attention_order)
+            return _matrix_detail(rows, matrix_attention.BACKENDS, fastest)
 
         def nf4_backends():
-            own = matrix_nf4.probe(preset.ffn, preset.dim, dtype, device, backends=_own(matrix_nf4.BACKENDS, side))
-            rows = _in_order(own, side_probes.collect(side, "nf4-dequant"), matrix_nf4.BACKENDS)
-            return {"rows": [r.to_json() for r in rows], "fastest": fastest(rows)}
+            own = matrix_nf4.probe(preset.ffn, preset.dim, dtype, device, backends=_own(nf4_order, side))
+            rows = _in_order(own, side_probes.collect(side, "nf4-dequant"), nf4_order)
+            return _matrix_detail(rows, matrix_nf4.BACKENDS, fastest)
 
         stages.run("attention-backends", "attention backends (forward + backward)", attention_backends,
                    problems=_mismatches)
@@ -259,6 +270,20 @@ def _import_in_background(module: str):
     thread = threading.Thread(target=target, name=f"import {module}", daemon=True)
     thread.start()
     return thread, box
+
+
+FULL_MATRIX_HINT = "python -m gpudoctor.train --full-matrix (or GPUDOCTOR_TRAIN_MATRIX=full gpudoctor check --train)"
+
+
+def _matrix_detail(rows: list, every_backend: tuple[str, ...], fastest) -> dict:
+    """The matrix stage's detail; backends it did not run are named, never shown as passed."""
+    detail = {"rows": [r.to_json() for r in rows], "fastest": fastest(rows)}
+    measured = {row.backend for row in rows}
+    not_run = [name for name in every_backend if name not in measured]
+    if not_run:
+        detail["not_run"] = not_run
+        detail["not_run_reason"] = f"not measured by default (seconds each); all of them: {FULL_MATRIX_HINT}"
+    return detail
 
 
 def _own(backends: tuple[str, ...], side: dict) -> tuple[str, ...]:

@@ -20,6 +20,9 @@ TOLERANCE = {torch.bfloat16: 4e-2, torch.float16: 1e-2}
 SDPA_BACKENDS = {"sdpa-flash": "FLASH_ATTENTION", "sdpa-mem-efficient": "EFFICIENT_ATTENTION",
                  "sdpa-cudnn": "CUDNN_ATTENTION", "sdpa-math": "MATH"}
 BACKENDS = ("gpudoctor-triton", "flash-attn", *SDPA_BACKENDS, "eager")
+# The default pass: gpudoctor's kernel and torch's own flash kernel (no extra import, no cuDNN
+# graph build); the rest with --full-matrix.
+QUICK_BACKENDS = ("gpudoctor-triton", "sdpa-flash")
 
 
 def _load(backend: str, device):

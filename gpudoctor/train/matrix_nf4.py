@@ -16,6 +16,8 @@ from .timing import median_ms, time_once_ms
 
 UNIT_ROUNDOFF = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
 BACKENDS = ("gpudoctor-triton", "bitsandbytes", "torch-reference")
+# The default pass leaves out bitsandbytes (its import alone took 4.2-4.4 s on the H200).
+QUICK_BACKENDS = ("gpudoctor-triton", "torch-reference")
 
 
 def _elementwise_relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:

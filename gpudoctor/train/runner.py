@@ -63,8 +63,20 @@ def missing_extra() -> str | None:
     return None
 
 
+# The full backend matrix (every third-party backend, a cold-cache compile) costs seconds, so the
+# default pass runs gpudoctor's kernels against the float64 reference beside one torch backend
+# each; GPUDOCTOR_TRAIN_MATRIX=full (or full_matrix=True) asks for everything.
+FULL_MATRIX_ENV = "GPUDOCTOR_TRAIN_MATRIX"
+
+
+def wants_full_matrix(full_matrix: bool | None = None) -> bool:
+    if full_matrix is not None:
+        return full_matrix
+    return os.environ.get(FULL_MATRIX_ENV, "").strip().lower() == "full"
+
+
 def child_command(preset: str | None = None, compile: bool = False, peft: bool = False,
-                  extra: list[str] | None = None) -> list[str]:
+                  extra: list[str] | None = None, full_matrix: bool | None = None) -> list[str]:
     command = [sys.executable, "-m", "gpudoctor.train", "--json"]
     if preset:
         command += ["--preset", preset]
@@ -72,6 +84,8 @@ def child_command(preset: str | None = None, compile: bool = False, peft: bool =
         command.append("--compile")
     if peft:
         command.append("--peft")
+    if wants_full_matrix(full_matrix):
+        command.append("--full-matrix")
     return command + list(extra or [])
 
 
@@ -189,7 +203,7 @@ class PendingPass:
 
 def start_training_pass(preset: str | None = None, compile: bool = False, peft: bool = False,
                         timeout_s: float = DEFAULT_TIMEOUT_S, command: list[str] | None = None,
-                        env: dict | None = None) -> PendingPass:
+                        env: dict | None = None, full_matrix: bool | None = None) -> PendingPass:
     """Launch the child now (it spends seconds importing torch: the caller works meanwhile)."""
     from .diagnosis import skipped_pass
 
@@ -197,11 +211,13 @@ def start_training_pass(preset: str | None = None, compile: bool = False, peft: 
     if missing:
         return PendingPass(None, skipped_pass(f"{missing} is not installed, so the training pass cannot run: "
                                               f"{INSTALL_HINT}", hint=INSTALL_HINT))
-    return PendingPass(ChildProcess(command or child_command(preset, compile, peft), timeout_s, env))
+    return PendingPass(ChildProcess(command or child_command(preset, compile, peft, full_matrix=full_matrix),
+                                    timeout_s, env))
 
 
 def run_training_pass(preset: str | None = None, compile: bool = False, peft: bool = False,
                       timeout_s: float = DEFAULT_TIMEOUT_S, show_progress: bool = False, console=None,
-                      command: list[str] | None = None, env: dict | None = None):
+                      command: list[str] | None = None, env: dict | None = None, full_matrix: bool | None = None):
     """Run the pass and diagnose it: returns diagnosis.TrainPass (findings, checks, JSON)."""
-    return start_training_pass(preset, compile, peft, timeout_s, command, env).finish(show_progress, console)
+    return start_training_pass(preset, compile, peft, timeout_s, command, env,
+                               full_matrix).finish(show_progress, console)
