@@ -11,13 +11,15 @@ summary on stderr and raises :class:`PreflightError` on error findings (warnings
 ``strict=True``) unless ``raise_on_error=False``. Options may also come from
 ``[tool.gpudoctor]`` in the project's ``pyproject.toml``; explicit arguments win.
 
-The cached path imports only os, sys, json and time (no dataclasses, typing, rich or the
-engine): every import here is paid by every training run.
+The cached path imports only os, sys, json, time and two small gpudoctor modules (``xdg``, the
+rule ``paths.GpudoctorDirs`` is built from, and ``report.preflight``, the summary's reporter):
+no dataclasses, typing, rich or the engine, since every import here is paid by every training
+run. Nothing imported from ``gpudoctor.cli``, and no process-global state is changed besides
+the documented ``os.environ`` update from the env file.
 """
 
 from __future__ import annotations
 
-import _thread
 import json
 import os
 import sys
@@ -29,7 +31,9 @@ if TYPE_CHECKING:
 
     from .model import Finding
 
-CACHE_SCHEMA = 2  # 2: fixes carry their typed actions
+from .xdg import CACHE, CONFIG, ENV_FILE_NAME, gpudoctor_dir
+
+CACHE_SCHEMA = 3  # 2: fixes carry their typed actions; 3: the blocking findings are decided when checked
 CACHE_TTL_S = 24 * 3600  # a safety net: anything the fingerprint misses is re-checked daily
 CACHE_KEEP = 32  # fingerprint files kept in the cache dir
 
@@ -46,11 +50,7 @@ FINGERPRINT_PATHS = (
     "/usr/lib64", "/usr/lib/wsl/lib", "/usr/local/cuda", "/usr/bin",
 )
 CONFIG_KEYS = ("require", "skip", "strict", "raise_on_error", "quiet")
-# The GIL switch interval while the uncached checks run (CPython's default is 5 ms). The probe
-# threads mostly wait on syscalls and subprocesses; after each one a thread must win the GIL
-# back from whichever thread is importing, and with 5 ms slices those waits add up along the
-# probe chains. Restored before preflight() returns. None leaves it alone.
-CHECK_SWITCH_INTERVAL_S: float | None = 0.0005
+BOOL_KEYS = ("strict", "raise_on_error", "quiet")
 
 
 class PreflightError(RuntimeError):
@@ -72,25 +72,29 @@ class PreflightError(RuntimeError):
 class PreflightResult:
     """What preflight saw. ``findings`` are built on demand (model import is not free)."""
 
-    __slots__ = ("_records", "cached", "duration_ms", "env_changed", "checks", "options")
+    __slots__ = ("records", "blocking", "cached", "duration_ms", "env_changed", "checks", "options", "not_run")
 
-    def __init__(self, records: list[dict], cached: bool, duration_ms: float, env_changed: dict, checks: int,
-                 options: dict) -> None:
-        self._records, self.cached, self.duration_ms = records, cached, duration_ms
-        self.env_changed, self.checks, self.options = env_changed, checks, options
+    def __init__(self, entry: dict, cached: bool, duration_ms: float, env_changed: dict) -> None:
+        self.records = entry["findings"]  # the findings as JSON records (report.json's form)
+        self.options = entry["options"]
+        self.blocking = _blocking(entry, bool(self.options.get("strict")))
+        self.checks = entry["checks"]
+        self.not_run = entry.get("not_run", "")  # why the checks could not run, if they could not
+        self.cached, self.duration_ms, self.env_changed = cached, duration_ms, env_changed
 
     @property
     def findings(self) -> "list[Finding]":
         from .model import Finding
 
-        return [Finding.from_json(r) for r in self._records]
+        return [Finding.from_json(r) for r in self.records]
 
     @property
     def ok(self) -> bool:
-        return not _blocking(self._records, bool(self.options.get("strict")))
+        """No blocking finding, and the checks did run: a gate must not assume."""
+        return not self.blocking and not self.not_run
 
     def __repr__(self) -> str:
-        return f"PreflightResult(ok={self.ok}, findings={len(self._records)}, cached={self.cached})"
+        return f"PreflightResult(ok={self.ok}, findings={len(self.records)}, cached={self.cached})"
 
 
 def preflight(
@@ -116,24 +120,35 @@ def preflight(
 
     entry = _load_cache(cache_file) if use_cache else None
     cached = entry is not None
+    config_error = None
     if entry is None:
-        options = _merge_options(_read_config(pyproject), explicit)
-        requirements = _parse_requirements(options)  # a bad option is the caller's error: raise
         try:
+            config = _read_config(pyproject)
+        except ConfigError as exc:
+            config, config_error = {}, str(exc)
+        options = _merge_options(config, explicit)
+        requirements = _parse_requirements(options)  # a bad argument is the caller's error: raise
+        try:
+            if config_error:
+                raise ConfigError(config_error)
             entry = _run_checks(options, requirements)
         except Exception as exc:  # noqa: BLE001 - a bug in the doctor must not stop the training
-            sys.stderr.write(f"gpudoctor preflight: could not run the checks ({type(exc).__name__}: {exc}); "
-                             "continuing without them. Please report this.\n")
-            entry = {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": 0, "findings": []}
+            # ...but it must not read as a pass either: not_run makes ok False and the summary says so.
+            why = config_error or f"{type(exc).__name__}: {exc}; please report this"
+            entry = {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": 0, "findings": [],
+                     "blocking": {"default": [], "strict": []}, "not_run": why}
         else:
             if use_cache:
                 _store_cache(cache_file, entry)
-    options = entry["options"]
-    records = entry["findings"]
-    result = PreflightResult(records, cached, (time.perf_counter() - start) * 1000, env_changed, entry["checks"], options)
+    result = PreflightResult(entry, cached, (time.perf_counter() - start) * 1000, env_changed)
+    options = result.options
     if not options.get("quiet"):
-        sys.stderr.write(_summary(result, options))
-    blocking = _blocking(records, bool(options.get("strict")))
+        from .report.preflight import PreflightReporter
+
+        sys.stderr.write(PreflightReporter().render(result))
+    blocking = result.blocking
+    if config_error and options.get("raise_on_error", True):
+        raise PreflightError(f"gpudoctor preflight: {config_error}", [])
     if blocking and options.get("raise_on_error", True):
         ids = ", ".join(r["id"] for r in blocking)
         raise PreflightError(
@@ -172,6 +187,11 @@ def _find_pyproject(project_dir: str | None) -> str | None:
         directory = parent
 
 
+class ConfigError(ValueError):
+    """[tool.gpudoctor] asks for something preflight cannot do as written (a requirement that is
+    not a list of strings, an unknown feature): the gate says so instead of passing without it."""
+
+
 def _read_config(pyproject: str | None) -> dict:
     if not pyproject:
         return {}
@@ -181,13 +201,46 @@ def _read_config(pyproject: str | None) -> dict:
         import tomli as tomllib  # type: ignore[no-redef]
     try:
         with open(pyproject, "rb") as handle:
-            table = tomllib.load(handle).get("tool", {}).get("gpudoctor", {})
+            document = tomllib.load(handle)
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"gpudoctor preflight: ignoring {pyproject}: {exc}\n")
         return {}
+    tool = document.get("tool", {})
+    table = tool.get("gpudoctor", {}) if isinstance(tool, dict) else None
+    if not isinstance(table, dict):
+        sys.stderr.write(f"gpudoctor preflight: ignoring [tool.gpudoctor] in {pyproject}: not a table\n")
+        return {}
     config = {key.replace("-", "_"): value for key, value in table.items()}
-    return {key: (_as_list(config[key]) if key in ("require", "skip") else config[key])
-            for key in CONFIG_KEYS if key in config}
+    options = {}
+    for key in CONFIG_KEYS:
+        if key not in config:
+            continue
+        value = config[key]
+        if key in BOOL_KEYS and not isinstance(value, bool):
+            # `strict = "false"` is truthy in Python; guessing would turn a gate off or on by accident
+            sys.stderr.write(f"gpudoctor preflight: ignoring {key} = {value!r} in {pyproject}: "
+                             "not true or false\n")
+            continue
+        if key in ("require", "skip") and not (isinstance(value, str) or (
+                isinstance(value, list) and all(isinstance(v, str) for v in value))):
+            # a bad requirement is not dropped: the gate would pass without it
+            raise ConfigError(f"{key} in {pyproject} must be a string or a list of strings, got {value!r}")
+        options[key] = _as_list(value) if key in ("require", "skip") else value
+    if "require" in options:
+        from .requirements import RequirementError, parse_requirements
+
+        try:
+            parse_requirements(options["require"])
+        except RequirementError as exc:
+            raise ConfigError(f"require in {pyproject}: {exc}") from None
+    if "skip" in options:
+        from .selection import SelectionError, rule_ids
+
+        try:
+            rule_ids(options["skip"], option="skip")
+        except SelectionError as exc:
+            raise ConfigError(f"{pyproject}: {exc}") from None
+    return options
 
 
 def _merge_options(config: dict, explicit: dict) -> dict:
@@ -202,19 +255,13 @@ def _merge_options(config: dict, explicit: dict) -> dict:
 # -- environment ---------------------------------------------------------------------------
 
 
-def _xdg(name: str, default: str) -> str:
-    """Mirrors gpudoctor.paths.GpudoctorDirs (which imports dataclasses: too slow here)."""
-    value = os.environ.get(name, "")
-    home = os.environ.get("HOME") or os.path.expanduser("~")
-    return os.path.join(value if os.path.isabs(value) else os.path.join(home, default), "gpudoctor")
-
-
 def _cache_dir() -> str:
-    return _xdg("XDG_CACHE_HOME", ".cache")
+    # the rule paths.GpudoctorDirs is built from (xdg.py), without its dataclass import
+    return gpudoctor_dir(os.environ, *CACHE)
 
 
 def _env_file() -> str:
-    return os.path.join(_xdg("XDG_CONFIG_HOME", ".config"), "env.sh")
+    return os.path.join(gpudoctor_dir(os.environ, *CONFIG), ENV_FILE_NAME)
 
 
 def _apply_env_file() -> dict:
@@ -223,7 +270,11 @@ def _apply_env_file() -> dict:
         return {}
     from .fix.envfile import apply_to_os_environ
 
-    return apply_to_os_environ(path)
+    try:
+        return apply_to_os_environ(path)
+    except Exception as exc:  # noqa: BLE001 - a directory, unreadable, not UTF-8: say so, go on without it
+        sys.stderr.write(f"gpudoctor preflight: could not apply {path}: {exc}\n")
+        return {}
 
 
 def _fingerprint(pyproject: str | None, explicit: dict) -> str:
@@ -264,12 +315,21 @@ def _version() -> str:
 
 
 def _load_cache(path: str) -> dict | None:
+    """The cached entry, or None for anything unexpected (missing, corrupt, another schema,
+    stale, or dated in the future: a clock set back must not keep an entry forever)."""
     try:
         with open(path, encoding="utf-8") as handle:
             entry = json.load(handle)
-    except (OSError, ValueError):
+        age = time.time() - entry["time"]
+        blocking = entry["blocking"]
+        well_formed = (entry["schema"] == CACHE_SCHEMA and isinstance(entry["options"], dict)
+                       and isinstance(entry["checks"], int) and isinstance(entry["findings"], list)
+                       and all(isinstance(r, dict) and isinstance(r.get("id"), str) for r in entry["findings"])
+                       and all(isinstance(i, int) and 0 <= i < len(entry["findings"])
+                               for key in ("default", "strict") for i in blocking[key]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    if entry.get("schema") != CACHE_SCHEMA or time.time() - entry.get("time", 0) > CACHE_TTL_S:
+    if not well_formed or not 0 <= age <= CACHE_TTL_S:
         return None
     return entry
 
@@ -292,40 +352,17 @@ def _store_cache(path: str, entry: dict) -> None:
 
 
 def _parse_requirements(options: dict) -> dict | None:
-    from .cli.check import parse_requirements
+    from .requirements import RequirementError, parse_requirements
+    from .selection import SelectionError, rule_ids
 
     try:
+        rule_ids(options.get("skip") or [], option="skip=")
         return parse_requirements(list(options.get("require") or [])) or None
-    except Exception as exc:  # the CLI's UsageError: here it is the caller's bad argument
-        raise ValueError(f"gpudoctor.preflight: bad require= option: {exc}") from None
-
-
-_switch_lock = _thread.allocate_lock()  # _thread is built in: threading stays off the cached path
-_switch_depth = 0
-_switch_saved = 0.0
+    except (RequirementError, SelectionError) as exc:  # the caller's bad argument
+        raise ValueError(f"gpudoctor.preflight: {exc}") from None
 
 
 def _run_checks(options: dict, requirements: dict | None) -> dict:
-    """The uncached checks with the shorter switch interval. Overlapping calls (threads) share
-    one lowering: the first saves the caller's interval, the last out restores it."""
-    global _switch_depth, _switch_saved
-    if CHECK_SWITCH_INTERVAL_S is None:
-        return _run_checks_now(options, requirements)
-    with _switch_lock:
-        if _switch_depth == 0:
-            _switch_saved = sys.getswitchinterval()
-            sys.setswitchinterval(min(_switch_saved, CHECK_SWITCH_INTERVAL_S))
-        _switch_depth += 1
-    try:
-        return _run_checks_now(options, requirements)
-    finally:
-        with _switch_lock:
-            _switch_depth -= 1
-            if _switch_depth == 0:
-                sys.setswitchinterval(_switch_saved)
-
-
-def _run_checks_now(options: dict, requirements: dict | None) -> dict:
     from .host.live import LiveHost, start_nvml_early
 
     host = LiveHost()
@@ -344,46 +381,21 @@ def _run_checks_now(options: dict, requirements: dict | None) -> dict:
         facts = Facts(host, requirements)
         facts.prefetch_in_background(facts.names)
     from .engine import diagnose
+    from .model import Severity
     from .report.json import finding_to_json
 
     report = diagnose(host, skip=options.get("skip") or None, requirements=requirements, facts=facts)
+    findings = list(report.findings)
+    # Which findings block is decided here, with the model's severities, so the cached path
+    # needs neither the model nor a copy of its ranks.
+    blocking = {mode: [i for i, f in enumerate(findings) if f.severity.rank >= threshold.rank]
+                for mode, threshold in (("default", Severity.ERROR), ("strict", Severity.WARNING))}
     return {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": len(report.checks),
-            "findings": [finding_to_json(f) for f in report.findings]}
+            "findings": [finding_to_json(f) for f in findings], "blocking": blocking}
 
 
 # -- findings ------------------------------------------------------------------------------
 
-_RANK = {"info": 0, "warning": 1, "error": 2}
 
-
-def _blocking(records: list[dict], strict: bool) -> list[dict]:
-    threshold = 1 if strict else 2
-    return [r for r in records if _RANK.get(r.get("severity"), 0) >= threshold]
-
-
-def _summary(result: PreflightResult, options: dict) -> str:
-    records = result._records
-    counts = {s: sum(1 for r in records if r.get("severity") == s) for s in ("error", "warning", "info")}
-    how = f"{result.checks} checks, {'cached, ' if result.cached else ''}{result.duration_ms:.0f} ms"
-    if result.env_changed:
-        how += f", env: {', '.join(sorted(result.env_changed))}"
-    loader_note = ""
-    if "LD_LIBRARY_PATH" in result.env_changed:
-        # the dynamic loader read LD_LIBRARY_PATH when this process started; children see the change
-        loader_note = ("  note: LD_LIBRARY_PATH changed after this process started; libraries this process loads "
-                       "will not see it. Start training with `gpudoctor run -- python ...` instead.\n")
-    if not counts["error"] and not counts["warning"]:
-        return f"gpudoctor preflight: OK ({how})\n" + loader_note
-    head = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n and s != "info")
-    lines = [f"gpudoctor preflight: {head} ({how})"]
-    for record in records:
-        if record.get("severity") == "info":
-            continue
-        lines.append(f"  {record['severity']:<7} {record['id']}: {record.get('title', '')}")
-        fixes = record.get("fixes") or []
-        kinds = {f.get("kind") for f in fixes}
-        if "user" in kinds:
-            lines.append("          fix without root: gpudoctor fix   (review: gpudoctor fix --dry-run)")
-        elif fixes:
-            lines.append(f"          fix: {fixes[0].get('summary', '')}")
-    return "\n".join(lines) + "\n" + loader_note
+def _blocking(entry: dict, strict: bool) -> list[dict]:
+    return [entry["findings"][i] for i in entry["blocking"]["strict" if strict else "default"]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -30,7 +31,11 @@ def checks(home, tmp_path, monkeypatch):
 
     def fake(options, requirements=None):
         calls.append(options)
-        return {"schema": pf.CACHE_SCHEMA, "time": time.time(), "options": options, "checks": 3, "findings": list(findings)}
+        ranks = {"info": 0, "warning": 1, "error": 2}  # the test's own table of the fake findings
+        blocking = {mode: [i for i, f in enumerate(findings) if ranks[f["severity"]] >= threshold]
+                    for mode, threshold in (("default", 2), ("strict", 1))}
+        return {"schema": pf.CACHE_SCHEMA, "time": time.time(), "options": options, "checks": 3,
+                "findings": list(findings), "blocking": blocking}
 
     monkeypatch.setattr(pf, "_run_checks", fake)
     monkeypatch.chdir(tmp_path)
@@ -139,7 +144,8 @@ def test_a_crash_in_the_checks_does_not_stop_training(home, tmp_path, monkeypatc
 
     monkeypatch.setattr(pf, "_run_checks", broken)
     result = gpudoctor.preflight(project_dir=str(tmp_path))
-    assert result.ok and "could not run the checks" in capsys.readouterr().err
+    # training goes on (no raise), but the result does not claim a pass it never checked
+    assert not result.ok and "checks NOT run (RuntimeError: probe exploded" in capsys.readouterr().err
     assert not gpudoctor.preflight(project_dir=str(tmp_path), quiet=True).cached  # failures are not cached
 
 
@@ -154,40 +160,103 @@ def test_only_rank_zero_prints_by_default(checks, tmp_path, monkeypatch, capsys)
     assert capsys.readouterr().err == ""
 
 
-def test_switch_interval_is_lowered_only_while_the_checks_run(home, monkeypatch):
-    seen = []
-    monkeypatch.setattr(pf, "_run_checks_now", lambda options, requirements: seen.append(sys.getswitchinterval()) or {})
-    before = sys.getswitchinterval()
-    pf._run_checks({}, None)
-    assert seen == [min(before, pf.CHECK_SWITCH_INTERVAL_S)] and sys.getswitchinterval() == before
+def test_real_checks_leave_no_process_state_and_no_cli_import(home, tmp_path):
+    """The uncached path on this machine, in a fresh interpreter: nothing from gpudoctor.cli is
+    imported and the interpreter's switch interval is what the caller set."""
+    code = ("import sys; sys.setswitchinterval(0.003); import gpudoctor; "
+            "r = gpudoctor.preflight(quiet=True, raise_on_error=False, use_cache=False); "
+            "assert r.checks > 0 and not r.not_run, r.not_run; "
+            "assert sys.getswitchinterval() == 0.003, sys.getswitchinterval(); "
+            "print(sorted(m for m in sys.modules if m.startswith('gpudoctor.cli')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
-    def broken(options, requirements):
+
+def test_cached_path_imports_neither_the_model_nor_dataclasses(home, tmp_path):
+    code = ("import sys, gpudoctor; gpudoctor.preflight(quiet=True, raise_on_error=False); "
+            "print(sorted(m for m in ('gpudoctor.model', 'gpudoctor.paths', 'dataclasses', 'rich', 'gpudoctor.cli.check') "
+            "if m in sys.modules))")
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_checks_that_could_not_run_are_not_ok(checks, tmp_path, monkeypatch, capsys):
+    def broken(options, requirements=None):
         raise RuntimeError("a bug in a check")
 
-    monkeypatch.setattr(pf, "_run_checks_now", broken)
-    with pytest.raises(RuntimeError):
-        pf._run_checks({}, None)
-    assert sys.getswitchinterval() == before
+    monkeypatch.setattr(pf, "_run_checks", broken)
+    result = gpudoctor.preflight(project_dir=str(tmp_path))
+    assert not result.ok and "RuntimeError" in result.not_run
+    assert "checks NOT run" in capsys.readouterr().err
 
 
-def test_overlapping_checks_restore_the_callers_switch_interval(home, monkeypatch):
-    import threading
+def test_unknown_features_and_rule_ids_are_the_callers_error(checks, tmp_path):
+    with pytest.raises(ValueError, match="unknown required feature 'fp8'; valid: bf16, flash-attn, head_dim=N"):
+        gpudoctor.preflight(project_dir=str(tmp_path), require=["fp8"])
+    with pytest.raises(ValueError, match="unknown rule id.*bogus.*valid: no-nvidia-driver"):
+        gpudoctor.preflight(project_dir=str(tmp_path), skip=["bogus"])
+    assert checks.calls == []
 
-    inside, release = threading.Barrier(2), threading.Event()
 
-    def slow(options, requirements):
-        inside.wait(5)
-        release.wait(5)
-        return {}
+@pytest.mark.parametrize("body, message", [
+    ("require = 5", "require in .* must be a string or a list of strings"),
+    ("skip = 5", "skip in .* must be a string or a list of strings"),
+    ('require = ["fp8"]', "unknown required feature 'fp8'"),
+])
+def test_a_bad_pyproject_never_passes_the_gate_nor_crashes(checks, tmp_path, body, message, capsys):
+    (tmp_path / "pyproject.toml").write_text(f"[tool.gpudoctor]\n{body}\n")
+    with pytest.raises(gpudoctor.PreflightError, match=message):
+        gpudoctor.preflight(project_dir=str(tmp_path))
+    result = gpudoctor.preflight(project_dir=str(tmp_path), raise_on_error=False)
+    assert not result.ok and checks.calls == []
+    assert "checks NOT run" in capsys.readouterr().err
 
-    monkeypatch.setattr(pf, "_run_checks_now", slow)
-    before = sys.getswitchinterval()
-    threads = [threading.Thread(target=pf._run_checks, args=({}, None)) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    time.sleep(0.2)
-    assert sys.getswitchinterval() == min(before, pf.CHECK_SWITCH_INTERVAL_S)
-    release.set()
-    for thread in threads:
-        thread.join(5)
-    assert sys.getswitchinterval() == before
+
+def test_non_boolean_options_and_a_non_table_tool_are_ignored_with_a_note(checks, tmp_path, capsys):
+    checks.findings.append(_finding("w", "warning"))
+    (tmp_path / "pyproject.toml").write_text('[tool.gpudoctor]\nstrict = "false"\n')
+    assert gpudoctor.preflight(project_dir=str(tmp_path)).ok  # not strict: "false" is not true
+    assert "ignoring strict = 'false'" in capsys.readouterr().err
+    (tmp_path / "pyproject.toml").write_text("tool = 1\n")
+    assert gpudoctor.preflight(project_dir=str(tmp_path)).ok
+
+
+@pytest.mark.parametrize("kind", ["directory", "not-utf8", "unreadable"])
+def test_a_broken_env_file_never_crashes_the_script(checks, home, tmp_path, kind, capsys):
+    env_file = GpudoctorDirs.from_env().env_file
+    os.makedirs(os.path.dirname(env_file), exist_ok=True)
+    if kind == "directory":
+        os.makedirs(env_file)
+    else:
+        with open(env_file, "wb") as handle:
+            handle.write(b"export A=\xff\xfe\n" if kind == "not-utf8" else b"export A=1\n")
+        if kind == "unreadable":
+            if os.geteuid() == 0:
+                pytest.skip("root reads every file")
+            os.chmod(env_file, 0)
+    result = gpudoctor.preflight(project_dir=str(tmp_path), raise_on_error=False)
+    assert result.env_changed == {}
+    assert "could not apply" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["garbage", "future", "wrong-types", "bad-index"])
+def test_a_damaged_cache_entry_is_a_miss(checks, tmp_path, damage):
+    gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
+    directory = os.path.join(pf._cache_dir(), "preflight")
+    (name,) = os.listdir(directory)
+    path = os.path.join(directory, name)
+    with open(path) as handle:
+        entry = json.load(handle)
+    if damage == "future":
+        entry["time"] = time.time() + 365 * 24 * 3600
+    elif damage == "wrong-types":
+        entry["findings"] = "x"
+    elif damage == "bad-index":
+        entry["blocking"]["default"] = [7]
+    with open(path, "w") as handle:
+        handle.write("{not json" if damage == "garbage" else json.dumps(entry))
+    result = gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
+    assert not result.cached and len(checks.calls) == 2

@@ -1,0 +1,41 @@
+"""The preflight summary on stderr: a reporter over ``PreflightResult``.
+
+Imported on preflight's cached path, so it imports nothing (no rich, no model): it reads the
+findings' JSON records (``report.json.finding_to_json``'s form) the result holds.
+"""
+
+from __future__ import annotations
+
+LOADER_NOTE = ("  note: LD_LIBRARY_PATH changed after this process started; libraries this process loads "
+               "will not see it. Start training with `gpudoctor run -- python ...` instead.\n")
+
+
+class PreflightReporter:
+    """``render(result) -> str``: one line when all is well, else one line per problem and its fix."""
+
+    def render(self, result) -> str:
+        records = result.records
+        counts = {s: sum(1 for r in records if r.get("severity") == s) for s in ("error", "warning")}
+        how = f"{result.checks} checks, {'cached, ' if result.cached else ''}{result.duration_ms:.0f} ms"
+        if result.env_changed:
+            how += f", env: {', '.join(sorted(result.env_changed))}"
+        # the dynamic loader read LD_LIBRARY_PATH when this process started; children see the change
+        loader_note = LOADER_NOTE if "LD_LIBRARY_PATH" in result.env_changed else ""
+        if result.not_run:
+            head = f"gpudoctor preflight: checks NOT run ({result.not_run})"
+        elif not any(counts.values()):
+            return f"gpudoctor preflight: OK ({how})\n" + loader_note
+        else:
+            head = "gpudoctor preflight: " + ", ".join(
+                f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n) + f" ({how})"
+        lines = [head]
+        for record in records:
+            if record.get("severity") not in counts:
+                continue
+            lines.append(f"  {record['severity']:<7} {record['id']}: {record.get('title', '')}")
+            fixes = record.get("fixes") or []
+            if any(f.get("kind") == "user" for f in fixes):
+                lines.append("          fix without root: gpudoctor fix   (review: gpudoctor fix --dry-run)")
+            elif fixes:
+                lines.append(f"          fix: {fixes[0].get('summary', '')}")
+        return "\n".join(lines) + "\n" + loader_note

@@ -1,0 +1,44 @@
+"""Rule ids named by ``--only`` / ``--skip`` (check, fix, explain) and ``preflight(skip=...)``:
+one grammar and one validation. Items may repeat and may be comma-separated; an unknown id is
+an error that lists the valid ones, since a misspelt ``--skip`` would otherwise silently check
+everything and a misspelt ``--only`` would check nothing and pass."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+
+class SelectionError(ValueError):
+    """An id that is not in the catalogue, or a selection that cannot do what it says."""
+
+
+def split_ids(items: Iterable[str]) -> list[str]:
+    """``['a,b', 'c']`` -> ``['a', 'b', 'c']``, order kept, duplicates dropped."""
+    ids: list[str] = []
+    for item in items:
+        for part in str(item).split(","):
+            part = part.strip()
+            if part and part not in ids:
+                ids.append(part)
+    return ids
+
+
+def rule_ids(items: Iterable[str], detector: str | None = None, option: str = "--only") -> list[str]:
+    """The ids in ``items``, each checked against the catalogue. With ``detector`` ("static",
+    "log"), an id that detector never reports is an error too, saying where it is reported."""
+    from .knowledge import load_catalogue
+
+    catalogue = load_catalogue()
+    ids = split_ids(items)
+    unknown = [i for i in ids if i not in catalogue]
+    if unknown:
+        raise SelectionError(f"unknown rule id(s) for {option}: {', '.join(unknown)}; "
+                             f"valid: {', '.join(catalogue)}")
+    if detector is not None:
+        elsewhere = [i for i in ids if detector not in catalogue[i].detected_by]
+        if elsewhere:
+            where = "; ".join(f"{i} is reported by: {', '.join(catalogue[i].detected_by)}" for i in elsewhere)
+            raise SelectionError(f"{option} {', '.join(elsewhere)}: not decided by the {detector} checks ({where}); "
+                                 + ("use `gpudoctor explain LOG` or `check --log LOG`" if detector == "static"
+                                    else "use `gpudoctor check`"))
+    return ids
