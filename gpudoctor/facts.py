@@ -95,6 +95,12 @@ class Facts:
     def names(self) -> tuple[str, ...]:
         return tuple(self._probes)
 
+    def gathered(self, name: str) -> Any:
+        """The fact if it was already probed (and did not fail), else None: never probes.
+        For reporters, which show what the checks looked at and must not run commands."""
+        value = self._cache.get(name)
+        return None if isinstance(value, ProbeFailure) else value
+
     def get(self, name: str) -> Any:
         with self._locks[name]:  # per fact, so prefetch threads never probe the same thing twice
             if name not in self._cache:

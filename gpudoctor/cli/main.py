@@ -42,9 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv if argv is not None else sys.argv[1:])
+    argv = list(argv if argv is not None else sys.argv[1:])
+    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        argv = ["check", *argv]  # check is the default command: `gpudoctor -v`, `gpudoctor --json`
+    args = parser.parse_args(argv)
     if not args.command:
-        args = parser.parse_args(["check", *(argv if argv is not None else sys.argv[1:])])
+        args = parser.parse_args(["check", *argv])
     try:
         return int(args.run(args))
     except KeyboardInterrupt:

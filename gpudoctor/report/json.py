@@ -49,3 +49,10 @@ def report_dict(findings: Iterable[Finding], checks: Iterable[CheckResult] = (),
 
 def render_json(findings: Iterable[Finding], checks: Iterable[CheckResult] = (), **extra) -> str:
     return json.dumps(report_dict(findings, checks, **extra), indent=2, default=str)
+
+
+class JsonReporter:
+    """The schema-1 envelope of a ``ReportView``; ``extra`` sections are added at the top level."""
+
+    def render(self, report) -> str:
+        return render_json(report.findings, report.checks, **dict(report.extra)) + "\n"

@@ -26,3 +26,8 @@ def render_markdown(findings: Iterable[Finding], checks: Iterable[CheckResult], 
                 lines += [f"  - `{c}`" for c in fix_commands(fix)]
             lines.append("")
     return "\n".join(lines) + "\n"
+
+
+class MarkdownReporter:
+    def render(self, report) -> str:
+        return render_markdown(report.findings, report.checks, list(report.summary))

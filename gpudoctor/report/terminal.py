@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Iterable
 
 from rich.console import Console
@@ -85,3 +86,69 @@ def print_report(console: Console, findings: Iterable[Finding], checks: Iterable
     else:
         console.print(f"{errors} error(s), {warnings} warning(s) in {len(checks)} checks ({skipped} skipped"
                       + (f", {crashed} crashed" if crashed else "") + "). Fix them with `gpudoctor fix --dry-run`.")
+
+
+def make_console(stream=None, stderr: bool = False) -> Console:
+    """A console made for copying: no rich auto-highlighting, no hard wrap when the output is not
+    a terminal (a `$ gpudoctor fix --only ... --dry-run` line stays one line in a pipe or file),
+    and NO_COLOR honoured (https://no-color.org; rich reads it too, stated here so it holds)."""
+    import sys
+
+    stream = stream if stream is not None else (sys.stderr if stderr else sys.stdout)
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    return Console(file=stream, highlight=False, soft_wrap=not tty,
+                   no_color=bool(os.environ.get("NO_COLOR")), emoji=False)
+
+
+def rendered(write, stream_is_tty: bool) -> str:
+    import io
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, highlight=False, soft_wrap=not stream_is_tty, force_terminal=stream_is_tty,
+                      no_color=bool(os.environ.get("NO_COLOR")), emoji=False)
+    if stream_is_tty:
+        import shutil
+
+        console.width = shutil.get_terminal_size().columns
+    write(console)
+    return buffer.getvalue()
+
+
+class TerminalReporter:
+    """The check report as terminal text (colour and wrapping only when ``tty``)."""
+
+    def __init__(self, verbose: bool = False, tty: bool = False) -> None:
+        self.verbose, self.tty = verbose, tty
+
+    def render(self, report) -> str:
+        return rendered(lambda console: print_report(console, report.findings, report.checks, title=report.title,
+                                                      summary=list(report.summary), verbose=self.verbose), self.tty)
+
+
+class ExplainReporter:
+    """``gpudoctor explain``: most likely cause first, then its consequences, then where it was seen."""
+
+    def __init__(self, files, verbose: bool = False, tty: bool = False) -> None:
+        self.files, self.verbose, self.tty = list(files), verbose, tty
+
+    def render(self, report) -> str:
+        return rendered(self._write(report.findings), self.tty)
+
+    def _write(self, findings):
+        def write(console: Console) -> None:
+            names = ", ".join("<stdin>" if f == "-" else f for f in self.files)
+            console.print(f"[bold]gpudoctor explain[/] {escape(names)}")
+            if not findings:
+                console.print("[green]No known failure recognised[/] in this log.")
+                return
+            causes = [f for f in findings if not f.evidence.get("consequence")]
+            consequences = [f for f in findings if f.evidence.get("consequence")]
+            console.print("[bold]Most likely cause first[/]")
+            print_findings(console, causes, self.verbose)
+            if consequences:
+                console.print("[bold]Consequences of the above[/] [dim](same failure, reported later in the log)[/]")
+                print_findings(console, consequences, self.verbose)
+            for f in findings[:1]:
+                where = f.evidence.get("log"), f.evidence.get("line_number")
+                console.print(f"[dim]first seen: {escape(str(where[0]))}:{where[1]}[/]")
+        return write

@@ -130,3 +130,19 @@ def print_child_result(result: dict) -> None:
         detail = stage.get("detail") or {}
         if stage["id"].endswith("-backends") and detail:
             print_matrix(console, stage["id"].replace("-backends", ""), detail, result.get("mode") == "interpreter")
+
+
+class TrainReporter:
+    """The training pass's final report (``view.extra["train"]``) as text; terminal styling only
+    when ``tty``, and never wrapped or auto-highlighted (see ``report.terminal``)."""
+
+    def __init__(self, tty: bool = False) -> None:
+        self.tty = tty
+
+    def render(self, report) -> str:
+        from ..report.terminal import rendered
+
+        data = dict(report.extra).get("train")
+        if data is None:
+            return ""
+        return rendered(lambda console: print_train_summary(console, data), self.tty)

@@ -1,0 +1,67 @@
+"""Reporters: the header never probes, one CLI grammar, output made for copying (issues 12, 13)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gpudoctor.cli.main import main
+from gpudoctor.engine import diagnose
+from gpudoctor.facts import Facts
+from gpudoctor.host import SnapshotHost
+from gpudoctor.report.summary import machine_summary
+
+SNAPSHOT = "fixtures/snapshots/h200-baseline"
+
+
+class CountingHost:
+    """A recorded machine that counts the commands it is asked to run."""
+
+    def __init__(self, inner):
+        self._inner, self.commands = inner, []
+
+    def run(self, argv, *args, **kwargs):
+        self.commands.append(tuple(argv))
+        return self._inner.run(argv, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def test_the_header_never_probes(tmp_path):
+    host = CountingHost(SnapshotHost(SNAPSHOT))
+    report = diagnose(host, only=["bf16-unsupported"], facts=Facts(host))
+    before = list(host.commands)
+    lines = machine_summary(report.facts)
+    assert host.commands == before  # printing ran nothing
+    assert any(line.startswith("GPU 0:") for line in lines)
+    assert not any("CUDA toolkit" in line for line in lines)  # the toolchain was never probed
+
+
+@pytest.mark.parametrize("argv", [["--only", "bogus"], ["--skip", "bogus"], ["--require", "fp8"],
+                                  ["--only", "cuda-oom"]])
+def test_bad_selections_are_usage_errors(argv, capsys):
+    assert main(["check", "--snapshot", SNAPSHOT, *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpudoctor: error:") and err.count("\n") == 1
+
+
+def test_one_grammar_and_check_is_the_default(capsys):
+    assert main(["--snapshot", SNAPSHOT, "--json", "--only", "bf16-unsupported", "triton-missing"]) in (0, 1)
+    data = json.loads(capsys.readouterr().out)
+    assert sorted(c["id"] for c in data["checks"]) == ["bf16-unsupported", "triton-missing"]
+    assert main(["--snapshot", SNAPSHOT, "--json", "--only", "bf16-unsupported,triton-missing"]) in (0, 1)
+    assert len(json.loads(capsys.readouterr().out)["checks"]) == 2
+
+
+def test_piped_output_is_not_wrapped_nor_coloured():
+    out = subprocess.run([sys.executable, "-m", "gpudoctor", "check", "--snapshot", SNAPSHOT, "-v"],
+                         capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "COLUMNS": "40", "HOME": "/nonexistent-home", "TERM": "xterm"})
+    assert out.returncode in (0, 1), out.stderr
+    assert "\x1b[" not in out.stdout
+    gpu = [line for line in out.stdout.splitlines() if "GPU 0:" in line]
+    assert gpu and len(gpu[0]) > 40 and "driver" in gpu[0]  # longer than COLUMNS, still one line
