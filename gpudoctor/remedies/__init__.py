@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from ..model import Fix
-from . import capability, driver, packages, runtime, toolchain, training
+from . import capability, diagnosis, driver, packages, runtime, toolchain, training
 from .machine import Machine, machine_from_facts
 
 Remedy = Callable[[Mapping[str, Any]], list[Fix]]
@@ -57,6 +57,10 @@ REMEDIES: dict[str, Remedy] = {
     "triton-jit-failed": training.triton_jit_failed,
     "kernel-numerics-mismatch": training.kernel_numerics_mismatch,
     "training-pass-diverged": training.training_pass_diverged,
+    # failures only a log shows (gpudoctor/remedies/diagnosis.py)
+    "nccl-timeout": diagnosis.nccl_timeout,
+    "fp16-params-with-grad-scaler": diagnosis.fp16_params_with_grad_scaler,
+    "gradient-checkpointing-no-input-grads": diagnosis.gradient_checkpointing_no_input_grads,
 }
 
 

@@ -1,0 +1,35 @@
+"""Remedies for the failures that only a log shows (issue 15): collective timeouts and
+training-code mistakes around mixed precision and gradient checkpointing."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..model import CodeEdit, Fix, SuggestCommand
+
+
+def nccl_timeout(v: Mapping[str, Any]) -> list[Fix]:
+    return [
+        Fix("manual", "Open the log of the rank that did not report the timeout (or whose SeqNum is lowest): its last "
+                      "lines show why it stopped (a crash, a rank-0-only evaluation or checkpoint save, slow data). "
+                      "Rerun with NCCL_DEBUG=INFO and the flight recorder on to record the stuck collective.",
+            (SuggestCommand("NCCL_DEBUG=INFO TORCH_NCCL_TRACE_BUFFER_SIZE=2000 <your launch command>"),)),
+        Fix("code", "Only if the slow step is expected: raise the collective timeout (default "
+                    f"{v.get('timeout_ms', '600000')} ms here).",
+            (CodeEdit("longer NCCL timeout", "init_process_group(backend=\"nccl\")",
+                      "init_process_group(backend=\"nccl\", timeout=datetime.timedelta(hours=2))"),)),
+    ]
+
+
+def fp16_params_with_grad_scaler(v: Mapping[str, Any]) -> list[Fix]:
+    return [Fix("code", "Keep the trainable weights in fp32 under fp16 mixed precision: load the model without "
+                        "torch_dtype=torch.float16 (or cast the trainable parameters to float32), or train with bf16 "
+                        "on a GPU that supports it.",
+                (CodeEdit("fp32 trainable weights", "torch_dtype=torch.float16", "torch_dtype=torch.float32"),))]
+
+
+def gradient_checkpointing_no_input_grads(v: Mapping[str, Any]) -> list[Fix]:
+    return [Fix("code", "Make the checkpointed blocks record a graph: call model.enable_input_require_grads() before "
+                        "training, or use non-reentrant checkpointing.",
+                (CodeEdit("non-reentrant checkpointing", "model.gradient_checkpointing_enable()",
+                          "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})"),))]
