@@ -41,6 +41,9 @@ def add_parser(subparsers) -> None:
                         help="also load the env file from your shell profile (default: ~/.bashrc or ~/.zshrc by $SHELL), "
                         "so new shells get the fixes; undone by --undo")
     parser.add_argument("--only", nargs="+", action="extend", default=[], metavar="ID", help="only these rule ids")
+    parser.add_argument("--code", nargs="*", metavar="PATH", default=None,
+                        help="edit the training code instead: what `gpudoctor scan PATH…` found (default: the current "
+                        "directory), shown as a diff, asked first (--yes skips), undone by --undo")
     parser.add_argument("--json", action="store_true", help="print a JSON result on stdout")
     parser.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
@@ -50,6 +53,10 @@ def run(args) -> int:
     dirs = GpudoctorDirs.from_env()
     if args.undo:
         return _undo(args, dirs)
+    if args.code is not None:
+        from .scan import run_fix_code
+
+        return run_fix_code(args)
 
     from ..fix.plan import build_plan, with_profile_line
     from ..fix.script import render_script

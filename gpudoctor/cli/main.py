@@ -17,6 +17,7 @@ COMMANDS = {
     "fix": "gpudoctor.cli.fix",
     "env": "gpudoctor.cli.env",
     "run": "gpudoctor.cli.run",
+    "scan": "gpudoctor.cli.scan",
 }
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130

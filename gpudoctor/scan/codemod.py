@@ -87,8 +87,10 @@ class _Editor(cst.CSTTransformer):
         for i, arg in enumerate(updated.args):
             if i in moved_indexes:
                 # the line break after a removed argument now follows the argument before it
-                if args and isinstance(arg.comma, cst.Comma) and isinstance(arg.comma.whitespace_after,
-                                                                            cst.ParenthesizedWhitespace):
+                if (args and isinstance(arg.comma, cst.Comma)
+                        and isinstance(arg.comma.whitespace_after, cst.ParenthesizedWhitespace)
+                        and isinstance(args[-1].comma, cst.Comma)
+                        and isinstance(args[-1].comma.whitespace_after, cst.SimpleWhitespace)):  # keeps comments
                     args[-1] = args[-1].with_changes(comma=arg.comma)
                 continue
             if i == target_index:

@@ -78,6 +78,28 @@ def apply(applier: Any, action: EditFile) -> str:
     return DONE
 
 
+def record_problem(change: dict[str, Any]) -> str:
+    """"" when a manifest ``edit_file`` record has the shape gpudoctor writes, else why not: undo
+    trusts nothing read back (issue 14), and a record that names a file and two digests and
+    carries base64 bytes is all this undo ever acts on (it writes only the recorded original,
+    and only over the exact bytes gpudoctor wrote)."""
+    path = change.get("path")
+    if not (isinstance(path, str) and os.path.isabs(path) and os.path.normpath(path) == path
+            and not any(ch in path for ch in "\0\n\r")):
+        return f"edit_file {path!r}: not a clean absolute path"
+    for key in ("sha256_before", "sha256_after"):
+        digest = change.get(key)
+        if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+            return f"edit_file {path}: {key} is not a sha256"
+    try:
+        original = base64.b64decode(change.get("original", ""), validate=True)
+    except (ValueError, TypeError):
+        return f"edit_file {path}: the original bytes are not base64"
+    if sha256_hex(original) != change["sha256_before"]:
+        return f"edit_file {path}: the recorded original does not match its sha256"
+    return ""
+
+
 def undo_edit_file(change: dict[str, Any], context: UndoContext) -> tuple[str, str]:
     path = change["path"]
     try:
