@@ -194,3 +194,13 @@ def test_undo_leaves_a_file_changed_since(tmp_path):
     assert f"{script} was changed since gpudoctor edited it" in undo.stdout
     assert undo.returncode == 1
     assert script.read_bytes() == changed
+
+
+def test_every_rule_the_scan_reports_says_so_in_the_catalogue():
+    from gpudoctor.knowledge import load_catalogue
+
+    knowledge = load_knowledge()
+    rules = {c.rule for c in knowledge.changes} | {knowledge.fast_path.rule}
+    catalogue = load_catalogue()
+    assert all("scan" in catalogue[r].detected_by for r in rules)
+    assert all(c.source.startswith("https://") and c.deprecated_in <= c.removed_in for c in knowledge.changes)
