@@ -81,9 +81,16 @@ def run(args) -> int:
         elif args.dry_run:
             sys.stdout.write(script)
         return EXIT_OK
-    if plan.scope == "user":
-        return _apply_user(args, dirs, plan, report)
-    return _apply_system(args, dirs, plan, script)
+    from ..fix.manifest import ManifestError
+    from ..paths import UnsafeDirectory
+
+    try:
+        if plan.scope == "user":
+            return _apply_user(args, dirs, plan, report)
+        return _apply_system(args, dirs, plan, script)
+    except (ManifestError, UnsafeDirectory) as exc:  # refused before any change
+        sys.stderr.write(f"gpudoctor: error: {exc}\n")
+        return 2
 
 
 # -- user-local ---------------------------------------------------------------------------
@@ -142,6 +149,7 @@ def _apply_system(args, dirs, plan, script) -> int:
         packages_before,
         paths_touched,
         record_system_changes,
+        record_system_intents,
         root_prefix,
         run_system_script,
     )
@@ -166,14 +174,18 @@ def _apply_system(args, dirs, plan, script) -> int:
         return EXIT_NOT_FIXED
     existed = {p for p in paths_touched(plan) if os.path.lexists(p)}
     installed_before = packages_before(plan)
+    intents = record_system_intents(plan, dirs, existed)  # manifest-first: before the script runs
     code = run_system_script(script, args.sudo)
     if code != 0:
         recorded, _ = record_system_changes(plan, dirs, existed, installed_before, succeeded=False)
         sys.stderr.write(f"gpudoctor: the root script failed (exit {code}); see its output. "
-                         + (f"Recorded the {recorded} package install(s) it made for --undo.\n" if recorded
-                            else "Nothing recorded for undo.\n"))
+                         + (f"Recorded the {recorded} package install(s) it made for --undo" if recorded
+                            else "No package install recorded")
+                         + (f"; the {intents} file(s)/link(s) it may have made are recorded and undone only "
+                            "where they still match.\n" if intents else ".\n"))
         return EXIT_NOT_FIXED
     recorded, notes = record_system_changes(plan, dirs, existed, installed_before)
+    recorded += intents
     for note in notes:
         _say(args, f"  note: {note}")
     checks = verify(plan.finding_ids, fixed_environment(os.environ, dirs), run_diagnosis)
@@ -202,20 +214,47 @@ def _confirm(question: str) -> bool:
 
 
 def _undo(args, dirs) -> int:
+    from ..fix.manifest import ManifestError
     from ..fix.system import root_runner
-    from ..fix.undo import KEPT, MANUAL, undo
+    from ..fix.undo import KEPT, MANUAL, REFUSED, undo, undo_plan
 
-    if not os.path.exists(dirs.manifest_file):
+    if not os.path.exists(dirs.state):
         _say(args, f"gpudoctor: nothing to undo (no manifest at {dirs.manifest_file}).")
         if args.json:
             _emit_json({"undo": []})
         return EXIT_OK
-    outcomes = undo(dirs, root_runner(args.sudo))
-    for outcome in outcomes:
-        _say(args, f"  {outcome.status:>14}  {outcome.message}")
+    try:
+        if args.dry_run or args.script:  # the plan only: nothing is undone (issue 14 item 14)
+            outcomes = undo_plan(dirs)
+            if args.script:
+                _write_script(args.script, _undo_script(outcomes))
+                _say(args, f"gpudoctor: wrote the undo plan to {args.script} ({len(outcomes)} steps); nothing was undone")
+        else:
+            outcomes = undo(dirs, root_runner(args.sudo))
+    except ManifestError as exc:
+        sys.stderr.write(f"gpudoctor: error: {exc}\n")
+        return 2
+    if not outcomes:
+        _say(args, f"gpudoctor: nothing to undo (no manifest at {dirs.manifest_file}).")
+    if not args.script:
+        for outcome in outcomes:
+            _say(args, f"  {outcome.status:>14}  {outcome.message}")
     if args.json:
-        _emit_json({"undo": [{"op": o.change["op"], "status": o.status, "message": o.message} for o in outcomes]})
-    return EXIT_NOT_FIXED if any(o.status in (KEPT, MANUAL) for o in outcomes) else EXIT_OK
+        _emit_json({"undo": [{"op": o.change.get("op"), "status": o.status, "message": o.message} for o in outcomes],
+                    "dry_run": bool(args.dry_run or args.script)})
+    return EXIT_NOT_FIXED if any(o.status in (KEPT, MANUAL, REFUSED) for o in outcomes) else EXIT_OK
+
+
+def _undo_script(outcomes) -> str:
+    """``fix --undo --script F``: the plan as comments; running F runs the checked undo itself,
+    since each step depends on what is still on disk then (hash, link target, marker line)."""
+    from ..fix.shellquote import comment
+
+    lines = ["#!/usr/bin/env bash", "# gpudoctor fix --undo plan; each step acts only if the thing still matches",
+             "set -euo pipefail"]
+    lines += [comment(f"{o.status}: {o.message}") for o in outcomes]
+    lines.append('exec gpudoctor fix --undo "$@"')
+    return "\n".join(lines) + "\n"
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -264,9 +303,11 @@ def _list_without_fix(args, plan) -> None:
 
 
 def _write_script(path: str, script: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(script)
+    """A new file (0700, the user's) renamed over ``path``: a planted symlink is replaced, not
+    followed, and another user's file is not truncated in place keeping its owner and mode."""
+    from ..paths import write_private_file
+
+    write_private_file(path, script.encode("utf-8"), 0o700)
 
 
 def _say(args, text: str) -> None:

@@ -3,25 +3,38 @@ enough detail to undo exactly that change and nothing else.
 
 Change records (``op``):
   mkdir        {"path", "purpose": "fix" | "manifest"}
-  symlink      {"link", "target"}
+  symlink      {"link", "target", "previous_target"}
   write_file   {"path", "content"}           a file gpudoctor created (env file excluded)
   env          {"entry": {...}, "replaced": {...} | null}
   env_file     {"path"}                      the env file itself was created by gpudoctor
-  root_command {"argv", "undo_argv"}         run as root with --system
+  root_file    {"path", "sha256"}            a root-owned file --system created (ld.so.conf.d)
+  root_symlink {"link", "target"}            a root-owned symlink --system created
+  root_command {"argv", "undo_argv"}         older manifests; undone only where the undo is one
+                                             gpudoctor derives itself (see actions/root_command)
   packages     {"manager", "argv", "added"}  distro packages an install added (--system)
   append_line  {"path", "line", "added", "created"}  a line appended to a user's file (--profile)
-"""
+  edit_file    {"path", "original", "sha256_before", "sha256_after"}  fix --code (actions/edit_file)
+
+Manifest-first (issue 14): ``record`` makes the record durable (written, fsynced, renamed,
+directory fsynced) BEFORE the caller makes the change, so a crash, a kill or a full disk at any
+point leaves a manifest that names every change that may have happened; undo checks each one
+against the disk. ``state_lock`` serialises every fix and undo of one user (fcntl.flock)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 SCHEMA = 1
+LOCK_NAME = "lock"
+
+
+class ManifestError(Exception):
+    """The manifest cannot be read as gpudoctor's record: fix and undo refuse to touch it."""
 
 
 @dataclass
@@ -32,37 +45,311 @@ class Manifest:
     @classmethod
     def load(cls, path: str) -> "Manifest":
         try:
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
+            with open(path, "rb") as handle:
+                raw = handle.read(64 << 20)
         except FileNotFoundError:
             return cls(path)
-        if data.get("schema") != SCHEMA:
-            raise ValueError(f"{path}: unsupported manifest schema {data.get('schema')!r}")
-        return cls(path, list(data.get("changes", [])))
+        except OSError as exc:
+            raise ManifestError(f"{path}: cannot read the manifest ({exc.strerror or exc})") from None
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise ManifestError(f"{path} is not valid JSON; move it aside to continue "
+                                "(nothing was changed)") from None
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            schema = data.get("schema") if isinstance(data, dict) else None
+            raise ManifestError(f"{path}: unsupported manifest schema {schema!r}; move it aside to continue")
+        changes = data.get("changes", [])
+        if not isinstance(changes, list):
+            raise ManifestError(f"{path}: 'changes' is not a list; move it aside to continue")
+        return cls(path, changes)
 
-    def record(self, op: str, **details: Any) -> None:
-        self.changes.append({"op": op, "time": round(time.time(), 3), **details})
+    def record(self, op: str, **details: Any) -> dict[str, Any]:
+        """Append a change and make it durable before returning (manifest-first)."""
+        change = {"op": op, "time": round(time.time(), 3), **details}
+        self.changes.append(change)
+        try:
+            self.save()
+        except BaseException:
+            self.changes.pop()
+            raise
+        return change
+
+    def update(self, change: dict[str, Any], **details: Any) -> None:
+        """Add what is known only after the change (e.g. a symlink's previous target)."""
+        change.update(details)
+        self.save()
+
+    def forget(self, change: dict[str, Any]) -> None:
+        """The change recorded first did not happen (it failed): drop its record, best effort.
+        Where even that fails (a full disk), undo finds nothing on disk and says so."""
+        self.changes = [c for c in self.changes if c is not change]
+        with contextlib.suppress(OSError):
+            self.save()
 
     def owns_dir(self, path: str) -> bool:
-        return any(c["op"] == "mkdir" and c["path"] == path for c in self.changes)
+        return any(c.get("op") == "mkdir" and c.get("path") == path for c in self.changes)
 
     def owns_symlink(self, link: str) -> dict[str, Any] | None:
         for change in reversed(self.changes):
-            if change["op"] == "symlink" and change["link"] == link:
+            if change.get("op") == "symlink" and change.get("link") == link:
                 return change
         return None
 
     def save(self) -> None:
-        """Atomic replace, mode 0600. The state directory must exist (apply makes it and
-        records that, so undo can remove it too)."""
-        fd, tmp = tempfile.mkstemp(prefix=".manifest.", dir=os.path.dirname(self.path))
+        """Atomic and durable: temp file (O_EXCL, 0600) + fsync + rename + fsync of the dir."""
+        from ..paths import write_private_file
+
+        data = json.dumps({"schema": SCHEMA, "changes": self.changes}, indent=1) + "\n"
+        write_private_file(self.path, data.encode("utf-8"))
+        fsync_dir(os.path.dirname(self.path))
+
+    def remove(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        fsync_dir(os.path.dirname(self.path))
+
+
+def fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _acquire(lock_path: str) -> int | None:
+    """An fd holding an exclusive flock on ``lock_path``, or None when the file vanished
+    meanwhile (a concurrent undo removed the state dir): the caller starts over."""
+    import fcntl
+
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileNotFoundError:
+        return None
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        current = os.stat(lock_path, follow_symlinks=False)
+        held = os.fstat(fd)
+        if (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+            return fd
+    except FileNotFoundError:
+        pass
+    os.close(fd)
+    return None
+
+
+@contextlib.contextmanager
+def state_lock(state_dir: str, create: bool = True) -> Iterator["Manifest | None"]:
+    """Lock the user's gpudoctor state and yield its manifest, loaded under the lock.
+
+    With ``create``, the state dir is made (0700, each new directory recorded with purpose
+    "manifest", so undo removes it too) and must pass the own-directory rule. Without it, a
+    missing state dir yields None (there is nothing to undo). When the run recorded nothing,
+    the state dir is left as it was found."""
+    from ..paths import UnsafeDirectory, parent_dir_problem, private_dir_problem
+
+    manifest_path = os.path.join(state_dir, "manifest.json")
+    for _attempt in range(50):
+        created: list[str] = []
+        if not os.path.lexists(state_dir):
+            if not create:
+                yield None
+                return
+            created = _make_dirs(state_dir, parent_dir_problem)
+        problem = private_dir_problem(state_dir)
+        if problem:
+            raise UnsafeDirectory(f"refusing to keep gpudoctor's state in {state_dir}: {problem}")
+        lock_path = os.path.join(state_dir, LOCK_NAME)
+        fd = _acquire(lock_path)
+        if fd is None:
+            continue
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"schema": SCHEMA, "changes": self.changes}, handle, indent=2)
-                handle.write("\n")
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+            manifest = Manifest.load(manifest_path)
+            for directory in created:
+                if not manifest.owns_dir(directory):
+                    manifest.record("mkdir", path=directory, purpose="manifest")
+            yield manifest
+            if create and all(c.get("op") == "mkdir" and c.get("purpose") == "manifest" for c in manifest.changes):
+                _remove_state(manifest, lock_path)  # nothing recorded: leave no trace
+            return
+        finally:
+            os.close(fd)  # releases the flock
+    raise OSError(f"could not lock {state_dir}: it keeps disappearing")
+
+
+def _make_dirs(path: str, parent_problem: Any) -> list[str]:
+    """mkdir -p with mode 0700; the existing parent must be one nobody else controls."""
+    from ..paths import UnsafeDirectory
+
+    missing = []
+    probe = os.path.abspath(path)
+    while not os.path.lexists(probe):
+        missing.append(probe)
+        probe = os.path.dirname(probe)
+    problem = parent_problem(probe)
+    if problem:
+        raise UnsafeDirectory(f"refusing to create {path}: {problem}")
+    made = []
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            continue  # a concurrent gpudoctor made it; the own-directory check follows
+        os.chmod(directory, 0o700)
+        made.append(directory)
+    return made
+
+
+def _remove_state(manifest: Manifest, lock_path: str) -> None:
+    """Remove the lock file, the manifest and the state dirs recorded as ours, while locked;
+    a waiter sees its lock file gone and starts over."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(manifest.path)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(lock_path)
+    for change in reversed(manifest.changes):
+        if change.get("op") == "mkdir" and change.get("purpose") == "manifest":
+            with contextlib.suppress(OSError):
+                os.rmdir(change["path"])
+    # A state dir left by a run killed before its first record holds only the lock file; it
+    # is gpudoctor's own name (``.../gpudoctor``), so it goes too when empty.
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(lock_path))
+    manifest.changes = []
+
+
+# -- trust nothing read back (issue 14 item 13) --------------------------------------------------
+# The manifest is a file on disk: anyone who can write it (or a bug, or a full disk) can put
+# anything in it. Undo acts only on records of the shapes gpudoctor writes, naming paths inside
+# the places gpudoctor writes to, and never runs a command taken from it: root undo is derived
+# from the record's kind by gpudoctor's own code.
+
+LDCONF_DIR = "/etc/ld.so.conf.d/"
+ROOT_SYMLINK_NAMES = ("libcuda.so",)
+
+
+def _clean_path(value: Any) -> bool:
+    return (isinstance(value, str) and os.path.isabs(value) and os.path.normpath(value) == value
+            and not any(ch in value for ch in "\0\n\r"))
+
+
+def _inside(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _ancestor_of(path: str, roots: tuple[str, ...]) -> bool:
+    return any(root == path or root.startswith(path.rstrip("/") + "/") for root in roots)
+
+
+def normalized_change(change: Any, dirs: Any) -> tuple[dict[str, Any] | None, str]:
+    """(the record as undo may act on it, "") or (None, why it is refused). Older
+    ``root_command`` records become ``root_file``/``root_symlink`` when they are one of the two
+    shapes gpudoctor wrote; any other is refused."""
+    from .envfile import EnvEntry
+    from .packages import REMOVE_COMMANDS
+    from .plan import profile_line
+
+    if not isinstance(change, dict) or not isinstance(change.get("op"), str):
+        return None, "not a change record"
+    op = change["op"]
+    roots = (dirs.cache, dirs.config, dirs.state)
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    if op == "mkdir":
+        path, purpose = change.get("path"), change.get("purpose", "fix")
+        if not _clean_path(path) or path == "/":
+            return None, f"mkdir of {path!r}: not a clean absolute path"
+        if purpose == "manifest" and not _ancestor_of(path, (dirs.state,)):
+            return None, f"mkdir of {path}: not gpudoctor's state directory or one above it"
+        if purpose not in ("fix", "manifest") or not (_inside(path, roots) or _ancestor_of(path, roots)
+                                                      or _inside(path, (home,))):
+            return None, f"mkdir of {path}: outside the places gpudoctor makes directories"
+        return change, ""
+    if op == "symlink":
+        link, target = change.get("link"), change.get("target")
+        if not _clean_path(link) or not _inside(link, roots) or not isinstance(target, str):
+            return None, f"symlink {link!r}: not a link gpudoctor makes (only inside its own directories)"
+        if not isinstance(change.get("previous_target"), (str, type(None))):
+            return None, f"symlink {link}: previous_target is not a path"
+        return change, ""
+    if op == "write_file":
+        path = change.get("path")
+        if not _clean_path(path) or not _inside(path, roots) or not isinstance(change.get("content"), str):
+            return None, f"write_file {path!r}: not a file gpudoctor makes (only inside its own directories)"
+        return change, ""
+    if op == "env":
+        try:
+            EnvEntry.from_json(change["entry"])
+            if change.get("replaced") is not None:
+                EnvEntry.from_json(change["replaced"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            return None, f"env entry: {exc}"
+        return change, ""
+    if op == "env_file":
+        if change.get("path") != dirs.env_file:
+            return None, f"env_file {change.get('path')!r}: not gpudoctor's env file {dirs.env_file}"
+        return change, ""
+    if op == "append_line":
+        path, line, added = change.get("path"), change.get("line"), change.get("added")
+        if not _clean_path(path):
+            return None, f"append_line to {path!r}: not a clean absolute path"
+        try:
+            expected = profile_line(dirs.env_file)
+        except ValueError as exc:
+            return None, str(exc)
+        if line != expected or added not in (line + "\n", "\n" + line + "\n") or not isinstance(change.get("created"), bool):
+            return None, f"append_line to {path}: not the line gpudoctor fix --profile adds"
+        return change, ""
+    if op == "root_file":
+        path, digest = change.get("path"), change.get("sha256")
+        if not _root_file_ok(path) or not (isinstance(digest, str) and len(digest) == 64
+                                           and all(c in "0123456789abcdef" for c in digest)):
+            return None, f"root_file {path!r}: not a file gpudoctor writes as root"
+        return change, ""
+    if op == "root_symlink":
+        link, target = change.get("link"), change.get("target")
+        if not _root_link_ok(link) or not isinstance(target, str) or not target:
+            return None, f"root_symlink {link!r}: not a link gpudoctor makes as root"
+        return change, ""
+    if op == "root_command":
+        argv, undo = change.get("argv"), change.get("undo_argv")
+        if isinstance(argv, list) and len(argv) == 2 and argv[0] == "write" and _root_file_ok(argv[1]) \
+                and undo in (["rm", "--", argv[1]], ["rm", argv[1]]):
+            return {"op": "root_file", "path": argv[1], "sha256": None, "legacy": True}, ""
+        if isinstance(argv, list) and len(argv) == 4 and argv[:2] == ["ln", "-s"] and _root_link_ok(argv[3]) \
+                and undo in (["rm", "--", argv[3]], ["rm", argv[3]]) and isinstance(argv[2], str):
+            return {"op": "root_symlink", "link": argv[3], "target": argv[2]}, ""
+        return None, "root_command: its undo is not one gpudoctor derives; it is never run"
+    if op == "packages":
+        manager, added = change.get("manager"), change.get("added")
+        if manager not in REMOVE_COMMANDS:
+            return None, f"packages: unknown package manager {manager!r}"
+        if not isinstance(added, list) or not added or not all(_package_name_ok(n) for n in added):
+            return None, "packages: the package names are not plain package names"
+        return change, ""
+    if op == "edit_file":  # fix --code's records: their kind's own validator
+        from .actions.edit_file import record_problem
+
+        problem = record_problem(change)
+        return (None, problem) if problem else (change, "")
+    return None, f"unknown change {op!r}"
+
+
+def _root_file_ok(path: Any) -> bool:
+    return (_clean_path(path) and path.startswith(LDCONF_DIR) and "/" not in path[len(LDCONF_DIR):]
+            and os.path.basename(path).startswith("gpudoctor") and path.endswith(".conf"))
+
+
+def _root_link_ok(link: Any) -> bool:
+    return _clean_path(link) and os.path.basename(link) in ROOT_SYMLINK_NAMES
+
+
+def _package_name_ok(name: Any) -> bool:
+    import re
+
+    return isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9+._:~@-]{0,200}", name) is not None

@@ -96,16 +96,23 @@ def with_profile_line(plan: Plan, profile: str, env_file: str) -> Plan:
     user plan that writes env entries, or when the env file exists from an earlier run."""
     import os
 
-    from .shellquote import sh_always
-
     if plan.scope != "user":
         return plan
     env_steps = [s for s in plan.steps if isinstance(s.action, (SetEnv, RemoveFromPathVar))]
     if not env_steps and not os.path.exists(env_file):
         note = "--profile: no env file to load (no fix here sets a variable), so the profile is left alone"
         return Plan(plan.scope, plan.steps, plan.chosen, plan.without_fix, plan.notes + (note,))
-    quoted = sh_always(env_file)
-    line = f"[ -f {quoted} ] && . {quoted}  # added by gpudoctor fix --profile; gpudoctor fix --undo removes it"
+    line = profile_line(env_file)
     ids = tuple(dict.fromkeys(fid for s in env_steps for fid in s.finding_ids)) or ("--profile",)
     return Plan(plan.scope, plan.steps + (Step(AppendLine(profile, line), ids),), plan.chosen, plan.without_fix,
                 plan.notes)
+
+
+def profile_line(env_file: str) -> str:
+    """The one line ``--profile`` appends; undo removes only exactly this line (its own marker)."""
+    from .shellquote import sh_always
+
+    if "\n" in env_file or "\r" in env_file or "\0" in env_file:
+        raise ValueError(f"the env file path {env_file!r} has a line break; a profile line cannot hold it")
+    quoted = sh_always(env_file)
+    return f"[ -f {quoted} ] && . {quoted}  # added by gpudoctor fix --profile; gpudoctor fix --undo removes it"

@@ -10,8 +10,7 @@ from typing import Callable
 
 from ..model import InstallPackage, RootCommand, WriteFile
 from ..paths import GpudoctorDirs
-from .apply import Applier
-from .manifest import Manifest
+from .manifest import state_lock
 from .packages import install_argv, installed_packages
 from .plan import Plan
 
@@ -53,47 +52,56 @@ def packages_before(plan: Plan) -> dict[str, frozenset[str] | None]:
     return {manager: installed_packages(manager) for manager in managers}
 
 
+def record_system_intents(plan: Plan, dirs: GpudoctorDirs, existed_before: set[str]) -> int:
+    """Before the root script runs (manifest-first, issue 14): record each file and symlink it
+    will create, with the content's hash or the link's target, so that a script killed midway
+    leaves a record of everything it may have made. Undo checks each against the disk and
+    removes only what still matches. Paths that existed before are not ours: no record."""
+    import hashlib
+
+    intents = []
+    for step in plan.steps:
+        action = step.action
+        if isinstance(action, WriteFile) and action.needs_root and action.path not in existed_before:
+            intents.append({"op": "root_file", "path": action.path,
+                            "sha256": hashlib.sha256(action.content.encode("utf-8")).hexdigest()})
+        elif isinstance(action, RootCommand) and action.undo_argv:
+            created = _created_path(action)
+            if created is not None and created not in existed_before:
+                intents.append({"op": "root_symlink", "link": created, "target": action.argv[2]})
+    if intents:
+        with state_lock(dirs.state) as manifest:
+            for intent in intents:
+                manifest.record(**intent)
+    return len(intents)
+
+
 def record_system_changes(plan: Plan, dirs: GpudoctorDirs, existed_before: set[str],
                           installed_before: dict[str, frozenset[str] | None] | None = None,
                           succeeded: bool = True) -> tuple[int, list[str]]:
-    """After the script ran: record what it created that has a known undo. Files that existed
-    before the run are not ours and get no undo record; neither do packages that were installed
-    before. When the script failed, only the package installs are recorded: they run first and
-    stay installed, while what else ran before the failure is not known. Returns (changes
-    recorded, notes on what could not be recorded)."""
-    manifest = Manifest.load(dirs.manifest_file)
+    """After the script ran: record the packages its installs added (the database diff), under
+    the state lock. Files and symlinks were recorded before it ran (``record_system_intents``).
+    Returns (changes recorded, notes on what could not be recorded)."""
     count, notes = 0, []
-    for step in plan.steps if succeeded else ():
-        action = step.action
-        if isinstance(action, RootCommand) and action.undo_argv:
-            created = _created_path(action)
-            if created is not None and created in existed_before:
+    with state_lock(dirs.state) as manifest:
+        for manager, before in (installed_before or {}).items():
+            after = installed_packages(manager)
+            if before is None or after is None:
+                notes.append(f"could not read the {manager} package database; the install has no undo record")
                 continue
-            manifest.record("root_command", argv=list(action.argv), undo_argv=list(action.undo_argv))
-            count += 1
-        elif isinstance(action, WriteFile) and action.needs_root and action.path not in existed_before:
-            manifest.record("root_command", argv=["write", action.path], undo_argv=["rm", "--", action.path])
-            count += 1
-    for manager, before in (installed_before or {}).items():
-        after = installed_packages(manager)
-        if before is None or after is None:
-            notes.append(f"could not read the {manager} package database; the install has no undo record")
-            continue
-        added = sorted(after - before)  # the requested packages and the dependencies they pulled in
-        if added:
-            requested = [p for s in plan.steps if isinstance(s.action, InstallPackage) and s.action.manager == manager
-                         for p in s.action.packages]
-            manifest.record("packages", manager=manager, argv=list(install_argv(manager, tuple(requested))), added=added)
-            count += 1
-    if count:
-        Applier(dirs, manifest).ensure_dir(dirs.state, purpose="manifest")
-        manifest.save()
+            added = sorted(after - before)  # the requested packages and the dependencies they pulled in
+            if added:
+                requested = [p for s in plan.steps if isinstance(s.action, InstallPackage) and s.action.manager == manager
+                             for p in s.action.packages]
+                manifest.record("packages", manager=manager, argv=list(install_argv(manager, tuple(requested))),
+                                added=added)
+                count += 1
     return count, notes
 
 
 def _created_path(action: RootCommand) -> str | None:
-    """The path an ``ln -s … LINK`` creates, so a pre-existing one is never 'undone'."""
-    if len(action.argv) >= 4 and action.argv[0] == "ln" and action.argv[1] == "-s":
+    """The path an ``ln -s TARGET LINK`` creates, so a pre-existing one is never 'undone'."""
+    if len(action.argv) == 4 and action.argv[0] == "ln" and action.argv[1] == "-s":
         return action.argv[-1]
     return None
 

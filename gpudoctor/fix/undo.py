@@ -1,10 +1,16 @@
 """Undo: reverse exactly the manifest, newest change first, and only where the thing on disk
 is still what gpudoctor made (a symlink still pointing where we pointed it, a file with the
-content we wrote, an empty directory)."""
+content we wrote, an empty directory of ours, our own marker line).
+
+Under the state lock, so a concurrent ``fix`` cannot append while undo rewrites. Every record
+is checked first (``manifest.normalized_change``): one gpudoctor would not have written is
+refused, named, and dropped, and does not stop the others. Undo runs no command read from the
+manifest; root undo is derived from the record's kind."""
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +18,16 @@ from ..paths import GpudoctorDirs
 from .actions import UNDOERS
 from .actions.base import GONE, KEPT, MANUAL, UNDONE, RootRunner, UndoContext
 from .actions.make_dir import undo_mkdir
-from .manifest import Manifest
+from .manifest import Manifest, normalized_change, state_lock
 
-__all__ = ["GONE", "KEPT", "MANUAL", "UNDONE", "RootRunner", "UndoOutcome", "undo"]
+REFUSED = "refused"
+WOULD = "would undo"
+
+__all__ = ["GONE", "KEPT", "MANUAL", "REFUSED", "UNDONE", "WOULD", "RootRunner", "UndoOutcome", "undo", "undo_plan"]
+
+# gpudoctor's own temporary files (paths.write_private_file): a kill between their creation and
+# the rename leaves one; undo removes them from gpudoctor's own directories.
+_TEMP_NAME = re.compile(r"^\..+\.gpudoctor-\d+-\d+$")
 
 
 @dataclass(frozen=True)
@@ -24,35 +37,111 @@ class UndoOutcome:
     message: str
 
 
+def _is_own_dir(change: dict[str, Any]) -> bool:
+    return change.get("op") == "mkdir" and change.get("purpose") == "manifest"
+
+
+def _checked(manifest: Manifest, dirs: GpudoctorDirs) -> tuple[list[dict[str, Any]], list[UndoOutcome]]:
+    usable, refused = [], []
+    for number, change in enumerate(manifest.changes, 1):
+        normal, why = normalized_change(change, dirs)
+        if normal is None:
+            shown = change if isinstance(change, dict) else {"op": "?"}
+            refused.append(UndoOutcome(shown, REFUSED, f"manifest entry {number} refused, not acted on: {why}"))
+        else:
+            usable.append(normal)
+    return usable, refused
+
+
+def undo_plan(dirs: GpudoctorDirs | None = None) -> list[UndoOutcome]:
+    """What ``undo`` would do, changing nothing (``fix --undo --dry-run``)."""
+    dirs = dirs or GpudoctorDirs.from_env()
+    manifest = Manifest.load(dirs.manifest_file)
+    usable, refused = _checked(manifest, dirs)
+    outcomes = list(refused)
+    ordered = [c for c in reversed(usable) if not _is_own_dir(c)] + [c for c in reversed(usable) if _is_own_dir(c)]
+    for change in ordered:
+        outcomes.append(UndoOutcome(change, WOULD, describe_change(change)))
+    return outcomes
+
+
+def describe_change(change: dict[str, Any]) -> str:
+    op = change["op"]
+    if op == "mkdir":
+        return f"remove directory {change['path']} if empty"
+    if op == "symlink":
+        return f"remove symlink {change['link']} if it still points to {change['target']}"
+    if op in ("write_file", "env_file"):
+        return f"remove {change['path']} if unchanged"
+    if op == "env":
+        entry = change["entry"]
+        return f"take the {entry.get('mode', 'set')} {entry['name']} entry out of the env file"
+    if op == "append_line":
+        return f"remove gpudoctor's line from {change['path']}"
+    if op == "root_file":
+        return f"as root: rm -- {change['path']} if unchanged, then ldconfig"
+    if op == "root_symlink":
+        return f"as root: rm -- {change['link']} if it still points to {change['target']}"
+    if op == "packages":
+        return f"as root: remove the packages the install added: {' '.join(change['added'])}"
+    return op
+
+
 def undo(dirs: GpudoctorDirs | None = None, root: RootRunner | None = None) -> list[UndoOutcome]:
     """Reverse the manifest. ``root`` runs an argv as root (for --system changes); without it
     those are reported as MANUAL and stay in the manifest."""
     dirs = dirs or GpudoctorDirs.from_env()
-    manifest = Manifest.load(dirs.manifest_file)
+    with state_lock(dirs.state, create=False) as manifest:
+        if manifest is None:
+            return []
+        return _undo_locked(manifest, dirs, root)
+
+
+def _undo_locked(manifest: Manifest, dirs: GpudoctorDirs, root: RootRunner | None) -> list[UndoOutcome]:
     context = UndoContext(dirs, root)
-    outcomes: list[UndoOutcome] = []
+    usable, outcomes = _checked(manifest, dirs)
     remaining: list[dict[str, Any]] = []
-    own_dirs = [c for c in manifest.changes if c["op"] == "mkdir" and c.get("purpose") == "manifest"]
-    for change in reversed([c for c in manifest.changes if c not in own_dirs]):
-        handler = UNDOERS.get(change["op"])
-        if handler is None:
-            outcomes.append(UndoOutcome(change, KEPT, f"unknown change {change['op']!r}"))
-            continue
+    own_dirs = [c for c in usable if _is_own_dir(c)]
+    for change in reversed([c for c in usable if not _is_own_dir(c)]):
+        handler = UNDOERS[change["op"]]
         try:
             status, message = handler(change, context)
-        except OSError as exc:
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             status, message = KEPT, f"{change['op']}: {exc}"
         outcomes.append(UndoOutcome(change, status, message))
         if status == MANUAL:
             remaining.append(change)
 
+    _remove_own_temp_files(usable, dirs)
     if remaining:  # keep what still needs a root hand, so a later --undo can finish it
         manifest.changes = list(reversed(remaining)) + own_dirs
         manifest.save()
         return outcomes
-    if os.path.exists(dirs.manifest_file):
-        os.unlink(dirs.manifest_file)
+    manifest.remove()
+    lock = os.path.join(dirs.state, "lock")
+    if os.path.lexists(lock) and not os.path.islink(lock):
+        os.unlink(lock)  # still held: a waiting fix sees it gone and starts over
     for change in reversed(own_dirs):
         status, message = undo_mkdir(change, context)
         outcomes.append(UndoOutcome(change, status, message))
+    if not own_dirs:
+        try:
+            os.rmdir(dirs.state)  # gpudoctor's own directory, made by a run killed before its first record
+        except OSError:
+            pass
     return outcomes
+
+
+def _remove_own_temp_files(changes: list[dict[str, Any]], dirs: GpudoctorDirs) -> None:
+    places = {dirs.state, dirs.config, dirs.cache}
+    places.update(c["path"] for c in changes if c["op"] == "mkdir")
+    for place in places:
+        try:
+            names = os.listdir(place)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(place, name)
+            if _TEMP_NAME.match(name) and os.path.isfile(path) and not os.path.islink(path) \
+                    and os.lstat(path).st_uid == os.geteuid():
+                os.unlink(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -43,11 +44,18 @@ def apply(applier: Any, action: AppendLine) -> str:
     if action.line in text.split("\n"):  # whole lines, as the script's `grep -qxF` sees them
         return ALREADY
     added = ("\n" if text and not text.endswith("\n") else "") + action.line + "\n"
-    if not existed:
-        applier.ensure_dir(os.path.dirname(action.path))
-    with open(action.path, "a" if existed else "x", encoding="utf-8", errors="surrogateescape") as handle:
-        handle.write(added)
-    applier.manifest.record("append_line", path=action.path, line=action.line, added=added, created=not existed)
+    applier.ensure_dir(os.path.dirname(action.path))  # the own-directory rule, also for HOME
+    change = applier.manifest.record("append_line", path=action.path, line=action.line, added=added,
+                                     created=not existed)
+    try:
+        with open(action.path, "a" if existed else "x", encoding="utf-8", errors="surrogateescape") as handle:
+            handle.write(added)
+    except BaseException:
+        if not existed:
+            with contextlib.suppress(OSError):
+                os.unlink(action.path)
+        applier.manifest.forget(change)
+        raise
     return DONE
 
 

@@ -9,7 +9,8 @@ from typing import Any
 from ...model import RemoveFromPathVar, SetEnv
 from .. import envfile
 from ..shellquote import sh
-from .base import ALREADY, DONE, GONE, KEPT, UNDONE, ActionKind, UndoContext
+from ...paths import trusted_dir_problem
+from .base import ALREADY, DONE, GONE, KEPT, UNDONE, ActionKind, Refused, UndoContext
 from .shell import ENV_FILE_VAR
 
 
@@ -37,9 +38,19 @@ def render(action: SetEnv | RemoveFromPathVar) -> list[str]:
     ]
 
 
+# Variables whose entries name directories something loads code from: a prepended entry must be
+# a directory nobody else can add files to (issue 14: never put another user's directory there).
+SEARCH_PATHS = frozenset({"LIBRARY_PATH", "LD_LIBRARY_PATH", "PATH", "PYTHONPATH", "CPATH", "LD_PRELOAD"})
+
+
 def apply(applier: Any, action: SetEnv | RemoveFromPathVar) -> str:
     path = applier.dirs.env_file
     entry = entry_for(action)
+    if entry.mode == "prepend" and entry.name in SEARCH_PATHS:
+        problem = trusted_dir_problem(entry.value)
+        if problem:
+            raise Refused(f"refusing to put {entry.value} on {entry.name}: {problem}")
+    applier.ensure_dir(os.path.dirname(path))  # the own-directory rule for the env file's dir
     entries = envfile.read_entries(path)
     if entry in entries:
         return ALREADY
@@ -51,11 +62,17 @@ def apply(applier: Any, action: SetEnv | RemoveFromPathVar) -> str:
                 break
     if replaced is None:
         entries.append(entry)
+    created = None
     if not os.path.lexists(path):
-        applier.ensure_dir(os.path.dirname(path))
-        applier.manifest.record("env_file", path=path)
-    envfile.write_entries(path, entries)
-    applier.manifest.record("env", entry=entry.to_json(), replaced=replaced.to_json() if replaced else None)
+        created = applier.manifest.record("env_file", path=path)
+    change = applier.manifest.record("env", entry=entry.to_json(), replaced=replaced.to_json() if replaced else None)
+    try:
+        envfile.write_entries(path, entries)
+    except BaseException:
+        applier.manifest.forget(change)
+        if created is not None:
+            applier.manifest.forget(created)
+        raise
     return DONE
 
 

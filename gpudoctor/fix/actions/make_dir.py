@@ -25,8 +25,6 @@ def render(action: MakeDir) -> list[str]:
 
 
 def apply(applier: Any, action: MakeDir) -> str:
-    if os.path.isdir(action.path):
-        return ALREADY
     return DONE if applier.ensure_dir(action.path, action.mode) else ALREADY
 
 
@@ -34,6 +32,8 @@ def undo_mkdir(change: dict[str, Any], context: UndoContext) -> tuple[str, str]:
     path = change["path"]
     if not os.path.isdir(path) or os.path.islink(path):
         return GONE, path
+    if os.lstat(path).st_uid != os.geteuid():
+        return KEPT, f"{path} does not belong to you; gpudoctor did not make it"
     if os.listdir(path):
         return KEPT, f"{path} is not empty"
     os.rmdir(path)

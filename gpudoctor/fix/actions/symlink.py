@@ -34,6 +34,7 @@ def render(action: Symlink) -> list[str]:
 
 def apply(applier: Any, action: Symlink) -> str:
     link, target = action.link, action.target
+    applier.ensure_dir(os.path.dirname(link))  # the own-directory rule before even looking
     if os.path.islink(link):
         current = os.readlink(link)
         if current == target:
@@ -41,16 +42,20 @@ def apply(applier: Any, action: Symlink) -> str:
         ours = applier.manifest.owns_symlink(link)
         if not ours or ours["target"] != current:
             raise Refused(f"{link} already points to {current}, and gpudoctor did not make it; leaving it alone")
+        applier.manifest.record("symlink", link=link, target=target, previous_target=current)
         os.unlink(link)  # ours, and the real library moved: re-point it
         os.symlink(target, link)
-        applier.manifest.record("symlink", link=link, target=target, previous_target=current)
         return DONE
     if os.path.lexists(link):
         kind = "a directory" if os.path.isdir(link) else "a real file"
         raise Refused(f"{link} exists and is {kind}, not a symlink; refusing to replace it")
     applier.ensure_dir(os.path.dirname(link))
-    os.symlink(target, link)
-    applier.manifest.record("symlink", link=link, target=target, previous_target=None)
+    change = applier.manifest.record("symlink", link=link, target=target, previous_target=None)
+    try:
+        os.symlink(target, link)
+    except BaseException:
+        applier.manifest.forget(change)
+        raise
     return DONE
 
 

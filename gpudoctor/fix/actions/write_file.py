@@ -41,9 +41,18 @@ def apply(applier: Any, action: WriteFile) -> str:
             pass
         raise Refused(f"{action.path} exists with other content; refusing to replace it")
     applier.ensure_dir(os.path.dirname(action.path))
-    with open(action.path, "x", encoding="utf-8") as handle:  # "x": never clobber a racer
-        handle.write(action.content)
-    applier.manifest.record("write_file", path=action.path, content=action.content)
+    change = applier.manifest.record("write_file", path=action.path, content=action.content)
+    created = False
+    try:
+        fd = os.open(action.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        created = True  # O_EXCL: never clobber a racer
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(action.content)
+    except BaseException:
+        if created:
+            os.unlink(action.path)
+        applier.manifest.forget(change)
+        raise
     return DONE
 
 
@@ -52,8 +61,11 @@ def undo_write_file(change: dict[str, Any], context: UndoContext) -> tuple[str, 
     if not os.path.lexists(path):
         return GONE, path
     try:
-        with open(path, encoding="utf-8") as handle:
-            unchanged = handle.read() == change["content"]
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, encoding="utf-8") as handle:
+            text = handle.read(len(change["content"]) + 1)
+        # the whole content, or a prefix of it: a write cut short by a kill or a full disk
+        unchanged = change["content"].startswith(text)
     except (OSError, UnicodeDecodeError):
         unchanged = False
     if not unchanged:
