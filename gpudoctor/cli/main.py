@@ -18,6 +18,7 @@ COMMANDS = {
     "env": "gpudoctor.cli.env",
     "run": "gpudoctor.cli.run",
     "scan": "gpudoctor.cli.scan",
+    "diff": "gpudoctor.cli.diff",
 }
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130

@@ -1,0 +1,137 @@
+"""Hardware health checks over NVML's answers: memory errors, retired rows, slowdowns, the PCIe
+link and persistence mode. Each judges every GPU and says which ones it could not see."""
+
+from __future__ import annotations
+
+from ..model import Fix, Severity
+from .base import Skip, finding
+
+
+def _gpus(health, fields: tuple[str, ...], what: str):
+    """The GPUs that answered at least one of ``fields``; Skip (with NVML's reason) when none did."""
+    if health.unavailable:
+        raise Skip(health.unavailable)
+    answered = [g for g in health.gpus if any(getattr(g.nvml, f) is not None for f in fields)]
+    if not answered:
+        reasons = sorted({g.nvml.why_unknown(fields[0]) for g in health.gpus})
+        raise Skip(f"NVML does not report {what} on this GPU ({'; '.join(reasons)})")
+    return answered
+
+
+def _unseen(health, answered) -> list[str]:
+    return [g.label for g in health.gpus if g not in answered]
+
+
+def check_gpu_ecc_errors(health):
+    findings = []
+    gpus = _gpus(health, ("ecc_uncorrected_volatile", "ecc_uncorrected_aggregate"), "ECC error counts")
+    for gpu in gpus:
+        volatile, aggregate = gpu.nvml.ecc_uncorrected_volatile, gpu.nvml.ecc_uncorrected_aggregate
+        evidence = {"gpu": gpu.index, "uuid": gpu.nvml.uuid, "pci_bus_id": gpu.nvml.pci_bus_id,
+                    "uncorrected_volatile": volatile, "uncorrected_aggregate": aggregate,
+                    "not_checked": _unseen(health, gpus)}
+        if volatile:
+            findings.append(finding(
+                "gpu-ecc-errors",
+                f"{gpu.label} has {volatile} uncorrectable ECC error(s) since the driver was loaded "
+                f"({aggregate if aggregate is not None else '?'} over its lifetime).",
+                evidence,
+                [Fix("manual", f"Drain this GPU: stop jobs on it, then reset it (`nvidia-smi -r -i {gpu.index}`, as root) "
+                               "or reboot; if errors return, report the GPU to your provider for replacement.")],
+            ))
+        elif aggregate:
+            findings.append(finding(
+                "gpu-ecc-errors",
+                f"{gpu.label} had {aggregate} uncorrectable ECC error(s) over its lifetime, none since the driver "
+                "was loaded.",
+                evidence,
+                [Fix("manual", f"Watch it (`nvidia-smi -q -d ECC,ROW_REMAPPER -i {gpu.index}`); a count that grows "
+                               "means the memory is failing.")],
+                severity=Severity.WARNING,
+            ))
+    return findings
+
+
+def check_gpu_row_remap_pending(health):
+    findings = []
+    gpus = _gpus(health, ("row_remap_pending", "retired_pages_pending"), "row remapping or page retirement")
+    for gpu in gpus:
+        pending = gpu.nvml.row_remap_pending or gpu.nvml.retired_pages_pending
+        failed = gpu.nvml.row_remap_failure
+        if not (pending or failed):
+            continue
+        evidence = {"gpu": gpu.index, "uuid": gpu.nvml.uuid, "pci_bus_id": gpu.nvml.pci_bus_id,
+                    "row_remap_pending": gpu.nvml.row_remap_pending, "row_remap_failure": failed,
+                    "retired_pages_pending": gpu.nvml.retired_pages_pending,
+                    "remapped_rows_uncorrectable": gpu.nvml.remapped_rows_uncorrectable}
+        if failed:
+            message = (f"{gpu.label}: a row remapping failed (NVML reports a remapping failure); the bad memory "
+                       "cannot be retired and the GPU needs service.")
+            fix = Fix("manual", "Take the GPU out of service and report it to your provider (a failed remapping "
+                                "is a hardware fault).")
+        else:
+            what = "a row remapping" if gpu.nvml.row_remap_pending else "a page retirement"
+            message = (f"{gpu.label}: {what} is pending; until the GPU is reset the faulty memory stays in use and "
+                       "jobs on it can die with uncorrectable ECC errors.")
+            fix = Fix("manual", f"Drain the GPU and reset it (`nvidia-smi -r -i {gpu.index}`, as root) or reboot "
+                                "the node, so the remapping takes effect.")
+        findings.append(finding("gpu-row-remap-pending", message, evidence, [fix]))
+    return findings
+
+
+def check_gpu_throttled(health):
+    findings = []
+    for gpu in _gpus(health, ("clocks_event_reasons",), "clock event reasons"):
+        slowdowns = gpu.slowdowns
+        if not slowdowns:
+            continue
+        findings.append(finding(
+            "gpu-throttled",
+            f"{gpu.label} is held back right now: {', '.join(slowdowns)}.",
+            {"gpu": gpu.index, "pci_bus_id": gpu.nvml.pci_bus_id, "clocks_event_reasons": gpu.nvml.clocks_event_reasons,
+             "slowdowns": slowdowns},
+            [Fix("manual", f"Check cooling and power (`nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i {gpu.index}`): "
+                           "airflow, fans, the power supply and its cabling; a hardware slowdown that persists on a "
+                           "cool GPU is a fault to report.")],
+        ))
+    return findings
+
+
+def check_pcie_link_degraded(health):
+    findings = []
+    for gpu in _gpus(health, ("pcie_width_current", "pcie_gen_max"), "the PCIe link"):
+        h = gpu.nvml
+        problems = []
+        if gpu.pcie_width_degraded:
+            problems.append(f"the link runs at x{h.pcie_width_current} of x{h.pcie_width_max}")
+        if gpu.pcie_slot_limits_gen:
+            problems.append(f"the link allows PCIe gen {h.pcie_gen_max} while the GPU supports gen {h.pcie_gen_gpu_max}")
+        if not problems:
+            continue
+        findings.append(finding(
+            "pcie-link-degraded",
+            f"{gpu.label}: {' and '.join(problems)}; host-to-GPU copies (and NCCL without NVLink) get that much less "
+            "bandwidth.",
+            {"gpu": gpu.index, "pci_bus_id": h.pci_bus_id, "width_current": h.pcie_width_current,
+             "width_max": h.pcie_width_max, "gen_current": h.pcie_gen_current, "gen_link_max": h.pcie_gen_max,
+             "gen_gpu_max": h.pcie_gen_gpu_max},
+            [Fix("manual", "Reseat the GPU or its riser and check the slot's wiring and the BIOS PCIe setting; "
+                           f"compare with `nvidia-smi -q -d PCIE -i {gpu.index}` and `lspci -vv` (LnkCap vs LnkSta).")],
+        ))
+    return findings
+
+
+def check_gpu_persistence_mode_off(health):
+    gpus = _gpus(health, ("persistence_mode",), "persistence mode")
+    off = [g for g in gpus if g.nvml.persistence_mode is False]
+    if not off:
+        return []
+    labels = ", ".join(g.label for g in off)
+    return [finding(
+        "gpu-persistence-mode-off",
+        f"Persistence mode is off on {labels}: the driver tears the GPU state down whenever no process holds it, "
+        "so each job's first CUDA call pays the initialization again.",
+        {"gpus": [g.index for g in off]},
+        [Fix("system", "Run the persistence daemon (`sudo systemctl enable --now nvidia-persistenced`), or "
+                       "`sudo nvidia-smi -pm 1` until the next reboot.")],
+    )]

@@ -1,0 +1,115 @@
+"""Judging the NCCL measurement every rank sent: failures, hangs, and bandwidth far below what
+the GPUs' links allow (with the likely cause)."""
+
+from __future__ import annotations
+
+from ..checks.base import finding
+from ..knowledge import load_catalogue
+from ..model import CheckResult, CheckStatus, Finding, Fix
+from .nccl_parse import LOW_FRACTION, link_bandwidth
+
+CHECK_ID = "nccl-bandwidth-low"
+DISABLING_VARS = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_NET", "NCCL_P2P_LEVEL",
+                  "NCCL_NET_GDR_LEVEL", "NCCL_ALGO", "NCCL_PROTO")
+
+
+def _failure_id(timed_out: bool) -> str:
+    # nccl-timeout belongs to the log-diagnosis rules; fall back where this build lacks it.
+    return "nccl-timeout" if timed_out and "nccl-timeout" in load_catalogue() else "nccl-failure"
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:g} GB" if n >= 2**30 else f"{n / 2**20:g} MB"
+
+
+def judge_nccl(results: dict) -> tuple[list[Finding], list[CheckResult]]:
+    ranks: dict = results.get("ranks") or {}
+    missing = results.get("missing") or []
+    failed = {r: v for r, v in ranks.items() if v.get("error")}
+    if missing or failed:
+        timed_out = bool(missing) or any(v.get("timed_out") for v in failed.values())
+        parts = [f"rank {r}: {v['error']}" for r, v in sorted(failed.items())]
+        if missing:
+            parts.append(f"ranks {missing} sent no result")
+        tail = next((v.get("stderr_tail") for v in failed.values() if v.get("stderr_tail")), "")
+        lost = finding(_failure_id(timed_out), "The NCCL measurement failed: " + "; ".join(parts) + ".",
+                       {"failed_ranks": sorted(failed), "missing_ranks": missing, "stderr_tail": tail[-2000:]},
+                       [Fix("manual", "Rerun with NCCL_DEBUG=INFO to see where NCCL stopped; check that every rank "
+                                      "can reach the others (firewalls, NCCL_SOCKET_IFNAME) and that no NCCL_* "
+                                      "variable differs across ranks.")])
+        return [lost], [CheckResult(CHECK_ID, CheckStatus.SKIP, f"not judged: {lost.message}")]
+    first = ranks[min(ranks)]
+    if first.get("backend") != "nccl":
+        return [], [CheckResult(CHECK_ID, CheckStatus.SKIP,
+                                "no GPU: the collectives ran over gloo on the CPU, so NCCL was not measured")]
+    hosts = {v.get("host") for v in ranks.values()}
+    if len(hosts) > 1:
+        return [], [CheckResult(CHECK_ID, CheckStatus.SKIP, "ranks on several hosts: the network's bandwidth is not "
+                                                            "known to gpudoctor, so the figures are shown, not judged")]
+    allowed = [link_bandwidth(v.get("links") or {}) for v in ranks.values()]
+    if any(gbs is None for gbs, _ in allowed):
+        return [], [CheckResult(CHECK_ID, CheckStatus.SKIP, "the GPUs' link bandwidth is unknown (NVML did not say)")]
+    expected, basis = min(allowed)
+    largest = first["all_reduce"][-1]
+    measured = largest["busbw_gbs"]
+    if measured >= LOW_FRACTION * expected:
+        return [], [CheckResult(CHECK_ID, CheckStatus.PASS,
+                                f"all-reduce {_size(largest['bytes'])}: {measured:g} GB/s bus bandwidth, "
+                                f"{measured / expected:.0%} of {expected:g} GB/s ({basis})")]
+    causes = _likely_causes(ranks)
+    low = finding(
+        CHECK_ID,
+        f"All-reduce of {_size(largest['bytes'])} reached {measured:g} GB/s bus bandwidth, {measured / expected:.0%} of "
+        f"the {expected:g} GB/s the links allow ({basis}); " + (f"likely cause: {'; '.join(causes)}." if causes else
+                                                                 "no disabling setting found: check PCIe ACS/IOMMU."),
+        {"measured_busbw_gbs": measured, "expected_gbs": expected, "basis": basis, "bytes": largest["bytes"],
+         "transports": first.get("transports"), "p2p": first.get("p2p"), "causes": causes,
+         "nccl_env": first.get("nccl_env")},
+        [Fix("manual", "Unset the NCCL_*_DISABLE variables named above; if P2P is blocked, disable PCIe ACS on the "
+                       "switches between the GPUs (NCCL troubleshooting guide) and confirm with nccl-tests' "
+                       "all_reduce_perf.")],
+    )
+    return [low], [CheckResult(CHECK_ID, CheckStatus.FAIL, low.message, findings=(low,))]
+
+
+def _likely_causes(ranks: dict) -> list[str]:
+    causes = []
+    env: dict = {}
+    for v in ranks.values():
+        env.update({k: val for k, val in (v.get("nccl_env") or {}).items() if k in DISABLING_VARS})
+        env.update({k: val for k, val in (v.get("set_by_environment") or {}).items() if k in DISABLING_VARS})
+    causes += [f"{k}={val} is set" for k, val in sorted(env.items())]
+    blocked = sorted({pair for v in ranks.values() for pair, ok in (v.get("p2p") or {}).items() if not ok})
+    if blocked:
+        causes.append(f"CUDA reports no peer access between GPUs {', '.join(blocked)} (PCIe ACS or an IOMMU)")
+    transports = {t for v in ranks.values() for t in (v.get("transports") or {})}
+    fallback = sorted(t for t in transports if t.startswith(("SHM", "NET")))
+    if fallback:
+        causes.append(f"NCCL used {', '.join(fallback)} between GPUs of one host instead of P2P")
+    return causes
+
+
+def nccl_lines(results: dict) -> list[str]:
+    ranks: dict = results.get("ranks") or {}
+    if not ranks:
+        return ["[bold]NCCL[/]: no measurement arrived"]
+    first = ranks[min(ranks)]
+    if first.get("error"):
+        return [f"[bold]NCCL[/]: measurement failed on rank {min(ranks)}: {first['error']}"]
+    if first.get("backend") == "nccl":
+        head = f"[bold]NCCL {first.get('nccl_version') or ''}[/] ({first.get('world_size')} ranks, {first.get('device')})"
+    else:
+        head = f"[bold]Collectives over {first.get('backend')}[/] ({first.get('world_size')} ranks, no GPU: NCCL not measured)"
+    lines = [head]
+    for op in ("all_reduce", "all_gather"):
+        figures = ", ".join(f"{_size(r['bytes'])} {r['busbw_gbs']:g}" for r in first.get(op, []))
+        lines.append(f"  {op.replace('_', '-')} bus bandwidth GB/s: {figures}")
+    if first.get("transports"):
+        lines.append("  transports: " + ", ".join(f"{t} ({n} channels)" for t, n in first["transports"].items()))
+    if first.get("links"):
+        gbs, basis = link_bandwidth(first["links"])
+        lines.append(f"  links of rank 0's GPU: {basis}" + (f" = {gbs:g} GB/s per direction" if gbs else ""))
+    if first.get("p2p"):
+        ok = sum(first["p2p"].values())
+        lines.append(f"  P2P access: {ok} of {len(first['p2p'])} GPU pairs")
+    return lines
