@@ -39,6 +39,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--peft", action="store_true", help="--train: also build the adapters with PEFT's LoraConfig")
     parser.add_argument("--train-timeout", type=float, default=300.0, metavar="SECONDS",
                         help="--train: kill the child after this long and diagnose the hang (default: 300)")
+    from .distributed import add_arguments as add_distributed_arguments  # --distributed, --nproc (issue 16)
+
+    add_distributed_arguments(parser)
 
 
 def parse_requirements(items: list[str]) -> dict:
@@ -53,6 +56,10 @@ def parse_requirements(items: list[str]) -> dict:
 
 
 def run(args) -> int:
+    from . import distributed
+
+    if distributed.wanted(args):  # every rank of a launch, or --nproc N (torch only on that path)
+        return distributed.run(args)
     from ..engine import diagnose
     from ..host import HostError, LiveHost, SnapshotHost
 
