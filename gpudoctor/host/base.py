@@ -158,12 +158,6 @@ class SystemInfo:
     shm: tuple[int, int] | None = None  # (total, free) bytes of /dev/shm
 
 
-def to_jsonable(value: Any) -> Any:
-    if hasattr(value, "__dataclass_fields__"):
-        return asdict(value)
-    return value
-
-
 class Host(Protocol):
     """What probes may ask. Implementations never raise for machine trouble: they answer it."""
 
