@@ -61,6 +61,8 @@ REMEDIES: dict[str, Remedy] = {
     "nccl-timeout": diagnosis.nccl_timeout,
     "fp16-params-with-grad-scaler": diagnosis.fp16_params_with_grad_scaler,
     "gradient-checkpointing-no-input-grads": diagnosis.gradient_checkpointing_no_input_grads,
+    "bitsandbytes-triton-incompatible": diagnosis.bitsandbytes_triton_incompatible,
+    "windows-dll-load-failed": diagnosis.windows_dll_load_failed,
 }
 
 

@@ -33,3 +33,17 @@ def gradient_checkpointing_no_input_grads(v: Mapping[str, Any]) -> list[Fix]:
                         "training, or use non-reentrant checkpointing.",
                 (CodeEdit("non-reentrant checkpointing", "model.gradient_checkpointing_enable()",
                           "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})"),))]
+
+
+def bitsandbytes_triton_incompatible(v: Mapping[str, Any]) -> list[Fix]:
+    return [Fix("manual", "Upgrade bitsandbytes: releases after 0.45.2 no longer import triton.ops, which Triton 3.2 removed.",
+                (SuggestCommand("pip install -U 'bitsandbytes>=0.45.3'"),))]
+
+
+def windows_dll_load_failed(v: Mapping[str, Any]) -> list[Fix]:
+    dll = v.get("dll_name") or "a torch DLL"
+    return [Fix("manual", f"Install the Microsoft Visual C++ Redistributable (x64) that {dll} needs, restart the shell, "
+                          "and import torch again; with torch 2.4.0 (fbgemm.dll needs libomp140) upgrading torch also "
+                          "fixes it.",
+                (SuggestCommand("winget install Microsoft.VCRedist.2015+.x64"),
+                 SuggestCommand("pip install -U torch --index-url https://download.pytorch.org/whl/cu121")))]

@@ -78,5 +78,22 @@ def markdown_table(scores: list[RuleScore]) -> str:
     return "\n".join(rows)
 
 
+DOCS = FIXTURES.parents[1] / "docs" / "diagnosis.md"
+_START, _END = "<!-- loto-table", "<!-- /loto-table -->"
+
+
+def write_docs(table: str) -> None:
+    text = DOCS.read_text()
+    head, _, rest = text.partition(_START)
+    marker, _, rest = rest.partition("\n")
+    _, _, tail = rest.partition(_END)
+    DOCS.write_text(f"{head}{_START}{marker}\n{table}\n{_END}{tail}")
+
+
 if __name__ == "__main__":
-    print(markdown_table(score()))
+    import sys
+
+    table = markdown_table(score())
+    if "--write-docs" in sys.argv:
+        write_docs(table)
+    print(table)

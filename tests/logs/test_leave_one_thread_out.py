@@ -8,7 +8,8 @@ from pathlib import Path
 from loto import markdown_table, score
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "diagnosis.md"
-ISSUE_15_RULES = ("nccl-timeout", "fp16-params-with-grad-scaler", "gradient-checkpointing-no-input-grads")
+ISSUE_15_RULES = ("nccl-timeout", "fp16-params-with-grad-scaler", "gradient-checkpointing-no-input-grads",
+                  "bitsandbytes-triton-incompatible", "windows-dll-load-failed")
 
 
 @functools.lru_cache(maxsize=None)
@@ -29,7 +30,7 @@ def test_new_rules_generalize_to_threads_they_were_not_written_for():
 
 
 def test_held_out_score_does_not_fall_below_the_recorded_floor():
-    # 68/105 (65%) when the table in docs/diagnosis.md was written; a change that overfits
+    # 74/113 (65%) when the table in docs/diagnosis.md was written; a change that overfits
     # signatures to single threads lowers it.
     scores = _scores()
     hits, threads = sum(s.hits for s in scores), sum(s.threads for s in scores)
@@ -37,4 +38,4 @@ def test_held_out_score_does_not_fall_below_the_recorded_floor():
 
 
 def test_docs_show_the_current_table():
-    assert markdown_table(list(_scores())) in DOCS.read_text(), "regenerate: cd tests/logs && python loto.py"
+    assert markdown_table(list(_scores())) in DOCS.read_text(), "regenerate: cd tests/logs && python loto.py --write-docs"
