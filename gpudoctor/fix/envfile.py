@@ -39,8 +39,14 @@ class EnvEntry:
             raise ValueError(f"unknown env entry mode {self.mode!r}")
         if not self.name or not (self.name[0].isalpha() or self.name[0] == "_") or not all(
             ch.isalnum() or ch == "_" for ch in self.name
-        ):
+        ) or not self.name.isascii():
             raise ValueError(f"not a valid environment variable name: {self.name!r}")
+        # The file is line-based (a marker line, then its shell line): a line break would make a
+        # second line, NUL cannot be in an environment at all (issue 14 item 8).
+        if not isinstance(self.value, str) or any(ch in self.value for ch in "\n\r\0"):
+            raise ValueError(f"{self.name}: a value with a line break or NUL cannot go into the env file")
+        if self.mode != "set" and (":" in self.value or not self.value):
+            raise ValueError(f"{self.name}: {self.value!r} cannot be one entry of a ':'-separated list")
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("EnvEntry is immutable")
@@ -97,20 +103,58 @@ def render_file(entries: Iterable[EnvEntry]) -> str:
 
 
 def write_entries(path: str, entries: Iterable[EnvEntry]) -> None:
-    """Atomic replace (temp file + rename), mode 0600: it is the user's private config."""
-    import tempfile
+    """Atomic replace (paths.write_private_file: O_EXCL temp, 0600, fsync, rename). Lines that
+    are not gpudoctor's (the user's own) stay where they were (issue 14 item 6); entries still
+    wanted stay in place, new ones go at the end, dropped ones (and only they) go."""
+    from ..paths import write_private_file
 
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".env.", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(render_file(entries))
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        with open(path, "rb") as handle:
+            old = handle.read().decode("utf-8", "surrogateescape")
+    except FileNotFoundError:
+        old = ""
+    write_private_file(path, merge_text(old, list(entries)).encode("utf-8", "surrogateescape"))
+
+
+def merge_text(old: str, entries: list[EnvEntry]) -> str:
+    wanted = list(entries)
+    out = [HEADER]
+    lines = old.splitlines(keepends=True)
+    header_lines = set(HEADER.splitlines(keepends=True))
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        index += 1
+        if line in header_lines:
+            continue
+        if line.startswith(MARKER):
+            try:
+                entry = EnvEntry.from_json(json.loads(line[len(MARKER):]))
+            except (ValueError, KeyError, TypeError):
+                out.append(line)  # a marker we cannot read: the user's line now, kept
+                continue
+            follows = lines[index].rstrip("\n") if index < len(lines) else None
+            if follows == posix_line(entry):
+                index += 1  # its shell line belongs to it
+            if entry in wanted:
+                wanted.remove(entry)
+                out.extend(text + "\n" for text in entry_lines(entry))
+            continue
+        out.append(line if line.endswith("\n") else line + "\n")
+    for entry in wanted:
+        out.extend(text + "\n" for text in entry_lines(entry))
+    return "".join(out)
+
+
+def foreign_lines(path: str) -> list[str]:
+    """The lines of the env file that are not gpudoctor's (header and entries excluded)."""
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8", "surrogateescape")
+    except FileNotFoundError:
+        return []
+    kept = merge_text(text, []).splitlines()[len(HEADER.splitlines()):]
+    return [line for line in kept if line.strip()]
 
 
 # -- applying to an environment mapping ----------------------------------------------------
@@ -160,12 +204,14 @@ def posix_line(entry: EnvEntry) -> str:
         return f"export {name}={value}"
     if entry.mode == "prepend":
         return f'case ":${{{name}:-}}:" in *:{value}:*) ;; *) export {name}={value}"${{{name}:+:${name}}}" ;; esac'
-    # remove: strip every occurrence of the entry from the ':'-list with parameter expansion
-    # only. The value goes through a variable and is quoted inside the pattern: zsh ends a
-    # ${x/pat/rep} pattern at a '/' even inside single quotes, and bash would glob an unquoted one.
+    # remove: strip every occurrence of the entry from the ':'-list with POSIX parameter
+    # expansion only (``gpudoctor env`` prints POSIX sh: dash has no ${x/pat/rep}, and zsh ends
+    # that pattern at a '/' even in quotes). The value goes through a variable and is quoted
+    # inside the patterns, so it is matched literally, never globbed.
     return (
         f'_gv={value}; _gd=":${{{name}:-}}:"; '
-        'while case "$_gd" in *:"$_gv":*) true ;; *) false ;; esac; do _gd=${_gd/:"$_gv":/:}; done; '
+        'while case "$_gd" in *:"$_gv":*) true ;; *) false ;; esac; do '
+        '_gd="${_gd%%:"$_gv":*}:${_gd#*:"$_gv":}"; done; '
         "_gd=${_gd#:}; _gd=${_gd%:}; "
         f'if [ -n "$_gd" ]; then export {name}="$_gd"; else unset {name}; fi; unset _gd _gv'
     )
@@ -179,7 +225,10 @@ def fish_line(entry: EnvEntry) -> str:
         return f"set -gx {name} {value}"
     # fish keeps *PATH variables as lists and joins them with ':' when exporting
     if entry.mode == "prepend":
-        return f"contains -- {value} ${name}; or set -gx --path {name} {value} ${name}"
+        # elements copied one by one: a set-but-empty variable is the list (""), and joining
+        # it would give "/dir:" -- an empty entry, which means the current directory
+        return (f"if not contains -- {value} ${name}; set -l _gd {value}; for _gp in ${name}; "
+                f"test -n \"$_gp\"; and set -a _gd \"$_gp\"; end; set -gx --path {name} $_gd; end")
     # remove: compare each element literally (`string match` would glob the value, and with an
     # empty list it reads stdin); an emptied variable is erased, as in the bash/zsh line.
     return (

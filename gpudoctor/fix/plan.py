@@ -33,7 +33,7 @@ class Plan:
 
     @property
     def finding_ids(self) -> tuple[str, ...]:
-        return tuple(c.finding.id for c in self.chosen)
+        return tuple(dict.fromkeys(c.finding.id for c in self.chosen))
 
     @property
     def empty(self) -> bool:
@@ -58,11 +58,14 @@ def build_plan(findings: Iterable[Finding], scope: str = "user") -> Plan:
     notes: list[str] = []
     set_values: dict[str, tuple[str, str]] = {}  # name -> (value, finding id) for conflicts
 
-    seen: set[str] = set()
+    seen: set[tuple] = set()
     for finding in findings:
-        if finding.id in seen:  # the same finding reported twice is planned once
+        # the same finding reported twice is planned once; two findings of one rule (two stub
+        # dirs on LD_LIBRARY_PATH) are both fixed (issue 14 item 11)
+        key = (finding.id, finding.message, finding.fixes)
+        if key in seen:
             continue
-        seen.add(finding.id)
+        seen.add(key)
         fix = choose_fix(finding, scope)
         if fix is None:
             without.append(finding)

@@ -18,6 +18,9 @@ from gpudoctor.model import Finding, Fix, SetEnv, Severity
 from gpudoctor.paths import GpudoctorDirs
 
 NASTY = "a b'c\"d\n$(touch pwned)`touch pwned2`;touch pwned3 $HOME *"
+# Paths that go into the env file: everything nasty but a line break, which the line-based env
+# file refuses (issue 14 item 8; tests/fix/test_security_values.py covers the refusal).
+NASTY_PATH = NASTY.replace("\n", "\t")
 
 
 def _no_pwned(root) -> None:
@@ -27,7 +30,7 @@ def _no_pwned(root) -> None:
 
 @pytest.fixture
 def nasty_home(tmp_path, monkeypatch) -> GpudoctorDirs:
-    home = tmp_path / NASTY
+    home = tmp_path / NASTY_PATH
     home.mkdir()
     env = {"HOME": str(home)}
     monkeypatch.setenv("HOME", str(home))
@@ -43,7 +46,7 @@ def test_sh_round_trips_through_bash(text):
 
 
 def test_rendered_script_with_nasty_paths_runs_safely(nasty_home, tmp_path):
-    driver = tmp_path / ("driver " + NASTY)
+    driver = tmp_path / ("driver " + NASTY_PATH)
     driver.mkdir()
     (driver / "libcuda.so.1").write_text("not really a library")
     finding = libcuda_finding(nasty_home, str(driver))

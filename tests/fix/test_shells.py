@@ -15,7 +15,8 @@ from gpudoctor.cli.main import main
 from gpudoctor.fix import envfile
 from gpudoctor.fix.envfile import EnvEntry
 
-NASTY = "a b'c\"d\n$(touch pwned)`touch pwned2`;touch pwned3 $HOME * ? [x] \\ / {a,b} ~"
+# No line break: the env file refuses one (issue 14 item 8, test_security_values.py).
+NASTY = "a b'c\"d\t$(touch pwned)`touch pwned2`;touch pwned3 $HOME * ? [x] \\ / {a,b} ~"
 # A path element with every character the shells treat specially (no ':', which separates).
 NASTY_DIR = "/opt/odd dir/*/[ab]?/$(touch pwned4)/'q'/\"d\"/~x"
 NAMES = ("LIBRARY_PATH", "CC", "LD_LIBRARY_PATH", "EMPTIED", "NEVER_SET", "NEW_PATH", "ODD_PATH")

@@ -8,6 +8,7 @@ from typing import Any
 
 from ...model import AppendLine
 from ..shellquote import sh
+from .shell import fail
 from .base import ALREADY, DONE, GONE, KEPT, UNDONE, ActionKind, Refused, UndoContext
 
 
@@ -20,6 +21,8 @@ def commands(action: AppendLine) -> list[str]:
 
 
 def render(action: AppendLine) -> list[str]:
+    if any(ch in action.line + action.path for ch in "\n\r\0"):
+        return [fail(f"refusing to append a line with a line break to {action.path}")]
     path, line = sh(action.path), sh(action.line)
     return [
         f"if ! grep -qxF -- {line} {path} 2>/dev/null; then",

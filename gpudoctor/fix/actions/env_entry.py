@@ -11,7 +11,7 @@ from .. import envfile
 from ..shellquote import sh
 from ...paths import trusted_dir_problem
 from .base import ALREADY, DONE, GONE, KEPT, UNDONE, ActionKind, Refused, UndoContext
-from .shell import ENV_FILE_VAR
+from .shell import ENV_FILE_VAR, fail
 
 
 def entry_for(action: SetEnv | RemoveFromPathVar) -> envfile.EnvEntry:
@@ -27,11 +27,17 @@ def describe(action: SetEnv | RemoveFromPathVar) -> str:
 
 
 def commands(action: SetEnv | RemoveFromPathVar) -> list[str]:
-    return [envfile.posix_line(entry_for(action))]
+    try:
+        return [envfile.posix_line(entry_for(action))]
+    except ValueError as exc:
+        return [f"# not possible: {exc}".replace("\n", " ")]
 
 
 def render(action: SetEnv | RemoveFromPathVar) -> list[str]:
-    marker, shell_line = envfile.entry_lines(entry_for(action))
+    try:
+        marker, shell_line = envfile.entry_lines(entry_for(action))
+    except ValueError as exc:  # a value the env file cannot hold: the script refuses too
+        return [fail(str(exc))]
     return [
         f'grep -qxF -- {sh(marker)} "${ENV_FILE_VAR}" 2>/dev/null || '
         f'( umask 077 && printf \'%s\\n\' {sh(marker)} {sh(shell_line)} >> "${ENV_FILE_VAR}" )'
@@ -97,6 +103,8 @@ def undo_env_file(change: dict[str, Any], context: UndoContext) -> tuple[str, st
         return GONE, path
     if envfile.read_entries(path):
         return KEPT, f"{path} still has entries gpudoctor did not record"
+    if envfile.foreign_lines(path):
+        return KEPT, f"{path} has lines you added; left in place"
     os.unlink(path)
     return UNDONE, f"removed {path}"
 

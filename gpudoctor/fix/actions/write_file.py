@@ -20,7 +20,26 @@ def commands(action: WriteFile) -> list[str]:
     return [f"printf '%s' {sh(action.content)} | {tee} {sh(action.path)} >/dev/null"]
 
 
+LDCONF_DIR = "/etc/ld.so.conf.d/"
+
+
+def format_problem(action: WriteFile) -> str | None:
+    """Why the content is not valid for the file's format, or None. An ld.so.conf.d file is
+    parsed line by line by ldconfig: a newline inside a directory name would add a second
+    directory to the loader's cache (issue 14 item 8: CONDA_PREFIX=$'/x\\n/tmp/evil')."""
+    if any(ch in action.path for ch in "\n\r\0"):
+        return f"{action.path!r}: a file name with a line break"
+    if action.path.startswith(LDCONF_DIR):
+        body = action.content[:-1] if action.content.endswith("\n") else action.content
+        if not body.startswith("/") or any(ch in body for ch in "\n\r\0") or not body.isprintable():
+            return f"{action.path}: must be one absolute directory per line, got {body!r}"
+    return None
+
+
 def render(action: WriteFile) -> list[str]:
+    problem = format_problem(action)
+    if problem:
+        return [fail("refusing to write " + problem)]
     path, content = sh(action.path), sh(action.content)
     return [
         f"if [ -e {path} ] || [ -L {path} ]; then",
@@ -32,6 +51,9 @@ def render(action: WriteFile) -> list[str]:
 
 
 def apply(applier: Any, action: WriteFile) -> str:
+    problem = format_problem(action)
+    if problem:
+        raise Refused("refusing to write " + problem)
     if os.path.lexists(action.path):
         try:
             with open(action.path, encoding="utf-8") as handle:
