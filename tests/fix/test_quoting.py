@@ -21,6 +21,7 @@ NASTY = "a b'c\"d\n$(touch pwned)`touch pwned2`;touch pwned3 $HOME *"
 # Paths that go into the env file: everything nasty but a line break, which the line-based env
 # file refuses (issue 14 item 8; tests/fix/test_security_values.py covers the refusal).
 NASTY_PATH = NASTY.replace("\n", "\t")
+NASTY_LINE = NASTY.replace("\n", " ")
 
 
 def _no_pwned(root) -> None:
@@ -95,7 +96,9 @@ def test_system_script_is_valid_and_refuses_to_run_unprivileged(tmp_path):
 
     dirs = GpudoctorDirs.from_env({"HOME": str(tmp_path)})
     finding = Finding("libcuda-not-in-linker-cache", Severity.ERROR, "t", "m", fixes=(
-        Fix("system", "register", actions=(WriteFile(f"/etc/ld.so.conf.d/{NASTY}.conf", NASTY + "\n", needs_root=True),
+        # the nastiest one-line content ld.so.conf.d accepts (a line break is refused now, issue 14 item 8)
+        Fix("system", "register", actions=(WriteFile(f"/etc/ld.so.conf.d/{NASTY_LINE}.conf", "/" + NASTY_LINE + "\n",
+                                                     needs_root=True),
                                            RootCommand(("ldconfig",)), InstallPackage("apt", ("gcc-12", "g++-12")))),))
     script = render_script(build_plan([finding], "system"), dirs)
     assert 'if [ "$(id -u)" -ne 0 ]' in script

@@ -31,7 +31,7 @@ def format_problem(action: WriteFile) -> str | None:
         return f"{action.path!r}: a file name with a line break"
     if action.path.startswith(LDCONF_DIR):
         body = action.content[:-1] if action.content.endswith("\n") else action.content
-        if not body.startswith("/") or any(ch in body for ch in "\n\r\0") or not body.isprintable():
+        if not body.startswith("/") or "#" in body or not body.isprintable():  # '#' starts a comment
             return f"{action.path}: must be one absolute directory per line, got {body!r}"
     return None
 
