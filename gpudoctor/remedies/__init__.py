@@ -63,6 +63,8 @@ REMEDIES: dict[str, Remedy] = {
     "gradient-checkpointing-no-input-grads": diagnosis.gradient_checkpointing_no_input_grads,
     "bitsandbytes-triton-incompatible": diagnosis.bitsandbytes_triton_incompatible,
     "windows-dll-load-failed": diagnosis.windows_dll_load_failed,
+    "cuda-library-shadowed": diagnosis.cuda_library_shadowed,
+    "python-headers-missing": diagnosis.python_headers_missing,
 }
 
 

@@ -47,3 +47,19 @@ def windows_dll_load_failed(v: Mapping[str, Any]) -> list[Fix]:
                           "fixes it.",
                 (SuggestCommand("winget install Microsoft.VCRedist.2015+.x64"),
                  SuggestCommand("pip install -U torch --index-url https://download.pytorch.org/whl/cu121")))]
+
+
+def cuda_library_shadowed(v: Mapping[str, Any]) -> list[Fix]:
+    shadow = v.get("shadow_path")
+    where = f" ({shadow} was loaded)" if shadow else ""
+    return [Fix("manual", f"Load the CUDA libraries that torch's wheel ships{where}: take the system CUDA toolkit's lib64 "
+                          "out of LD_LIBRARY_PATH for this environment and make the nvidia-* wheels agree.",
+                (SuggestCommand("env -u LD_LIBRARY_PATH python -c 'import torch; print(torch.cuda.is_available())'"),
+                 SuggestCommand("pip install -U nvidia-nvjitlink-cu12")))]
+
+
+def python_headers_missing(v: Mapping[str, Any]) -> list[Fix]:
+    return [Fix("manual", "Install the development headers of the Python that runs the job (they must match its version), "
+                          "then clear Triton's cache so the launcher is rebuilt.",
+                (SuggestCommand("sudo apt install python3-dev  # or python3.X-dev / python3-devel"),
+                 SuggestCommand("python -c \"import sysconfig; print(sysconfig.get_paths()['include'])\"")))]
