@@ -65,6 +65,8 @@ REMEDIES: dict[str, Remedy] = {
     "windows-dll-load-failed": diagnosis.windows_dll_load_failed,
     "cuda-library-shadowed": diagnosis.cuda_library_shadowed,
     "python-headers-missing": diagnosis.python_headers_missing,
+    "host-compiler-too-old": diagnosis.host_compiler_too_old,
+    "xformers-abi-mismatch": diagnosis.xformers_abi_mismatch,
 }
 
 

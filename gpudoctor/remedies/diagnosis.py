@@ -63,3 +63,19 @@ def python_headers_missing(v: Mapping[str, Any]) -> list[Fix]:
                           "then clear Triton's cache so the launcher is rebuilt.",
                 (SuggestCommand("sudo apt install python3-dev  # or python3.X-dev / python3-devel"),
                  SuggestCommand("python -c \"import sysconfig; print(sysconfig.get_paths()['include'])\"")))]
+
+
+def host_compiler_too_old(v: Mapping[str, Any]) -> list[Fix]:
+    need = v.get("min_version")
+    what = f"{v.get('compiler', 'GCC')} {need} or later" if need else "a newer GCC"
+    return [Fix("manual", f"Build with {what}: load or install a newer compiler, point CC/CXX (and CUDAHOSTCXX) at it, "
+                          "and rebuild the extension.",
+                (SuggestCommand("conda install -c conda-forge gxx_linux-64=12  # or: module load gcc/12"),
+                 SuggestCommand("CC=$(which gcc) CXX=$(which g++) pip install --no-build-isolation <package>")))]
+
+
+def xformers_abi_mismatch(v: Mapping[str, Any]) -> list[Fix]:
+    return [Fix("manual", "Install the xFormers build for the installed torch and CUDA (or install both in one pip "
+                          "command so they resolve together), then check that its kernels load.",
+                (SuggestCommand("pip install -U xformers --index-url https://download.pytorch.org/whl/cu121"),
+                 SuggestCommand("python -m xformers.info")))]
