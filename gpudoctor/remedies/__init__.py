@@ -67,6 +67,8 @@ REMEDIES: dict[str, Remedy] = {
     "python-headers-missing": diagnosis.python_headers_missing,
     "host-compiler-too-old": diagnosis.host_compiler_too_old,
     "xformers-abi-mismatch": diagnosis.xformers_abi_mismatch,
+    "token-id-out-of-range": diagnosis.token_id_out_of_range,
+    "weights-offloaded-to-cpu": diagnosis.weights_offloaded_to_cpu,
 }
 
 

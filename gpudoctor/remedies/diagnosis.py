@@ -79,3 +79,16 @@ def xformers_abi_mismatch(v: Mapping[str, Any]) -> list[Fix]:
                           "command so they resolve together), then check that its kernels load.",
                 (SuggestCommand("pip install -U xformers --index-url https://download.pytorch.org/whl/cu121"),
                  SuggestCommand("python -m xformers.info")))]
+
+
+def token_id_out_of_range(v: Mapping[str, Any]) -> list[Fix]:
+    return [Fix("code", "Resize the model's embeddings after adding tokens to the tokenizer, and keep sequences within "
+                        "max_position_embeddings; rerun with CUDA_LAUNCH_BLOCKING=1 to see the failing line.",
+                (CodeEdit("resize embeddings after adding tokens", "tokenizer.add_special_tokens(...)",
+                          "tokenizer.add_special_tokens(...)\nmodel.resize_token_embeddings(len(tokenizer))"),))]
+
+
+def weights_offloaded_to_cpu(v: Mapping[str, Any]) -> list[Fix]:
+    return [Fix("code", "Load every layer onto the GPU instead of letting device_map=\"auto\" offload to the CPU (make "
+                        "the model fit: 4-bit loading or a smaller model), or turn off the Triton kernels when offloading.",
+                (CodeEdit("no CPU offload", "device_map=\"auto\"", "device_map={\"\": 0}"),))]
