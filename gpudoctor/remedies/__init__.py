@@ -69,6 +69,7 @@ REMEDIES: dict[str, Remedy] = {
     "xformers-abi-mismatch": diagnosis.xformers_abi_mismatch,
     "token-id-out-of-range": diagnosis.token_id_out_of_range,
     "weights-offloaded-to-cpu": diagnosis.weights_offloaded_to_cpu,
+    "peft-transformers-incompatible": diagnosis.peft_transformers_incompatible,
 }
 
 

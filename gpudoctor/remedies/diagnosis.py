@@ -92,3 +92,10 @@ def weights_offloaded_to_cpu(v: Mapping[str, Any]) -> list[Fix]:
     return [Fix("code", "Load every layer onto the GPU instead of letting device_map=\"auto\" offload to the CPU (make "
                         "the model fit: 4-bit loading or a smaller model), or turn off the Triton kernels when offloading.",
                 (CodeEdit("no CPU offload", "device_map=\"auto\"", "device_map={\"\": 0}"),))]
+
+
+def peft_transformers_incompatible(v: Mapping[str, Any]) -> list[Fix]:
+    package = v.get("package") or "transformers"
+    return [Fix("manual", f"Install versions of {package} and the packages that import it made for each other: upgrade them "
+                          "together so pip resolves a consistent set (or pin the set your project was tested with).",
+                (SuggestCommand("pip install -U transformers peft accelerate trl"),))]

@@ -11,7 +11,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "diagnosis.md"
 ISSUE_15_RULES = ("nccl-timeout", "fp16-params-with-grad-scaler", "gradient-checkpointing-no-input-grads",
                   "bitsandbytes-triton-incompatible", "windows-dll-load-failed", "cuda-library-shadowed",
                   "python-headers-missing", "host-compiler-too-old", "xformers-abi-mismatch", "token-id-out-of-range",
-                  "weights-offloaded-to-cpu")
+                  "weights-offloaded-to-cpu", "peft-transformers-incompatible")
 
 
 @functools.lru_cache(maxsize=None)
@@ -32,7 +32,7 @@ def test_new_rules_generalize_to_threads_they_were_not_written_for():
 
 
 def test_held_out_score_does_not_fall_below_the_recorded_floor():
-    # 96/140 (69%) when the table in docs/diagnosis.md was written; a change that overfits
+    # 99/144 (69%) when the table in docs/diagnosis.md was written; a change that overfits
     # signatures to single threads lowers it.
     scores = _scores()
     hits, threads = sum(s.hits for s in scores), sum(s.threads for s in scores)
