@@ -51,7 +51,8 @@ def run_nccl_measurement(env: RankEnv, timeout_s: float) -> dict:
                 continue
             break
     nccl_lines = [line for line in text.splitlines() if "NCCL INFO" in line or "NCCL WARN" in line]
-    result.update(parse_nccl_info(text))
+    # what NCCL's own lines say, without erasing what the child measured (its version from torch)
+    result.update({k: v for k, v in parse_nccl_info(text).items() if v or k not in result})
     result["nccl_env"] = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
     result["host"] = env.host
     result["wall_s"] = round(time.monotonic() - start, 2)
