@@ -36,6 +36,9 @@ def timed(command: list[str], env: dict) -> dict:
     if "check" in command:
         try:
             train = json.loads(done.stdout)["train"]
+            row["matrix"] = {cap: [{k: r.get(k) for k in ("backend", "status", "first_call_ms", "forward_ms",
+                                                           "backward_ms", "notes")} for r in block["rows"]]
+                             for cap, block in (train.get("matrix") or {}).items()}
             row.update(status=train.get("status"), child_wall_s=train["child"]["wall_s"],
                        timings_ms=train.get("timings_ms"),
                        stages_ms={s["id"]: s.get("duration_ms") for s in train.get("stages", [])},
@@ -43,6 +46,42 @@ def timed(command: list[str], env: dict) -> dict:
         except (ValueError, KeyError) as error:
             row["error"] = f"{type(error).__name__}: {error}; stderr tail: {done.stderr[-1500:]}"
     return row
+
+
+BREAKDOWN = r"""
+import json, time, torch
+t0 = time.perf_counter()
+def mark(label, box={}):
+    torch.cuda.synchronize(); now = time.perf_counter(); box[label] = round((now - mark.last) * 1000, 1); mark.last = now; return box
+mark.last = t0
+torch.empty(1, device="cuda"); a = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16); a @ a
+times = mark("cuda_init_and_bf16_matmul")
+from gpudoctor.kernels.attention import reference_attention, flash_attention
+mark("import_kernels")
+g = torch.Generator().manual_seed(0)
+q, k, v, go = (torch.randn(4, 32, 256, 80, generator=g).to("cuda", torch.bfloat16) for _ in range(4))
+mark("inputs_cpu_randn_to_gpu")
+for dtype, name in ((torch.float64, "reference_float64"), (torch.float32, "reference_float32"), (torch.float64, "reference_float64_again")):
+    leaves = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+    reference_attention(*leaves, causal=True, dtype=dtype).backward(go.to(dtype)); mark(name)
+from torch.nn.attention import SDPBackend, sdpa_kernel
+leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+    torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=True).backward(go)
+mark("sdpa_flash_first_fwd_bwd")
+flash_attention(*leaves, causal=True).backward(go); mark("gpudoctor_first_fwd_bwd")
+flash_attention(*leaves, causal=True).backward(go); mark("gpudoctor_second_fwd_bwd")
+print(json.dumps(times))
+"""
+
+
+def attention_matrix_breakdown(env: dict) -> dict:
+    """Where the attention matrix stage's fixed cost goes, in a fresh process like the child."""
+    done = subprocess.run([sys.executable, "-c", BREAKDOWN], capture_output=True, text=True, env=env, timeout=300)
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": done.stderr[-2000:]}
 
 
 def environment() -> dict:
@@ -79,6 +118,7 @@ def main(argv=None) -> int:
         if args.full_matrix:
             runs["check_train_full_matrix"].append(timed(check_train(args.preset, True), full_env))
     report["runs"] = runs
+    report["attention_matrix_breakdown_ms"] = attention_matrix_breakdown(env)
     medians = {name: statistics.median(r["wall_s"] for r in rows) for name, rows in runs.items() if rows}
     report["median_wall_s"] = medians
     report["check_train_minus_import_s"] = round(medians["check_train"] - medians["import_torch_triton"], 3)
@@ -89,7 +129,9 @@ def main(argv=None) -> int:
         if rows:
             print(f"{name:<26} " + " ".join(f"{r['wall_s']:6.2f}" for r in rows) + f"   median {medians[name]:.2f} s")
     print(f"warm check --train minus import: {report['check_train_minus_import_s']:.2f} s (target <= 3.0)")
+    print("attention matrix breakdown (ms):", json.dumps(report["attention_matrix_breakdown_ms"]))
     for row in runs["check_train"][-1:]:
+        print("last warm pass matrix:", json.dumps(row.get("matrix"))[:1500])
         print("last warm pass:", json.dumps({k: row.get(k) for k in ("status", "child_wall_s", "timings_ms", "stages_ms")}))
     return 0
 

@@ -23,12 +23,12 @@ Format facts, all from bitsandbytes 0.50 (github.com/bitsandbytes-foundation/bit
 bitsandbytes builds its CUDA library with ``--use_fast_math`` (its CMakeLists.txt), so in
 *quantization* ``1.0f / local_abs_max`` (csrc/kernels.cu, kQuantizeBlockwise, thread 0 stores it
 in shared memory for the whole block) is the hardware's approximate reciprocal,
-``rcp.approx.ftz.f32`` (at most 1 ulp from the correctly rounded one). That was the cause of the
-1-4 packed bytes that differed from bitsandbytes for fp32 inputs of 16-33 M elements (issue 18):
-where the two reciprocals differ by an ulp, a normalized value within an ulp of a code threshold
-lands on the other side. On a CUDA device this module computes the block reciprocals with the
-same PTX instruction (``_approx_reciprocal``), so the quantizer is bit-identical; on the CPU
-(no such instruction) it falls back to the correctly rounded ``1 / absmax``.
+``rcp.approx.ftz.f32`` (LLVM's NVPTX backend selects it for 1/x under fast math; at most 1 ulp
+from the correctly rounded one). On a CUDA device this module computes the block reciprocals with
+the same PTX instruction (``_approx_reciprocal``); on the CPU (no such instruction) it falls back
+to the correctly rounded ``1 / absmax``. The 1-4 packed bytes that differed from bitsandbytes for
+fp32 inputs of 16-33 M elements (issue 18) had another cause, found on the H200: the thresholds'
+float32 values (``NF4_THRESHOLDS_FP32``: rounded once from the decimal, as nvcc reads the literal).
 Dequantization has no division, and the kernel here reproduces it bit for bit.
 """
 
@@ -37,6 +37,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import struct
+from fractions import Fraction
 from typing import Any, Optional
 
 import torch
@@ -65,8 +67,9 @@ NF4_CODE = (
     1.0,
 )
 
-# csrc/kernels.cu dQuantizeNF4: the decision tree's thresholds, ascending. The tree returns the
-# number of thresholds t with x > t, so a vectorized count gives the same code (NaN -> 0).
+# csrc/kernels.cu dQuantizeNF4: the decision tree's thresholds, ascending, as its source writes
+# them (float literals). The tree returns the number of thresholds t with x > t, so a vectorized
+# count gives the same code (NaN -> 0). See NF4_THRESHOLDS_FP32 for the values compared.
 NF4_THRESHOLDS = (
     -0.8480964004993439,
     -0.6106329262256622,
@@ -84,6 +87,26 @@ NF4_THRESHOLDS = (
     0.6427869200706482,
     0.8614784181118011,
 )
+
+
+
+def _float32_from_decimal(text: str) -> float:
+    """The float32 nearest to the decimal ``text`` (ties to even), as a C compiler reads the
+    literal ``<text>f``. Not float32(float(text)): that rounds twice, and four of the thresholds
+    above are midpoints of two NF4 code values, so their decimal lies within 1e-17 of the midpoint
+    of two float32s; rounding to a double lands exactly on that midpoint and ties-to-even then
+    picks the wrong neighbour (0.5016634166240692 -> 0.50166344642639 instead of 0.50166338682174).
+    That was the cause of the 1-4 packed bytes that differed from bitsandbytes for fp32 inputs of
+    16-33 M elements (issue 18; measured on the H200: every differing element's normalized value
+    was exactly that float32)."""
+    exact = Fraction(text)
+    bits = struct.unpack("<I", struct.pack("<f", float(exact)))[0]
+    candidates = [struct.unpack("<f", struct.pack("<I", b))[0] for b in (bits - 1, bits, bits + 1)]
+    return min(candidates, key=lambda value: (abs(Fraction(value) - exact),
+                                              struct.unpack("<I", struct.pack("<f", value))[0] & 1))
+
+
+NF4_THRESHOLDS_FP32 = tuple(_float32_from_decimal(repr(threshold)) for threshold in NF4_THRESHOLDS)
 
 # bitsandbytes quantize_4bit(compress_statistics=True) always quantizes the absmax in blocks of 256.
 NESTED_BLOCKSIZE = 256
@@ -132,7 +155,7 @@ def _table(name: str, device: str) -> torch.Tensor:
         index = torch.arange(256)
         return torch.stack([code[index >> 4], code[index & 15]], dim=1).reshape(-1).contiguous().to(device)
     if name == "nf4_thresholds":
-        return torch.tensor(NF4_THRESHOLDS, dtype=torch.float32, device=device)
+        return torch.tensor(NF4_THRESHOLDS_FP32, dtype=torch.float32, device=device)
     if name == "dynamic":
         return create_dynamic_map(signed=True).to(device)
     raise KeyError(name)

@@ -283,3 +283,20 @@ def test_pair_table_variant_equals_default(nested, device):
             out = torch.full(shape, float("nan"), dtype=dtype, device=device)
             dequantize_nf4(packed, state, dtype, out=out, _pair_lut=True)
             assert torch.equal(_bits(out), _bits(default)), (shape, dtype)
+
+
+def test_thresholds_are_the_float32_nvcc_reads():
+    """Each threshold is the float32 nearest to bitsandbytes' decimal literal, rounded once: the
+    double-rounded value differs for four of them (the issue-18 fp32 mismatch)."""
+    from fractions import Fraction
+
+    from gpudoctor.kernels.nf4 import NF4_THRESHOLDS, NF4_THRESHOLDS_FP32
+
+    for decimal, value in zip(NF4_THRESHOLDS, NF4_THRESHOLDS_FP32):
+        exact = Fraction(repr(decimal))
+        as_float32 = torch.tensor(value, dtype=torch.float32)
+        assert as_float32.item() == value
+        up = torch.nextafter(as_float32, torch.tensor(2.0)).item()
+        down = torch.nextafter(as_float32, torch.tensor(-2.0)).item()
+        assert abs(Fraction(value) - exact) <= min(abs(Fraction(up) - exact), abs(Fraction(down) - exact))
+    assert NF4_THRESHOLDS_FP32[12] == 0.5016633868217468 != torch.tensor(0.5016634166240692).item()
