@@ -218,11 +218,6 @@ def _undo(args, dirs) -> int:
     from ..fix.system import root_runner
     from ..fix.undo import KEPT, MANUAL, REFUSED, undo, undo_plan
 
-    if not os.path.exists(dirs.state):
-        _say(args, f"gpudoctor: nothing to undo (no manifest at {dirs.manifest_file}).")
-        if args.json:
-            _emit_json({"undo": []})
-        return EXIT_OK
     try:
         if args.dry_run or args.script:  # the plan only: nothing is undone (issue 14 item 14)
             outcomes = undo_plan(dirs)

@@ -155,13 +155,13 @@ def state_lock(state_dir: str, create: bool = True) -> Iterator["Manifest | None
     from ..paths import UnsafeDirectory, parent_dir_problem, private_dir_problem
 
     manifest_path = os.path.join(state_dir, "manifest.json")
+    _remove_stale_builds(state_dir)
     for _attempt in range(50):
-        created: list[str] = []
         if not os.path.lexists(state_dir):
             if not create:
                 yield None
                 return
-            created = _make_dirs(state_dir, parent_dir_problem)
+            _build_state_dirs(state_dir, parent_dir_problem)
         problem = private_dir_problem(state_dir)
         if problem:
             raise UnsafeDirectory(f"refusing to keep gpudoctor's state in {state_dir}: {problem}")
@@ -171,9 +171,6 @@ def state_lock(state_dir: str, create: bool = True) -> Iterator["Manifest | None
             continue
         try:
             manifest = Manifest.load(manifest_path)
-            for directory in created:
-                if not manifest.owns_dir(directory):
-                    manifest.record("mkdir", path=directory, purpose="manifest")
             yield manifest
             if create and all(c.get("op") == "mkdir" and c.get("purpose") == "manifest" for c in manifest.changes):
                 _remove_state(manifest, lock_path)  # nothing recorded: leave no trace
@@ -183,27 +180,126 @@ def state_lock(state_dir: str, create: bool = True) -> Iterator["Manifest | None
     raise OSError(f"could not lock {state_dir}: it keeps disappearing")
 
 
-def _make_dirs(path: str, parent_problem: Any) -> list[str]:
-    """mkdir -p with mode 0700; the existing parent must be one nobody else controls."""
+_BUILD_SUFFIX = ".gpudoctor-build"
+
+
+def _build_state_dirs(state_dir: str, parent_problem: Any) -> None:
+    """Make the state dir and its missing parents so that no kill leaves them unrecorded: the
+    missing chain is built under a temporary name (``.NAME.PID.gpudoctor-build``) with its
+    manifest, which already records every directory of the chain, and then renamed into place
+    in one step. A kill before the rename leaves only the temporary tree, which the next fix or
+    undo removes (``_remove_stale_builds``)."""
     from ..paths import UnsafeDirectory
 
     missing = []
-    probe = os.path.abspath(path)
+    probe = os.path.abspath(state_dir)
     while not os.path.lexists(probe):
         missing.append(probe)
         probe = os.path.dirname(probe)
     problem = parent_problem(probe)
     if problem:
-        raise UnsafeDirectory(f"refusing to create {path}: {problem}")
-    made = []
-    for directory in reversed(missing):
+        raise UnsafeDirectory(f"refusing to create {state_dir}: {problem}")
+    top = missing[-1]
+    build = os.path.join(probe, f".{os.path.basename(top)}.{os.getpid()}{_BUILD_SUFFIX}")
+    os.mkdir(build, 0o700)
+    try:
+        os.chmod(build, 0o700)
+        inner = build
+        for directory in reversed(missing[:-1]):
+            inner = os.path.join(inner, os.path.basename(directory))
+            os.mkdir(inner, 0o700)
+            os.chmod(inner, 0o700)
+        records = Manifest(os.path.join(inner, "manifest.json"))
+        records.changes = [{"op": "mkdir", "path": d, "purpose": "manifest", "time": round(time.time(), 3)}
+                           for d in reversed(missing)]
+        records.save()
         try:
-            os.mkdir(directory, 0o700)
-        except FileExistsError:
-            continue  # a concurrent gpudoctor made it; the own-directory check follows
-        os.chmod(directory, 0o700)
-        made.append(directory)
-    return made
+            os.rename(build, top)
+        except OSError:  # a concurrent gpudoctor made it first: use theirs
+            if not os.path.isdir(top):
+                raise
+            _remove_tree(build)
+            return
+        fsync_dir(probe)
+    except BaseException:
+        if os.path.lexists(build):
+            _remove_tree(build)
+        raise
+
+
+def _remove_tree(path: str) -> None:
+    """Remove a build tree: only directories and regular files, nothing followed."""
+    import shutil
+
+    with contextlib.suppress(OSError):
+        shutil.rmtree(path)
+
+
+def _remove_stale_builds(state_dir: str) -> None:
+    """Build (and teardown) trees of gpudoctor runs no longer alive, in any existing ancestor
+    of the state dir: a kill between making such a tree and renaming it leaves one."""
+    probe = os.path.dirname(os.path.abspath(state_dir))
+    places = []
+    while probe != os.path.dirname(probe):
+        if os.path.isdir(probe):
+            places.append(probe)
+        probe = os.path.dirname(probe)
+    for place in places:
+        try:
+            names = os.listdir(place)
+        except OSError:
+            continue
+        for name in names:
+            if not name.endswith(_BUILD_SUFFIX):
+                continue
+            pid = name[: -len(_BUILD_SUFFIX)].rpartition(".")[2]
+            path = os.path.join(place, name)
+            if pid.isdigit() and not _alive(int(pid)) and os.path.isdir(path) and not os.path.islink(path) \
+                    and os.lstat(path).st_uid == os.geteuid():
+                _remove_tree(path)
+
+
+def teardown_state_dirs(own_dirs: list[str], keep_files: set[str]) -> str | None:
+    """Remove gpudoctor's state dirs (``own_dirs``, top first) in one atomic step: the highest
+    one whose whole tree is only these dirs and ``keep_files`` (file names gpudoctor keeps
+    there) is renamed to a teardown name and then deleted, so a kill leaves either the
+    manifest or a tree the next run removes. Returns the removed top dir, or None."""
+    own = set(own_dirs)
+    for top in own_dirs:
+        if _only_ours(top, own, keep_files):
+            build = os.path.join(os.path.dirname(top), f".{os.path.basename(top)}.{os.getpid()}{_BUILD_SUFFIX}")
+            os.rename(top, build)
+            fsync_dir(os.path.dirname(top))
+            _remove_tree(build)
+            return top
+    return None
+
+
+def _only_ours(top: str, own: set[str], keep_files: set[str]) -> bool:
+    import stat
+
+    for directory, dirnames, filenames in os.walk(top):
+        if directory not in own:
+            return False
+        for name in dirnames:
+            if os.path.islink(os.path.join(directory, name)):
+                return False
+        for name in filenames:
+            path = os.path.join(directory, name)
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode) or not (name in keep_files or name.startswith(".manifest.json.gpudoctor-")):
+                return False
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _remove_state(manifest: Manifest, lock_path: str) -> None:
@@ -217,10 +313,6 @@ def _remove_state(manifest: Manifest, lock_path: str) -> None:
         if change.get("op") == "mkdir" and change.get("purpose") == "manifest":
             with contextlib.suppress(OSError):
                 os.rmdir(change["path"])
-    # A state dir left by a run killed before its first record holds only the lock file; it
-    # is gpudoctor's own name (``.../gpudoctor``), so it goes too when empty.
-    with contextlib.suppress(OSError):
-        os.rmdir(os.path.dirname(lock_path))
     manifest.changes = []
 
 

@@ -18,7 +18,7 @@ from ..paths import GpudoctorDirs
 from .actions import UNDOERS
 from .actions.base import GONE, KEPT, MANUAL, UNDONE, RootRunner, UndoContext
 from .actions.make_dir import undo_mkdir
-from .manifest import Manifest, normalized_change, state_lock
+from .manifest import LOCK_NAME, Manifest, normalized_change, state_lock, teardown_state_dirs
 
 REFUSED = "refused"
 WOULD = "would undo"
@@ -102,6 +102,7 @@ def _undo_locked(manifest: Manifest, dirs: GpudoctorDirs, root: RootRunner | Non
     usable, outcomes = _checked(manifest, dirs)
     remaining: list[dict[str, Any]] = []
     own_dirs = [c for c in usable if _is_own_dir(c)]
+    _remove_own_temp_files(usable, dirs)
     for change in reversed([c for c in usable if not _is_own_dir(c)]):
         handler = UNDOERS[change["op"]]
         try:
@@ -112,23 +113,24 @@ def _undo_locked(manifest: Manifest, dirs: GpudoctorDirs, root: RootRunner | Non
         if status == MANUAL:
             remaining.append(change)
 
-    _remove_own_temp_files(usable, dirs)
     if remaining:  # keep what still needs a root hand, so a later --undo can finish it
         manifest.changes = list(reversed(remaining)) + own_dirs
         manifest.save()
         return outcomes
-    manifest.remove()
-    lock = os.path.join(dirs.state, "lock")
-    if os.path.lexists(lock) and not os.path.islink(lock):
-        os.unlink(lock)  # still held: a waiting fix sees it gone and starts over
+    # The state dirs go in one rename (a kill leaves the manifest or a teardown tree, never
+    # unrecorded dirs); a waiting fix sees its lock file gone and starts over.
+    top = teardown_state_dirs([c["path"] for c in own_dirs], {"manifest.json", LOCK_NAME})
+    if top is None:
+        manifest.remove()
+        lock = os.path.join(dirs.state, LOCK_NAME)
+        if os.path.lexists(lock) and not os.path.islink(lock):
+            os.unlink(lock)
     for change in reversed(own_dirs):
-        status, message = undo_mkdir(change, context)
-        outcomes.append(UndoOutcome(change, status, message))
-    if not own_dirs:
-        try:
-            os.rmdir(dirs.state)  # gpudoctor's own directory, made by a run killed before its first record
-        except OSError:
-            pass
+        if top is not None and (change["path"] == top or change["path"].startswith(top + "/")):
+            outcomes.append(UndoOutcome(change, UNDONE, f"removed directory {change['path']}"))
+        else:
+            status, message = undo_mkdir(change, context)
+            outcomes.append(UndoOutcome(change, status, message))
     return outcomes
 
 
