@@ -3,7 +3,8 @@ link and persistence mode. Each judges every GPU and says which ones it could no
 
 from __future__ import annotations
 
-from ..model import Fix, Severity
+from ..model import Severity
+from ..remedies import fixes_for
 from .base import Skip, finding
 
 
@@ -36,8 +37,7 @@ def check_gpu_ecc_errors(health):
                 f"{gpu.label} has {volatile} uncorrectable ECC error(s) since the driver was loaded "
                 f"({aggregate if aggregate is not None else '?'} over its lifetime).",
                 evidence,
-                [Fix("manual", f"Drain this GPU: stop jobs on it, then reset it (`nvidia-smi -r -i {gpu.index}`, as root) "
-                               "or reboot; if errors return, report the GPU to your provider for replacement.")],
+                fixes_for("gpu-ecc-errors", {"gpu_index": gpu.index, "volatile": True}),
             ))
         elif aggregate:
             findings.append(finding(
@@ -45,8 +45,7 @@ def check_gpu_ecc_errors(health):
                 f"{gpu.label} had {aggregate} uncorrectable ECC error(s) over its lifetime, none since the driver "
                 "was loaded.",
                 evidence,
-                [Fix("manual", f"Watch it (`nvidia-smi -q -d ECC,ROW_REMAPPER -i {gpu.index}`); a count that grows "
-                               "means the memory is failing.")],
+                fixes_for("gpu-ecc-errors", {"gpu_index": gpu.index}),
                 severity=Severity.WARNING,
             ))
     return findings
@@ -67,15 +66,13 @@ def check_gpu_row_remap_pending(health):
         if failed:
             message = (f"{gpu.label}: a row remapping failed (NVML reports a remapping failure); the bad memory "
                        "cannot be retired and the GPU needs service.")
-            fix = Fix("manual", "Take the GPU out of service and report it to your provider (a failed remapping "
-                                "is a hardware fault).")
+            fixes = fixes_for("gpu-row-remap-pending", {"gpu_index": gpu.index, "remap_failed": True})
         else:
             what = "a row remapping" if gpu.nvml.row_remap_pending else "a page retirement"
             message = (f"{gpu.label}: {what} is pending; until the GPU is reset the faulty memory stays in use and "
                        "jobs on it can die with uncorrectable ECC errors.")
-            fix = Fix("manual", f"Drain the GPU and reset it (`nvidia-smi -r -i {gpu.index}`, as root) or reboot "
-                                "the node, so the remapping takes effect.")
-        findings.append(finding("gpu-row-remap-pending", message, evidence, [fix]))
+            fixes = fixes_for("gpu-row-remap-pending", {"gpu_index": gpu.index})
+        findings.append(finding("gpu-row-remap-pending", message, evidence, fixes))
     return findings
 
 
@@ -90,9 +87,7 @@ def check_gpu_throttled(health):
             f"{gpu.label} is held back right now: {', '.join(slowdowns)}.",
             {"gpu": gpu.index, "pci_bus_id": gpu.nvml.pci_bus_id, "clocks_event_reasons": gpu.nvml.clocks_event_reasons,
              "slowdowns": slowdowns},
-            [Fix("manual", f"Check cooling and power (`nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i {gpu.index}`): "
-                           "airflow, fans, the power supply and its cabling; a hardware slowdown that persists on a "
-                           "cool GPU is a fault to report.")],
+            fixes_for("gpu-throttled", {"gpu_index": gpu.index}),
         ))
     return findings
 
@@ -115,8 +110,7 @@ def check_pcie_link_degraded(health):
             {"gpu": gpu.index, "pci_bus_id": h.pci_bus_id, "width_current": h.pcie_width_current,
              "width_max": h.pcie_width_max, "gen_current": h.pcie_gen_current, "gen_link_max": h.pcie_gen_max,
              "gen_gpu_max": h.pcie_gen_gpu_max},
-            [Fix("manual", "Reseat the GPU or its riser and check the slot's wiring and the BIOS PCIe setting; "
-                           f"compare with `nvidia-smi -q -d PCIE -i {gpu.index}` and `lspci -vv` (LnkCap vs LnkSta).")],
+            fixes_for("pcie-link-degraded", {"gpu_index": gpu.index}),
         ))
     return findings
 
@@ -132,6 +126,5 @@ def check_gpu_persistence_mode_off(health):
         f"Persistence mode is off on {labels}: the driver tears the GPU state down whenever no process holds it, "
         "so each job's first CUDA call pays the initialization again.",
         {"gpus": [g.index for g in off]},
-        [Fix("system", "Run the persistence daemon (`sudo systemctl enable --now nvidia-persistenced`), or "
-                       "`sudo nvidia-smi -pm 1` until the next reboot.")],
+        fixes_for("gpu-persistence-mode-off"),
     )]

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..checks.base import finding
-from ..model import CheckResult, CheckStatus, Finding, Fix, Severity, sort_findings
+from ..model import CheckResult, CheckStatus, Finding, Severity, sort_findings
+from ..remedies import fixes_for
 from .rankfacts import Compared
 
 ABSENT = "absent"
@@ -124,7 +125,8 @@ def _difference_finding(diff: Difference, total: int) -> Finding:
         {"fact": diff.key, "kind": diff.kind,
          "values": {value: [m.rank if m.rank is not None else m.label for m in ms] for value, ms in diff.groups},
          "hosts": {value: sorted({m.host for m in ms}) for value, ms in diff.groups}},
-        [Fix("manual", f"Make {subject} the same everywhere ({len(common_members)} of {total} have {common}): {how}.")],
+        fixes_for("ranks-differ", {"subject": subject, "agreeing": f"{len(common_members)} of {total} have {common}",
+                                   "how": how}),
         severity=severity,
     )
 
@@ -222,7 +224,5 @@ def unreachable_finding(missing: Sequence[Missing], world_size: int, timeout_s: 
         "rank-unreachable",
         f"{word} {_ranges(ranks)} of {world_size} did not report{within}: {'; '.join(whys)}.",
         {"ranks": ranks, "world_size": world_size, "timeout_s": timeout_s, "why": whys},
-        [Fix("manual", f"Find {word} {_ranges(ranks)}'s host in the launcher's log: check the process is alive and "
-                       "can reach MASTER_ADDR:MASTER_PORT (`nc -zv $MASTER_ADDR $MASTER_PORT`); raise --rank-timeout "
-                       "if that node is only slow to start.")],
+        fixes_for("rank-unreachable", {"which": f"{word} {_ranges(ranks)}"}),
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..checks.base import finding
 from ..knowledge import load_catalogue
-from ..model import CheckResult, CheckStatus, Finding, Fix
+from ..model import CheckResult, CheckStatus, Finding
+from ..remedies import fixes_for
 from .nccl_parse import LOW_FRACTION, link_bandwidth
 
 CHECK_ID = "nccl-bandwidth-low"
@@ -34,9 +35,7 @@ def judge_nccl(results: dict) -> tuple[list[Finding], list[CheckResult]]:
         tail = next((v.get("stderr_tail") for v in failed.values() if v.get("stderr_tail")), "")
         lost = finding(_failure_id(timed_out), "The NCCL measurement failed: " + "; ".join(parts) + ".",
                        {"failed_ranks": sorted(failed), "missing_ranks": missing, "stderr_tail": tail[-2000:]},
-                       [Fix("manual", "Rerun with NCCL_DEBUG=INFO to see where NCCL stopped; check that every rank "
-                                      "can reach the others (firewalls, NCCL_SOCKET_IFNAME) and that no NCCL_* "
-                                      "variable differs across ranks.")])
+                       fixes_for(_failure_id(timed_out)))
         return [lost], [CheckResult(CHECK_ID, CheckStatus.SKIP, f"not judged: {lost.message}")]
     first = ranks[min(ranks)]
     if first.get("backend") != "nccl":
@@ -65,9 +64,7 @@ def judge_nccl(results: dict) -> tuple[list[Finding], list[CheckResult]]:
         {"measured_busbw_gbs": measured, "expected_gbs": expected, "basis": basis, "bytes": largest["bytes"],
          "transports": first.get("transports"), "p2p": first.get("p2p"), "causes": causes,
          "nccl_env": first.get("nccl_env")},
-        [Fix("manual", "Unset the NCCL_*_DISABLE variables named above; if P2P is blocked, disable PCIe ACS on the "
-                       "switches between the GPUs (NCCL troubleshooting guide) and confirm with nccl-tests' "
-                       "all_reduce_perf.")],
+        fixes_for(CHECK_ID),
     )
     return [low], [CheckResult(CHECK_ID, CheckStatus.FAIL, low.message, findings=(low,))]
 

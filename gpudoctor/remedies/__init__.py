@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from ..model import Fix
-from . import capability, diagnosis, driver, packages, runtime, toolchain, training
+from . import capability, diagnosis, driver, hardware, packages, runtime, toolchain, training
 from .machine import Machine, machine_from_facts
 
 Remedy = Callable[[Mapping[str, Any]], list[Fix]]
@@ -70,6 +70,15 @@ REMEDIES: dict[str, Remedy] = {
     "token-id-out-of-range": diagnosis.token_id_out_of_range,
     "weights-offloaded-to-cpu": diagnosis.weights_offloaded_to_cpu,
     "peft-transformers-incompatible": diagnosis.peft_transformers_incompatible,
+    # GPU hardware health and multi-rank jobs
+    "gpu-ecc-errors": hardware.gpu_ecc_errors,
+    "gpu-row-remap-pending": hardware.gpu_row_remap_pending,
+    "gpu-throttled": hardware.gpu_throttled,
+    "pcie-link-degraded": hardware.pcie_link_degraded,
+    "gpu-persistence-mode-off": hardware.gpu_persistence_mode_off,
+    "ranks-differ": hardware.ranks_differ,
+    "rank-unreachable": hardware.rank_unreachable,
+    "nccl-bandwidth-low": hardware.nccl_bandwidth_low,
 }
 
 
