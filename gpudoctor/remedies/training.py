@@ -8,6 +8,7 @@ from ..model import Fix, SuggestCommand
 from .code import applies_with_fix_code, code_edit
 
 RERUN_PASS = SuggestCommand("gpudoctor check --train")
+RERUN_AFTER_FIX = Fix("manual", "After the fix, rerun the training pass.", (RERUN_PASS,))
 
 
 def unsloth_layers_not_patched(v: Mapping[str, Any]) -> list[Fix]:

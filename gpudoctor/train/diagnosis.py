@@ -19,14 +19,13 @@ from typing import Any
 from ..checks.base import finding
 from ..model import CheckResult, CheckStatus, Finding, Fix, Severity
 from ..remedies import Machine, fixes_for
-from ..remedies.training import RERUN_PASS
+from ..remedies.training import RERUN_AFTER_FIX
 from .protocol import INSTALL_HINT
 
 # Rules that explain why Triton's JIT failed; the log matcher reports them from compiler output.
 JIT_CAUSES = ("libcuda-unversioned-missing", "libcuda-not-in-linker-cache", "libcuda-stub-at-runtime",
               "c-compiler-missing", "triton-cache-unwritable", "cuda-home-missing", "triton-arch-unsupported",
               "torch-arch-unsupported", "driver-too-old", "nvcc-host-compiler-unsupported")
-RERUN = Fix("manual", "After the fix, rerun the training pass.", (RERUN_PASS,))
 
 
 @dataclass
@@ -61,7 +60,7 @@ def _jit_finding(stage: str, failure: dict, log_findings: list[Finding], machine
     fixes = _cause_fixes(cause, log_findings, failure.get("compiler"), machine) if cause else ()
     evidence = {"stage": stage, "cause": cause, "error": what, "compiler": failure.get("compiler"),
                 "traceback_tail": failure.get("traceback", "")[-1500:]}
-    found = [finding("triton-jit-failed", message, evidence, fixes + (RERUN,))]
+    found = [finding("triton-jit-failed", message, evidence, fixes + (RERUN_AFTER_FIX,))]
     if cause and not any(f.id == cause for f in log_findings) and cause == "c-compiler-missing":
         found.append(finding("c-compiler-missing", f"Triton's launcher build could not start {failure.get('compiler')}.",
                              {"CC": failure.get("compiler"), "seen_by": "training pass"}, fixes))

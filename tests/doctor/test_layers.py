@@ -53,3 +53,15 @@ def test_logs_never_touch_the_machine(path):
 @pytest.mark.parametrize("path", _files("remedies"), ids=lambda p: os.path.relpath(p, PACKAGE))
 def test_remedies_are_built_from_values_not_probes(path):
     assert not [n for n in _imports(path) if n.startswith(("gpudoctor.host", "gpudoctor.probes"))]
+
+
+def _builds_fixes(path: str) -> bool:
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "Fix" for n in ast.walk(tree))
+
+
+@pytest.mark.parametrize("path", [f for f in _files() if f"{os.sep}remedies{os.sep}" not in f],
+                         ids=lambda p: os.path.relpath(p, PACKAGE))
+def test_only_remedies_build_fixes(path):
+    """One rule, one remedy: a detector that wrote its own Fix would drift from the others."""
+    assert not _builds_fixes(path)
