@@ -36,6 +36,8 @@ CURATED_TRIGGERS = (
     "library",
     "compile",
     "support",
+    "defined",  # glibc's "undefined symbol" / "not defined in file" (ABI and shadowed-library errors)
+    "require",  # autograd's "does not require grad" / checkpoint's "requires_grad=True"
 )
 
 WINDOW = 4096  # characters a regex may see on each side of the trigger
