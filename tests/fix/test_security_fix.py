@@ -13,7 +13,6 @@ from fixhelpers import LIBCUDA_ID, libcuda_finding, tree
 from gpudoctor.cli.main import main
 from gpudoctor.engine import Report
 from gpudoctor.fix import envfile
-from gpudoctor.fix.plan import profile_line
 from gpudoctor.fix.undo import REFUSED, undo
 from gpudoctor.paths import GpudoctorDirs
 
@@ -225,11 +224,6 @@ def test_older_root_records_get_a_derived_checked_undo(home, tmp_path):
     _manifest(home, [{"op": "root_symlink", "link": str(link), "target": "libcuda.so.1"}])
     ran.clear()
     assert undo(home, root=lambda argv: ran.append(argv) or 0)[0].status == "left in place" and ran == []
-
-
-def test_profile_line_undo_needs_gpudoctors_own_line(home):
-    line = profile_line(home.env_file)
-    assert "added by gpudoctor fix --profile" in line
 
 
 # -- item 14: --undo --dry-run and --undo --script only print the plan ---------------------------
