@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from .cleaning import strip_ansi
+from .reader import iter_byte_chunks
 
 MAX_LINE = 4096  # characters of a line looked at; the rest of a huge line cannot be a header
 MAX_MESSAGE = 500
@@ -109,3 +110,35 @@ def _make(match: re.Match[str], number: int, frame: re.Match[str] | None) -> Las
         return LastException(match.group("type"), message, number)
     return LastException(match.group("type"), message, number, frame.group("file"), int(frame.group("line")),
                          frame.group("function"))
+
+
+def _lines_of(path: str) -> Iterator[str]:
+    """The lines of one log (gzip, stdin and UTF-16 handled by the reader), each cut to MAX_LINE
+    characters while reading, so a 100 MB line costs no more memory than a short one."""
+    partial: list[str] = []
+    kept = 0
+    for chunk in iter_byte_chunks(path):
+        text = chunk.decode("utf-8", "replace")
+        pieces = text.split("\n")
+        for piece in pieces[:-1]:
+            if kept < MAX_LINE:
+                partial.append(piece[: MAX_LINE - kept])
+            yield "".join(partial)
+            partial, kept = [], 0
+        tail = pieces[-1]
+        if kept < MAX_LINE and tail:
+            partial.append(tail[: MAX_LINE - kept])
+            kept += len(partial[-1])
+    if partial:
+        yield "".join(partial)
+
+
+def last_exception_in_paths(paths: Iterable[str]) -> LastException | None:
+    """The last exception across log files, read as ``diagnose_paths`` reads them; raises
+    LogInputError (one line) for unreadable input."""
+    last: LastException | None = None
+    for path in paths:
+        found = last_exception(_lines_of(path))
+        if found is not None:
+            last = found
+    return last

@@ -75,3 +75,17 @@ def test_huge_lines_are_bounded():
     start = time.perf_counter()
     last_exception(["A" * 10_000_000, "Traceback (most recent call last):", "x" * 1_000_000, "Error: " + "e" * 100_000])
     assert time.perf_counter() - start < 1.0
+
+
+def test_paths_are_read_like_diagnose_paths(tmp_path):
+    import gzip
+
+    from gpudoctor.logs.last_exception import last_exception_in_paths
+
+    plain = tmp_path / "a.log"
+    plain.write_text("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'a'\n")
+    zipped = tmp_path / "b.log.gz"
+    zipped.write_bytes(gzip.compress(b"x" * 3_000_000 + b"\nRuntimeError: boom\nbye\n"))
+    exc = last_exception_in_paths([str(plain), str(zipped)])
+    assert (exc.type, exc.message) == ("RuntimeError", "boom")
+    assert last_exception_in_paths([str(plain)]).where == "x.py:1 in <module>"
