@@ -17,9 +17,9 @@ from .backend import BackendRow, Stopwatch, first_line, relative_error
 from .timing import median_ms, time_once_ms
 
 TOLERANCE = {torch.bfloat16: 4e-2, torch.float16: 1e-2}
-# The reference on a GPU is float32 (torch's default: no TF32 in float32 matmuls; its error, ~1e-6, is far below the
-# bf16/fp16 tolerances): float64's first use in a process cost 2.4 s on the H200 (issue 18: cuBLAS'
-# fp64 path loading; float32 78 ms, float64 again 1.5 ms), the largest part of the warm pass.
+# The reference on a GPU is float32 (torch's default: no TF32 in float32 matmuls; its error,
+# ~1e-6, is far below the bf16/fp16 tolerances): it is ~1 ms either way once warm, and float32 is
+# the dtype the GPU kernel tests use too.
 REFERENCE_DTYPE_ON_GPU = torch.float32
 
 
@@ -29,6 +29,15 @@ BACKENDS = ("gpudoctor-triton", "flash-attn", *SDPA_BACKENDS, "eager")
 # The default pass: gpudoctor's kernel and torch's own flash kernel (no extra import, no cuDNN
 # graph build); the rest with --full-matrix.
 QUICK_BACKENDS = ("gpudoctor-triton", "sdpa-flash")
+
+
+def _backward(out: torch.Tensor, grad_out: torch.Tensor) -> None:
+    """Backpropagate ``grad_out`` from ``out`` through a scalar: the gradient reaching ``out`` is
+    exactly ``grad_out`` (sum's gradient is 1, the product's is then grad_out * 1). Not
+    ``out.backward(grad_out)``: torch.autograd's _make_grads imports torch.fx's symbolic shapes
+    (sympy) the first time it is handed a gradient tensor, which cost 2.4 s of the warm pass on
+    the H200 (issue 18). The product and sum add two small kernels to every row's backward time."""
+    (out * grad_out).sum().backward()
 
 
 def _load(backend: str, device):
@@ -82,7 +91,7 @@ def probe(batch: int, heads: int, kv_heads: int, seq: int, head_dim: int, dtype:
     reference_dtype = REFERENCE_DTYPE_ON_GPU if torch.device(device).type == "cuda" else torch.float64
     q_ref, k_ref, v_ref = (t.to(reference_dtype).requires_grad_() for t in (q, k, v))
     ref_out = reference_attention(q_ref, k_ref, v_ref, causal=True, dtype=reference_dtype)
-    ref_out.backward(grad_out.to(reference_dtype))
+    _backward(ref_out, grad_out.to(reference_dtype))
     reference = {"out": ref_out.detach(), "dq": q_ref.grad, "dk": k_ref.grad, "dv": v_ref.grad}
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
@@ -121,7 +130,7 @@ def probe(batch: int, heads: int, kv_heads: int, seq: int, head_dim: int, dtype:
             for t in leaves:
                 t.grad = None
             out = attention(*leaves)
-            out.backward(grad_out)
+            _backward(out, grad_out)
             return out
 
         try:
