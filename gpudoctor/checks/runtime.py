@@ -51,11 +51,18 @@ def check_ld_library_path_insecure(runtime):
     findings = []
     for problem in runtime.unsafe_path_entries:
         what = {"empty": "an empty entry (the current directory)", "relative": f"a relative entry {problem.entry!r}",
-                "world-writable": f"{problem.entry}, which anyone can write to"}[problem.problem]
+                "world-writable": f"{problem.entry}, which anyone can write to",
+                "shared-temp": f"{problem.entry}, a shared temporary directory (the sticky bit stops renames, "
+                               "not new files: anyone can add one)",
+                "foreign-owner": f"{problem.entry}, owned by another user (uid {problem.detail})",
+                "unsafe-parent": f"{problem.entry}, below {problem.detail}, which another user can change",
+                "creatable": f"{problem.entry}, which does not exist yet; whoever creates it in {problem.detail} "
+                             "decides what is loaded"}.get(problem.problem, f"{problem.entry} ({problem.problem})")
         findings.append(finding(
             "ld-library-path-insecure",
             f"{problem.variable} contains {what}.",
-            {"variable": problem.variable, "entry": problem.entry, "problem": problem.problem},
+            {"variable": problem.variable, "entry": problem.entry, "problem": problem.problem,
+             "detail": problem.detail},
             fixes_for("ld-library-path-insecure", {"variable": problem.variable, "entry": problem.entry}),
         ))
     return findings

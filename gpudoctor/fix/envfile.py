@@ -45,7 +45,7 @@ class EnvEntry:
         # second line, NUL cannot be in an environment at all (issue 14 item 8).
         if not isinstance(self.value, str) or any(ch in self.value for ch in "\n\r\0"):
             raise ValueError(f"{self.name}: a value with a line break or NUL cannot go into the env file")
-        if self.mode != "set" and (":" in self.value or not self.value):
+        if self.mode != "set" and ":" in self.value or self.mode == "prepend" and not self.value:
             raise ValueError(f"{self.name}: {self.value!r} cannot be one entry of a ':'-separated list")
 
     def __setattr__(self, name: str, value: object) -> None:

@@ -1,4 +1,10 @@
-"""Runtime facts: Triton's cache directory, /dev/shm, and unsafe library search path entries."""
+"""Runtime facts: Triton's cache directory, /dev/shm, and unsafe search path entries.
+
+Search paths (issue 14 item 10): LD_LIBRARY_PATH, LIBRARY_PATH, PATH, PYTHONPATH and LD_PRELOAD.
+An entry is unsafe when someone other than the user (or root) can put a file there: empty or
+relative (the current directory), writable by others (a sticky /tmp or /dev/shm too: the
+sticky bit stops renames, not new files), owned by another user, below a parent another user
+controls, or not existing yet where others can create it."""
 
 from __future__ import annotations
 
@@ -12,7 +18,8 @@ MIN_CACHE_FREE = 1 << 30  # 1 GiB: a few hundred compiled kernels plus headroom
 class PathEntryProblem:
     variable: str
     entry: str
-    problem: str  # empty | relative | world-writable
+    problem: str  # empty | relative | world-writable | shared-temp | foreign-owner | unsafe-parent | creatable
+    detail: str = ""  # the path that makes it unsafe (an ancestor, the nearest existing parent)
 
 
 @dataclass(frozen=True)
@@ -48,17 +55,55 @@ def probe_runtime(host) -> RuntimeFacts:
     free = host.disk_free(checked) if checked else None
 
     problems: list[PathEntryProblem] = []
-    for variable in ("LD_LIBRARY_PATH", "LIBRARY_PATH"):
+    euid = _euid(host)
+    for variable in SEARCH_PATH_VARIABLES:
         value = host.env.get(variable)
         if value is None:
             continue
-        for entry in value.split(":"):
-            if entry == "":
-                problems.append(PathEntryProblem(variable, entry, "empty"))
-            elif not entry.startswith("/"):
-                problems.append(PathEntryProblem(variable, entry, "relative"))
-            else:
-                st = host.stat(entry)
-                if st.exists and st.is_dir and st.world_writable and not st.sticky:
-                    problems.append(PathEntryProblem(variable, entry, "world-writable"))
+        entries = value.replace(" ", ":").split(":") if variable == "LD_PRELOAD" else value.split(":")
+        for entry in entries:
+            if variable == "LD_PRELOAD" and ("/" not in entry):
+                continue  # empty or a bare name: the loader looks it up in its own trusted dirs
+            problem = _entry_problem(host, entry, euid)
+            if problem is not None:
+                problems.append(PathEntryProblem(variable, entry, *problem))
     return RuntimeFacts(cache, via, info.exists, checked, writable, free, tuple(problems))
+
+
+SEARCH_PATH_VARIABLES = ("LD_LIBRARY_PATH", "LIBRARY_PATH", "PATH", "PYTHONPATH", "LD_PRELOAD")
+
+
+def _euid(host) -> int | None:
+    try:
+        return host.system().euid
+    except Exception:  # noqa: BLE001 - a host without system facts: owners are not judged
+        return None
+
+
+def _entry_problem(host, entry: str, euid: int | None) -> tuple[str, str] | None:
+    if entry == "":
+        return "empty", ""
+    if not entry.startswith("/"):
+        return "relative", ""
+    st = host.stat(entry)
+    if not st.exists:
+        parent = posixpath.dirname(entry.rstrip("/")) or "/"
+        while parent != "/" and not host.stat(parent).exists:
+            parent = posixpath.dirname(parent)
+        pst = host.stat(parent)
+        if pst.exists and (pst.mode & 0o022 or (euid is not None and pst.uid not in (0, euid))):
+            return "creatable", parent
+        return None  # only you or root could create it
+    if st.mode & 0o022:
+        return ("world-writable" if not st.sticky else "shared-temp"), ""
+    if euid is not None and st.uid not in (0, euid):
+        return "foreign-owner", str(st.uid)
+    parent = posixpath.dirname((st.realpath or entry).rstrip("/"))
+    while parent:
+        pst = host.stat(parent)
+        if pst.exists and ((pst.mode & 0o022 and not pst.sticky) or (euid is not None and pst.uid not in (0, euid))):
+            return "unsafe-parent", parent
+        if parent == "/":
+            break
+        parent = posixpath.dirname(parent)
+    return None
