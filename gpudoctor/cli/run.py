@@ -74,12 +74,16 @@ def _pump(stream, sink, tail: Tail) -> None:
         chunk = os.read(fd, 65536)
         if not chunk:
             break
+        tail.feed(chunk)
         try:
             sink.write(chunk)
             sink.flush()
         except (BrokenPipeError, ValueError):
-            pass  # our own stdout went away; keep the child running and the tail filling
-        tail.feed(chunk)
+            # our own stdout went away (`gpudoctor run -- yes | head -1`): close the child's end
+            # too, so its next write gets SIGPIPE as it would in the plain pipeline, instead of
+            # both running forever (issue 14 item 15)
+            stream.close()
+            return
 
 
 def _forward_signals(proc) -> dict:
@@ -103,12 +107,23 @@ def run_command(argv: list[str], env: dict[str, str], tail: Tail) -> int:
     for pump in pumps:
         pump.start()
     previous = _forward_signals(proc)
+    interrupts = 0
     try:
-        try:
-            code = proc.wait()
-        except KeyboardInterrupt:  # the child got the same SIGINT from the terminal; let it finish
-            code = proc.wait()
+        while True:
+            try:
+                code = proc.wait()
+                break
+            except KeyboardInterrupt:
+                # The first Ctrl-C reached the child from the terminal too: let it finish. A
+                # second one asks it to stop (SIGTERM), a third stops it (SIGKILL): gpudoctor
+                # never returns while the child it started runs on (issue 14 item 15).
+                interrupts += 1
+                if interrupts >= 2:
+                    proc.send_signal(signal.SIGTERM if interrupts == 2 else signal.SIGKILL)
     finally:
+        if proc.poll() is None:  # leaving on an exception: never leave the command behind
+            proc.kill()
+            proc.wait()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     for pump in pumps:
@@ -126,7 +141,18 @@ def run(args) -> int:
         return 2
     tail = Tail()
     try:
-        code = run_command(argv, child_environment(), tail)
+        env = child_environment()
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        # the env file, not the command: say which (issue 14 item 5: an unreadable env.sh was
+        # reported as "permission denied: echo", exit 126)
+        from ..paths import GpudoctorDirs
+
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        sys.stderr.write(f"gpudoctor run: cannot read the env file {GpudoctorDirs.from_env().env_file}: {reason}; "
+                         "fix or remove it (gpudoctor fix --undo), then run again\n")
+        return 2
+    try:
+        code = run_command(argv, env, tail)
     except FileNotFoundError:
         sys.stderr.write(f"gpudoctor run: command not found: {argv[0]}\n")
         return 127
