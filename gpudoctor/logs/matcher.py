@@ -202,4 +202,29 @@ class Scanner:
             hit.line = line.strip()[:EXCERPT]
         hit.count += 1
         for key, value in values.items():
-            hit.values.setdefault(key, value)
+            if key.startswith(TRACK_MIN):
+                _track_extremes(hit.values, key[len(TRACK_MIN):], values)
+            else:
+                hit.values.setdefault(key, value)
+
+
+# A capture named ``track_min_<name>`` (digits) is followed over every matching line, not just the
+# first: the hit keeps ``<name>`` (first), ``<name>_min``, ``<name>_max`` and, from the line with
+# the smallest value, the line's other captures as ``<other>_at_<name>_min``. NCCL watchdog lines
+# use it to name the rank that is furthest behind (lowest collective SeqNum).
+TRACK_MIN = "track_min_"
+
+
+def _track_extremes(kept: dict[str, str], name: str, values: dict[str, str]) -> None:
+    raw = values[TRACK_MIN + name]
+    if not raw.isdigit():
+        return
+    number = int(raw)
+    kept.setdefault(name, raw)
+    if f"{name}_max" not in kept or number > int(kept[f"{name}_max"]):
+        kept[f"{name}_max"] = raw
+    if f"{name}_min" not in kept or number < int(kept[f"{name}_min"]):
+        kept[f"{name}_min"] = raw
+        for other, value in values.items():
+            if other != TRACK_MIN + name:
+                kept[f"{other}_at_{name}_min"] = value

@@ -64,7 +64,18 @@ def _oom_detail(values: Mapping[str, str], arg: str) -> str:
     return f" (GPU {gpu}: {values[arg]} in total" + (f", {free} free)" if free else ")")
 
 
+def _stalled_rank(values: Mapping[str, str], arg: str) -> str:
+    # Ranks that report different SeqNums are not in the same collective: the lowest one is the
+    # rank that fell behind (or the first to wait on a peer that never arrived).
+    low, high, rank = values.get(f"{arg}_min"), values.get(f"{arg}_max"), values.get(f"rank_at_{arg}_min")
+    if not (low and high and rank) or low == high:
+        return ""
+    return (f" Rank {rank} reports the lowest SeqNum ({low}; others reached {high}): if these lines are from the same"
+            f" process group, it fell behind, so read its log first.")
+
+
 DERIVERS: dict[str, Callable[[Mapping[str, str], str], str]] = {
+    "stalled_rank": _stalled_rank,
     "cuda_version": _cuda_version,
     "suffix_nvml": _suffix_nvml,
     "prefix_comma": _prefix_comma,

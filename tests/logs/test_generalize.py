@@ -119,3 +119,15 @@ def test_the_decoder_is_bounded_on_hostile_lines():
         decode(filler)
         diagnose_lines([filler, filler + " error 35", "  " + filler])
     assert time.perf_counter() - start < 1.0
+
+
+def test_nccl_timeout_names_the_rank_that_fell_behind():
+    from pathlib import Path
+
+    from gpudoctor.logs import diagnose_paths
+
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "nccl-timeout"
+    behind = diagnose_paths([str(fixtures / "pytorch-118369.log")])[0]
+    assert "Rank 7 reports the lowest SeqNum (64088; others reached 96125)" in behind.message
+    same = diagnose_paths([str(fixtures / "basicsr-737.log")])[0]  # every rank at SeqNum 808
+    assert "lowest SeqNum" not in same.message and "rank 1" in same.message
