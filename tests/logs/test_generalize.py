@@ -131,3 +131,35 @@ def test_nccl_timeout_names_the_rank_that_fell_behind():
     assert "Rank 7 reports the lowest SeqNum (64088; others reached 96125)" in behind.message
     same = diagnose_paths([str(fixtures / "basicsr-737.log")])[0]  # every rank at SeqNum 808
     assert "lowest SeqNum" not in same.message and "rank 1" in same.message
+
+
+# The tools' own wordings (the file each comes from is recorded beside the signature).
+@pytest.mark.parametrize("text, rule", [
+    ("error: command 'gcc' failed: No such file or directory", "c-compiler-missing"),
+    ("unable to execute 'x86_64-linux-gnu-gcc': No such file or directory\n"
+     "error: command 'x86_64-linux-gnu-gcc' failed with exit status 1", "c-compiler-missing"),
+    ("CMake Error at CMakeLists.txt:3 (project):\n  No CMAKE_CXX_COMPILER could be found.", "c-compiler-missing"),
+    ("InvalidCxxCompiler: No working C++ compiler found in torch._inductor.config.cpp.cxx: (None, 'g++')",
+     "c-compiler-missing"),
+    ("CMake Error at CMakeLists.txt:2 (project):\n  No CMAKE_CUDA_COMPILER could be found.", "cuda-home-missing"),
+    ("MissingCUDAException: CUDA_HOME does not exist, unable to compile CUDA op(s)", "cuda-home-missing"),
+    ("FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda/bin/nvcc'", "cuda-home-missing"),
+    ("ValueError: bf16 mixed precision requires PyTorch >= 1.10 and a supported device.", "bf16-unsupported"),
+    ("ld.lld: error: unable to find library -lcuda", "libcuda-unversioned-missing"),
+    ("host_config.h:151:2: error: #error -- unsupported clang version! clang version must be less than 16 and "
+     "greater than 3.2", "nvcc-host-compiler-unsupported"),
+    ("host_config.h(153): fatal error C1189: #error:  -- unsupported Microsoft Visual Studio version! Only the "
+     "versions between 2017 and 2022 (inclusive) are supported!", "nvcc-host-compiler-unsupported"),
+    ("RuntimeError: unable to write to file </torch_18692_1954506624>: No space left on device (28)", "shm-too-small"),
+    ("RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/THCCachingAllocator.cpp:510",
+     "cuda-oom"),
+    ("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", "cuda-oom"),
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+     "NVIDIA driver is installed and running.", "no-nvidia-driver"),
+])
+def test_tool_wordings_name_their_rule(text, rule):
+    assert ids(text.split("\n"))[:1] == [rule]
+
+
+def test_a_compile_error_is_not_a_missing_compiler():
+    assert ids(["error: command 'gcc' failed with exit status 1"]) == []
