@@ -695,12 +695,32 @@ def select_config(capability: tuple[int, int] | None, head_dim: int) -> Attentio
     """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``."""
     if capability is None:
         return _INTERPRETER_CONFIG
+    return _ARCH_CONFIGS[_architecture_family(capability)][_bucket(capability, head_dim)]
+
+
+def _bucket(capability: tuple[int, int], head_dim: int) -> int:
     by_width = _ARCH_CONFIGS[_architecture_family(capability)]
     # The 64+16 / 64+32 split head dims (80, 96) do less work per tile than 128 and were
     # measured to want other tiles on sm90; elsewhere they share the <= 128 entry.
-    bucket = 64 if head_dim <= 64 else 96 if head_dim <= 96 and 96 in by_width else \
+    return 64 if head_dim <= 64 else 96 if head_dim <= 96 and 96 in by_width else \
         128 if head_dim <= 128 else 256
-    return by_width[bucket]
+
+
+def _autotuned_or_guessed(q, k, v, causal: bool, softmax_scale: float, capability, head_dim: int) -> AttentionConfig:
+    """The table's tiles; on a GPU family never measured here, the fastest of them and a few
+    neighbours, tuned at first use and cached (attention_autotune.py)."""
+    guess = select_config(capability, head_dim)
+    if capability is None:
+        return guess
+    from . import attention_autotune as autotune
+
+    if (_architecture_family(capability) in autotune.MEASURED_FAMILIES or not autotune.enabled()
+            or torch.cuda.is_current_stream_capturing()):
+        return guess
+    key = autotune.cache_key(torch.cuda.get_device_name(q.device), capability, triton.__version__,
+                             _bucket(capability, head_dim), q.dtype, causal, q.shape[1] != k.shape[1])
+    with torch.enable_grad():
+        return autotune.tuned(key, guess, autotune.timer_for(q, k, v, causal, softmax_scale))
 
 
 def _next_power_of_2(value: int) -> int:
@@ -933,7 +953,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(head_dim)
     if config is None:
-        config = select_config(_device_capability(q), head_dim)
+        config = _autotuned_or_guessed(q, k, v, bool(causal), float(softmax_scale), _device_capability(q), head_dim)
     return _FlashAttentionFunction.apply(q, k, v, bool(causal), float(softmax_scale), config)
 
 

@@ -267,3 +267,28 @@ def test_gpu_cross_attention_different_lengths(head_dim):
     _compare_with_reference((2, 4, 1, 1000, 777, head_dim), False, torch.float16, "cuda",
                             torch.float32, tolerance=GPU_TOLERANCE[torch.float16])
 
+
+
+def _tile_configs():
+    """Every (architecture, head_dim bucket) configuration the GPU would use, once each."""
+    from gpudoctor.kernels.attention import _ARCH_CONFIGS
+
+    cases = {}
+    for family, by_width in _ARCH_CONFIGS.items():
+        for bucket, config in by_width.items():
+            head_dim = {96: 80}.get(bucket, bucket)  # the 96 bucket serves the 64+16 split too
+            cases.setdefault((config, head_dim), f"{family}-hd{head_dim}")
+    return [(name, config, head_dim) for (config, head_dim), name in cases.items()]
+
+
+@pytest.mark.parametrize("name,config,head_dim", _tile_configs(), ids=[c[0] for c in _tile_configs()])
+def test_every_architecture_tile_shape_in_the_interpreter(name, config, head_dim, device):
+    """The tiles of GPUs never measured here (sm75, sm80, sm86/89) run their real block shapes
+    through the kernels (on the CPU: Triton's interpreter), with a length that leaves a ragged
+    last block for every tile size in the table, causal and not, with GQA."""
+    if device != "cpu":
+        pytest.skip("the GPU tests cover the tiles of the GPU they run on")
+    seq = max(config.forward.block_m, config.backward_dkdv.block_n, config.backward_dq.block_m) + 9
+    for causal in (True, False):
+        _compare_with_reference((1, 2, 1, seq, seq, head_dim), causal, torch.float16, device, torch.float64,
+                                tolerance=5e-3, config=config)
