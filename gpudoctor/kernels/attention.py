@@ -651,15 +651,19 @@ _INTERPRETER_CONFIG = AttentionConfig(_tiles(16, 16, 4, 1), _tiles(16, 16, 4, 1)
 # causal, bf16; docs/benchmarks.md): e.g. hd64 forward 128x64 ran at 389 TFLOP/s against 322
 # for 128x128, and a 32x128 dK/dV tile on 4 warps at hd128 ran at 165 against 360 for 64x128
 # on 8 warps.
-# The other architectures are sized from the shared-memory budget and not measured (no such GPU).
+# The other architectures are sized from the shared-memory budget and not measured (no such GPU);
+# on those GPUs flash_attention times these tiles and two neighbours at first use and keeps the
+# fastest (attention_autotune.py).
 _ARCH_CONFIGS: dict[str, dict[int, AttentionConfig]] = {
     "sm90": {
         64: AttentionConfig(_tiles(128, 64, 8, 3), _tiles(64, 64, 4, 3), _tiles(128, 32, 4, 5)),
         96: AttentionConfig(_tiles(128, 64, 4, 3), _tiles(64, 64, 4, 3), _tiles(128, 32, 8, 4)),
         128: AttentionConfig(_tiles(128, 128, 8, 3), _tiles(64, 128, 8, 3), _tiles(128, 64, 8, 3)),
-        # From the issue-18 sweep (b4 h32 s4096 causal bf16, bench/results/attention-sweep-h200.json):
-        # forward 128x64 on 8 warps 2.30 ms against 64x64 on 8 warps 4.32; dK/dV 64x64 one stage
-        # 19.7 ms (whole forward+backward) against 21.2-51.2 for the others; dQ 128x32 16.5 ms.
+        # From the issue-18 sweep (b4 h32 s4096 causal bf16, one sample each,
+        # bench/results/attention-sweep-h200-first-run.txt): forward 128x64 on 8 warps 2.30 ms
+        # against 64x64 on 8 warps 4.32; dK/dV 64x64 one stage 19.7 ms (whole forward+backward)
+        # against 21.2-51.2 for the others; dQ 128x32 16.5 ms. Together: forward+backward 14.6 ms
+        # against 21.3 with the previous tiles (attention-sweep-h200.json, the next run).
         256: AttentionConfig(_tiles(128, 64, 8, 2), _tiles(64, 64, 8, 1), _tiles(128, 32, 8, 2)),
     },
     "sm80": {
