@@ -18,6 +18,10 @@ def run(args) -> int:
     from ..host import LiveHost, RecordingHost
     from .check import parse_requirements
 
+    problem = _output_problem(args.directory)
+    if problem:
+        sys.stderr.write(f"gpudoctor: error: refusing to write the snapshot: {problem}\n")
+        return 2
     host = RecordingHost(LiveHost())
     report = diagnose(host, requirements=parse_requirements(args.require))
     try:
@@ -27,3 +31,23 @@ def run(args) -> int:
         return 2
     print(f"wrote {path} ({len(report.checks)} checks replayable; secrets redacted)")
     return 0
+
+
+def _output_problem(directory: str) -> str | None:
+    """A planted symlink (the directory or its snapshot.json) would be followed by the write,
+    and a directory others can write lets them swap the file (issue 14 item 12)."""
+    import os
+
+    from ..host.snapshot import SNAPSHOT_FILE
+    from ..paths import private_dir_problem
+
+    if os.path.islink(directory):
+        return f"{directory} is a symlink"
+    if os.path.lexists(directory):
+        problem = private_dir_problem(directory)
+        if problem:
+            return problem
+        target = os.path.join(directory, SNAPSHOT_FILE)
+        if os.path.islink(target) or (os.path.lexists(target) and not os.path.isfile(target)):
+            return f"{target} is a symlink or not a regular file"
+    return None

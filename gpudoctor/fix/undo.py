@@ -17,6 +17,7 @@ from typing import Any
 from ..paths import GpudoctorDirs
 from .actions import UNDOERS
 from .actions.base import GONE, KEPT, MANUAL, UNDONE, RootRunner, UndoContext
+from .actions.env_entry import undo_env_batch
 from .actions.make_dir import undo_mkdir
 from .manifest import LOCK_NAME, Manifest, normalized_change, state_lock, teardown_state_dirs
 
@@ -103,15 +104,18 @@ def _undo_locked(manifest: Manifest, dirs: GpudoctorDirs, root: RootRunner | Non
     remaining: list[dict[str, Any]] = []
     own_dirs = [c for c in usable if _is_own_dir(c)]
     _remove_own_temp_files(usable, dirs)
-    for change in reversed([c for c in usable if not _is_own_dir(c)]):
-        handler = UNDOERS[change["op"]]
+    for batch in _batches(reversed([c for c in usable if not _is_own_dir(c)])):
         try:
-            status, message = handler(change, context)
+            if batch[0]["op"] == "env":  # consecutive env records: one read and one write
+                results = undo_env_batch(batch, context)
+            else:
+                results = [UNDOERS[batch[0]["op"]](batch[0], context)]
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            status, message = KEPT, f"{change['op']}: {exc}"
-        outcomes.append(UndoOutcome(change, status, message))
-        if status == MANUAL:
-            remaining.append(change)
+            results = [(KEPT, f"{batch[0]['op']}: {exc}")] * len(batch)
+        for change, (status, message) in zip(batch, results):
+            outcomes.append(UndoOutcome(change, status, message))
+            if status == MANUAL:
+                remaining.append(change)
 
     if remaining:  # keep what still needs a root hand, so a later --undo can finish it
         manifest.changes = list(reversed(remaining)) + own_dirs
@@ -132,6 +136,17 @@ def _undo_locked(manifest: Manifest, dirs: GpudoctorDirs, root: RootRunner | Non
             status, message = undo_mkdir(change, context)
             outcomes.append(UndoOutcome(change, status, message))
     return outcomes
+
+
+def _batches(changes):
+    batch: list[dict[str, Any]] = []
+    for change in changes:
+        if batch and not (change["op"] == "env" and batch[0]["op"] == "env"):
+            yield batch
+            batch = []
+        batch.append(change)
+    if batch:
+        yield batch
 
 
 def _remove_own_temp_files(changes: list[dict[str, Any]], dirs: GpudoctorDirs) -> None:

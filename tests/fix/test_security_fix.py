@@ -240,3 +240,32 @@ def test_undo_dry_run_and_script_change_nothing(home, static_machine, tmp_path, 
     assert main(["fix", "--undo", "--script", str(script)]) == 0
     assert tree(tmp_path / "home") == after_fix
     assert "would undo" in script.read_text()
+
+
+def test_snapshot_refuses_planted_symlinks(tmp_path, capsys):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "snap"
+    out.mkdir(mode=0o700)
+    os.symlink(victim, out / "snapshot.json")
+    assert main(["snapshot", str(out)]) == 2
+    link_dir = tmp_path / "linkdir"
+    os.symlink(tmp_path / "elsewhere", link_dir)
+    assert main(["snapshot", str(link_dir)]) == 2
+    assert victim.read_text() == "precious\n" and "refusing" in capsys.readouterr().err
+
+
+def test_a_long_manifest_is_undone_in_linear_time(home):
+    """Issue 14 item 15: a 2.6 MB manifest took 36 s (quadratic); 13000 env records here."""
+    import time
+
+    entries = [envfile.EnvEntry(f"GD_V{i}", "/some/value/" + "x" * 100) for i in range(13000)]
+    os.makedirs(home.config, mode=0o700)
+    envfile.write_entries(home.env_file, entries)
+    _manifest(home, [{"op": "env_file", "path": home.env_file}]
+              + [{"op": "env", "entry": e.to_json(), "replaced": None} for e in entries])
+    assert os.path.getsize(home.manifest_file) > 2_000_000
+    started = time.monotonic()
+    outcomes = undo(home)
+    assert time.monotonic() - started < 10
+    assert {o.status for o in outcomes} == {"undone"} and not os.path.exists(home.env_file)

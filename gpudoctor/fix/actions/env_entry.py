@@ -83,18 +83,30 @@ def apply(applier: Any, action: SetEnv | RemoveFromPathVar) -> str:
 
 
 def undo_env(change: dict[str, Any], context: UndoContext) -> tuple[str, str]:
+    return undo_env_batch([change], context)[0]
+
+
+def undo_env_batch(changes: list[dict[str, Any]], context: UndoContext) -> list[tuple[str, str]]:
+    """Undo env records (newest first) with one read and one write of the env file: a long
+    manifest is undone in linear time (issue 14 item 15: 2.6 MB took 36 s, quadratic)."""
     env_file = context.dirs.env_file
-    entry = envfile.EnvEntry.from_json(change["entry"])
     entries = envfile.read_entries(env_file)
-    if entry not in entries:
-        return GONE, f"{entry.name} entry"
-    index = len(entries) - 1 - entries[::-1].index(entry)
-    if change.get("replaced"):
-        entries[index] = envfile.EnvEntry.from_json(change["replaced"])
-    else:
-        del entries[index]
-    envfile.write_entries(env_file, entries)
-    return UNDONE, f"{entry.mode} {entry.name}: removed from {env_file}"
+    results = []
+    for change in changes:
+        entry = envfile.EnvEntry.from_json(change["entry"])
+        # newest first: the entry is almost always the last one, so search from the end
+        index = next((i for i in range(len(entries) - 1, -1, -1) if entries[i] == entry), None)
+        if index is None:
+            results.append((GONE, f"{entry.name} entry"))
+            continue
+        if change.get("replaced"):
+            entries[index] = envfile.EnvEntry.from_json(change["replaced"])
+        else:
+            del entries[index]
+        results.append((UNDONE, f"{entry.mode} {entry.name}: removed from {env_file}"))
+    if any(status == UNDONE for status, _ in results):
+        envfile.write_entries(env_file, entries)
+    return results
 
 
 def undo_env_file(change: dict[str, Any], context: UndoContext) -> tuple[str, str]:
