@@ -36,9 +36,6 @@ CURATED_TRIGGERS = (
     "library",
     "compile",
     "support",
-    "defined",  # glibc's "undefined symbol" / "not defined in file" (ABI and shadowed-library errors)
-    "require",  # autograd's "does not require grad" / checkpoint's "requires_grad=True"
-    "atchdog",  # torch's NCCL watchdog: collective timeouts and a stuck heartbeat
 )
 
 WINDOW = 4096  # characters a regex may see on each side of the trigger
