@@ -292,3 +292,22 @@ def test_every_architecture_tile_shape_in_the_interpreter(name, config, head_dim
     for causal in (True, False):
         _compare_with_reference((1, 2, 1, seq, seq, head_dim), causal, torch.float16, device, torch.float64,
                                 tolerance=5e-3, config=config)
+
+
+@pytest.mark.parametrize("head_dim", [40, 112])
+def test_in_kernel_column_mask_of_the_public_launchers(head_dim, device):
+    """attention_forward / attention_backward called directly (not through flash_attention, which
+    zero-pads such head dims) mask the padded columns inside the kernels: still right."""
+    from gpudoctor.kernels.attention import attention_backward, attention_forward
+
+    config = select_config(None if device == "cpu" else torch.cuda.get_device_capability(), head_dim)
+    seed = _fresh_seed()
+    q, k, v, grad_out = _make_inputs(1, 2, 1, 21, 21, head_dim, torch.float16, device, seed)
+    scale = head_dim ** -0.5
+    out, lse = attention_forward(q.detach(), k.detach(), v.detach(), True, scale, config)
+    dq, dk, dv = attention_backward(grad_out, q.detach(), k.detach(), v.detach(), out, lse, True, scale, config)
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    expected = reference_attention(q64, k64, v64, causal=True)
+    expected.backward(grad_out.double())
+    for got, want in ((out, expected.detach()), (dq, q64.grad), (dk, k64.grad), (dv, v64.grad)):
+        assert _relative_error(got, want) < 5e-3, f"head_dim={head_dim} seed={seed}"
