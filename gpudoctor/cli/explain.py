@@ -63,34 +63,18 @@ def run(args) -> int:
         sys.stderr.write(f"gpudoctor: error: cannot read log: {exc}\n")
         return EXIT_UNREADABLE
 
-    if args.json:
-        from ..report import render_json
+    from ..report.base import ReportView
 
-        print(render_json(findings, []))
-    else:
-        _print_terminal(findings, args.files, args.verbose)
+    view = ReportView(tuple(findings), title="gpudoctor explain")
+    sys.stdout.write(_reporter(args).render(view))
     return EXIT_RECOGNISED if findings else EXIT_NONE
 
 
-def _print_terminal(findings, files, verbose: bool) -> None:
-    from rich.console import Console
-    from rich.markup import escape
+def _reporter(args):
+    if args.json:
+        from ..report.json import JsonReporter
 
-    from ..report import print_findings
+        return JsonReporter()
+    from ..report.terminal import ExplainReporter
 
-    console = Console()
-    names = ", ".join("<stdin>" if f == "-" else f for f in files)
-    console.print(f"[bold]gpudoctor explain[/] {escape(names)}")
-    if not findings:
-        console.print("[green]No known failure recognised[/] in this log.")
-        return
-    causes = [f for f in findings if not f.evidence.get("consequence")]
-    consequences = [f for f in findings if f.evidence.get("consequence")]
-    console.print("[bold]Most likely cause first[/]")
-    print_findings(console, causes, verbose)
-    if consequences:
-        console.print("[bold]Consequences of the above[/] [dim](same failure, reported later in the log)[/]")
-        print_findings(console, consequences, verbose)
-    for f in findings[:1]:
-        where = f.evidence.get("log"), f.evidence.get("line_number")
-        console.print(f"[dim]first seen: {escape(str(where[0]))}:{where[1]}[/]", highlight=False)
+    return ExplainReporter(args.files, verbose=args.verbose, tty=sys.stdout.isatty())

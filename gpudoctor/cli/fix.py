@@ -7,11 +7,9 @@ to do); 1 when something was refused, not confirmed, or is NOT fixed; 2 for usag
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
-from .. import __version__
 from ..paths import GpudoctorDirs
 
 EXIT_OK, EXIT_NOT_FIXED = 0, 1
@@ -77,7 +75,7 @@ def run(args) -> int:
             _write_script(args.script, script)
             _say(args, f"gpudoctor: wrote the {plan.scope} fix plan to {args.script} ({len(plan.steps)} steps)")
         if args.json:
-            _emit_json({"scope": plan.scope, "script": script, "steps": _steps_json(plan)})
+            _emit_json(report, scope=plan.scope, script=script, steps=_steps_json(plan))
         elif args.dry_run:
             sys.stdout.write(script)
         return EXIT_OK
@@ -87,7 +85,7 @@ def run(args) -> int:
     try:
         if plan.scope == "user":
             return _apply_user(args, dirs, plan, report)
-        return _apply_system(args, dirs, plan, script)
+        return _apply_system(args, dirs, plan, script, report)
     except (ManifestError, UnsafeDirectory) as exc:  # refused before any change
         sys.stderr.write(f"gpudoctor: error: {exc}\n")
         return 2
@@ -97,63 +95,48 @@ def run(args) -> int:
 
 
 def _apply_user(args, dirs, plan, report) -> int:
-    from ..fix.apply import apply_plan
-    from ..fix.verify import FIXED, fixed_environment, verify
+    from ..fix.session import fix_user
 
-    if plan.empty:
+    result = fix_user(plan, dirs, os.environ, run_diagnosis)
+    if result.applied is None:
         _say(args, "gpudoctor: nothing to fix without root.")
         _list_without_fix(args, plan)
         if args.json:
-            _emit_json({"scope": "user", "applied": [], "verification": [], "without_fix": [f.id for f in plan.without_fix]})
-        return EXIT_NOT_FIXED if _errors_left(plan) else EXIT_OK
+            _emit_json(report, scope="user", applied=[], verification=[], without_fix=[f.id for f in plan.without_fix])
+        return EXIT_OK if result.ok else EXIT_NOT_FIXED
 
-    result = apply_plan(plan, dirs)
-    for outcome in result.outcomes:
-        from ..fix.actions import describe
-
-        line = f"  {outcome.status:>12}  {describe(outcome.step.action)}"
+    for outcome in result.applied.outcomes:
+        line = f"  {outcome.status:>12}  {_describe(outcome.step.action)}"
         _say(args, line + (f"\n{'':16}{outcome.message}" if outcome.message else ""))
     for note in plan.notes:
         _say(args, f"  note: {note}")
-
-    env = fixed_environment(os.environ, dirs)
-    checks = verify(plan.finding_ids, env, run_diagnosis)
     _say(args, "Verification (checks re-run with the env file applied):")
-    for item in checks:
-        _say(args, f"  {item.finding_id}: {item.status}" + (f" — {item.detail}" if item.detail else ""))
-    if any(v.status == FIXED for v in checks):
+    _say_verification(args, result.verification)
+    if result.any_fixed:
         _say(args, f'Env file: {dirs.env_file}\nUse it with: eval "$(gpudoctor env)"  or  gpudoctor run -- CMD ...')
-    if result.changed:
-        _say(args, f"Recorded in {result.manifest_path}; revert with: gpudoctor fix --undo")
+    if result.applied.changed:
+        _say(args, f"Recorded in {result.applied.manifest_path}; revert with: gpudoctor fix --undo")
     _list_without_fix(args, plan)
     if args.json:
-        _emit_json({
-            "scope": "user",
-            "applied": [{"action": _describe(o.step.action), "findings": list(o.step.finding_ids),
-                         "status": o.status, "message": o.message} for o in result.outcomes],
-            "verification": [{"id": v.finding_id, "status": v.status, "detail": v.detail} for v in checks],
-            "without_fix": [f.id for f in plan.without_fix],
-            "env_file": dirs.env_file,
-            "manifest": result.manifest_path,
-        })
-    ok = all(o.ok for o in result.outcomes) and all(v.status == FIXED for v in checks)
-    return EXIT_OK if ok and not _errors_left(plan) else EXIT_NOT_FIXED
+        _emit_json(
+            report,
+            scope="user",
+            applied=[{"action": _describe(o.step.action), "findings": list(o.step.finding_ids),
+                      "status": o.status, "message": o.message} for o in result.applied.outcomes],
+            verification=_verification_json(result.verification),
+            without_fix=[f.id for f in plan.without_fix],
+            env_file=dirs.env_file,
+            manifest=result.applied.manifest_path,
+        )
+    return EXIT_OK if result.ok else EXIT_NOT_FIXED
 
 
 # -- system (root) ------------------------------------------------------------------------
 
 
-def _apply_system(args, dirs, plan, script) -> int:
-    from ..fix.system import (
-        NeedsRoot,
-        packages_before,
-        paths_touched,
-        record_system_changes,
-        record_system_intents,
-        root_prefix,
-        run_system_script,
-    )
-    from ..fix.verify import FIXED, fixed_environment, verify
+def _apply_system(args, dirs, plan, script, report) -> int:
+    from ..fix.session import fix_system
+    from ..fix.system import NeedsRoot, root_prefix
 
     if plan.empty:
         _say(args, "gpudoctor: no system fixes to run.")
@@ -172,32 +155,26 @@ def _apply_system(args, dirs, plan, script) -> int:
     if not args.yes and not _confirm(f"Run these {len(plan.steps)} step(s) as root? [y/N] "):
         sys.stderr.write("gpudoctor: not confirmed; nothing was run.\n")
         return EXIT_NOT_FIXED
-    existed = {p for p in paths_touched(plan) if os.path.lexists(p)}
-    installed_before = packages_before(plan)
-    intents = record_system_intents(plan, dirs, existed)  # manifest-first: before the script runs
-    code = run_system_script(script, args.sudo)
-    if code != 0:
-        recorded, _ = record_system_changes(plan, dirs, existed, installed_before, succeeded=False)
-        sys.stderr.write(f"gpudoctor: the root script failed (exit {code}); see its output. "
-                         + (f"Recorded the {recorded} package install(s) it made for --undo" if recorded
+    result = fix_system(plan, dirs, script, args.sudo, os.environ, run_diagnosis)
+    if result.exit_code != 0:
+        sys.stderr.write(f"gpudoctor: the root script failed (exit {result.exit_code}); see its output. "
+                         + (f"Recorded the {result.recorded} package install(s) it made for --undo" if result.recorded
                             else "No package install recorded")
-                         + (f"; the {intents} file(s)/link(s) it may have made are recorded and undone only "
-                            "where they still match.\n" if intents else ".\n"))
+                         + (f"; the {result.intents} file(s)/link(s) it may have made are recorded and undone only "
+                            "where they still match.\n" if result.intents else ".\n"))
+        if args.json:
+            _emit_json(report, scope="system", exit=result.exit_code, verification=[])
         return EXIT_NOT_FIXED
-    recorded, notes = record_system_changes(plan, dirs, existed, installed_before)
-    recorded += intents
-    for note in notes:
+    for note in result.notes:
         _say(args, f"  note: {note}")
-    checks = verify(plan.finding_ids, fixed_environment(os.environ, dirs), run_diagnosis)
     _say(args, "Verification:")
-    for item in checks:
-        _say(args, f"  {item.finding_id}: {item.status}" + (f" — {item.detail}" if item.detail else ""))
+    _say_verification(args, result.verification)
+    recorded = result.recorded + result.intents
     if recorded:
         _say(args, f"Recorded {recorded} root change(s) with a known undo: gpudoctor fix --undo --sudo")
     if args.json:
-        _emit_json({"scope": "system", "exit": code,
-                    "verification": [{"id": v.finding_id, "status": v.status, "detail": v.detail} for v in checks]})
-    return EXIT_OK if all(v.status == FIXED for v in checks) else EXIT_NOT_FIXED
+        _emit_json(report, scope="system", exit=result.exit_code, verification=_verification_json(result.verification))
+    return EXIT_OK if result.ok else EXIT_NOT_FIXED
 
 
 def _confirm(question: str) -> bool:
@@ -235,8 +212,8 @@ def _undo(args, dirs) -> int:
         for outcome in outcomes:
             _say(args, f"  {outcome.status:>14}  {outcome.message}")
     if args.json:
-        _emit_json({"undo": [{"op": o.change.get("op"), "status": o.status, "message": o.message} for o in outcomes],
-                    "dry_run": bool(args.dry_run or args.script)})
+        _emit_json(None, undo=[{"op": o.change.get("op"), "status": o.status, "message": o.message} for o in outcomes],
+                   dry_run=bool(args.dry_run or args.script))
     return EXIT_NOT_FIXED if any(o.status in (KEPT, MANUAL, REFUSED) for o in outcomes) else EXIT_OK
 
 
@@ -285,8 +262,13 @@ def _steps_json(plan) -> list[dict]:
             for s in plan.steps]
 
 
-def _errors_left(plan) -> bool:
-    return any(f.severity.value == "error" for f in plan.without_fix)
+def _say_verification(args, checks) -> None:
+    for item in checks:
+        _say(args, f"  {item.finding_id}: {item.status}" + (f" — {item.detail}" if item.detail else ""))
+
+
+def _verification_json(checks) -> list[dict]:
+    return [{"id": v.finding_id, "status": v.status, "detail": v.detail} for v in checks]
 
 
 def _list_without_fix(args, plan) -> None:
@@ -310,6 +292,12 @@ def _say(args, text: str) -> None:
     print(text, file=sys.stderr if args.json else sys.stdout)
 
 
-def _emit_json(payload: dict) -> None:
-    json.dump({"schema": 1, "tool": {"name": "gpudoctor", "version": __version__}, **payload}, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+def _emit_json(report, **fix) -> None:
+    """The one JSON envelope (``report.json.JsonReporter``: schema, tool, findings, checks) with
+    the fix's keys added; ``report`` is the diagnosis the plan was built from (None for --undo)."""
+    from ..report.base import ReportView
+    from ..report.json import JsonReporter
+
+    view = ReportView(tuple(report.findings) if report is not None else (),
+                      tuple(report.checks) if report is not None else (), extra=fix)
+    sys.stdout.write(JsonReporter().render(view))

@@ -175,27 +175,18 @@ def _this_machine():
 
 def _diagnose(lines: list[str], code: int) -> None:
     err = sys.stderr
-    err.write(f"\ngpudoctor: the command exited {code}; diagnosing the last {len(lines)} lines of its output\n")
     try:
         from ..logs import diagnose_lines
-        from ..fix.actions import fix_lines
+        from ..report.base import ReportView
+        from ..report.run import RunReporter
     except ImportError:
-        err.write("gpudoctor: log diagnosis is not available in this install; try `gpudoctor check`\n")
+        err.write(f"\ngpudoctor: the command exited {code}\n"
+                  "gpudoctor: log diagnosis is not available in this install; try `gpudoctor check`\n")
         return
     try:
         findings = diagnose_lines(lines, machine=_this_machine)
     except Exception as exc:  # noqa: BLE001 - the command's exit code matters more than our diagnosis
-        err.write(f"gpudoctor: could not diagnose the output ({type(exc).__name__}: {exc})\n")
+        err.write(f"\ngpudoctor: the command exited {code}\n"
+                  f"gpudoctor: could not diagnose the output ({type(exc).__name__}: {exc})\n")
         return
-    if not findings:
-        err.write("gpudoctor: no known failure recognised in the output; try `gpudoctor check`\n")
-        return
-    for finding in findings:
-        err.write(f"  [{finding.severity.value}] {finding.id}: {finding.title}\n")
-        for line in finding.message.splitlines():
-            err.write(f"      {line}\n")
-        for fix in finding.fixes:
-            err.write(f"      fix ({fix.kind}): {fix.summary}\n")
-            for line in fix_lines(finding.id, fix):
-                err.write(f"        {line}\n")
-    err.write("  Apply the user-local fixes with: gpudoctor fix   (review first: gpudoctor fix --dry-run)\n")
+    err.write(RunReporter(code, len(lines)).render(ReportView(tuple(findings), title="gpudoctor run")))

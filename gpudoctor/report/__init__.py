@@ -12,6 +12,7 @@ _WHERE = {
     "ExplainReporter": "terminal",
     "ReportView": "base", "Reporter": "base",
     "PreflightReporter": "preflight",
+    "RunReporter": "run",
     "machine_summary": "summary",
 }
 

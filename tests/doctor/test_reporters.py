@@ -65,3 +65,28 @@ def test_piped_output_is_not_wrapped_nor_coloured():
     assert "\x1b[" not in out.stdout
     gpu = [line for line in out.stdout.splitlines() if "GPU 0:" in line]
     assert gpu and len(gpu[0]) > 40 and "driver" in gpu[0]  # longer than COLUMNS, still one line
+
+
+def test_explain_and_run_print_through_reporters(capsys):
+    """explain's terminal and JSON output and run's diagnosis come from reporters (issue 12 item 3):
+    explain --json is the one envelope, and the run reporter renders the same findings."""
+    import glob
+
+    from gpudoctor.logs import diagnose_paths
+    from gpudoctor.report.base import ReportView
+    from gpudoctor.report.run import RunReporter
+    from gpudoctor.report.terminal import ExplainReporter
+
+    log = sorted(glob.glob("fixtures/logs/cuda-oom/*"))[0]
+    findings = tuple(diagnose_paths([log], machine=None))
+    assert findings
+    assert main(["explain", "--no-probe", "--json", log]) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert set(payload) >= {"schema", "tool", "findings", "checks"}
+    assert [f["id"] for f in payload["findings"]] == [f.id for f in findings]
+    assert main(["explain", "--no-probe", log]) == 1
+    assert capsys.readouterr().out == ExplainReporter([log]).render(ReportView(findings))
+    text = RunReporter(3, 40).render(ReportView(findings))
+    assert "the command exited 3; diagnosing the last 40 lines" in text
+    assert f"{findings[0].id}: {findings[0].title}" in text
+    assert "no known failure recognised" in RunReporter(1, 2).render(ReportView(()))

@@ -105,6 +105,28 @@ def test_json_output_is_one_object(machine, home, capsys):
     assert main(["fix", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["schema"] == 1 and payload["verification"] == [{"id": LIBCUDA_ID, "status": "fixed", "detail": ""}]
+    # the one envelope (report_dict), the fix's keys added: the findings the plan was built from come along
+    assert payload["tool"]["name"] == "gpudoctor" and "checks" in payload
+    assert [f["id"] for f in payload["findings"]] == [LIBCUDA_ID]
+    assert payload["findings"][0]["fixes"][0]["actions"]
+
+
+def test_fix_session_is_library_code(machine, home, driver_dir):
+    """apply -> verify -> record lives in gpudoctor.fix.session (issue 12 item 5): the library
+    fixes and verifies without the command line, and cli/fix.py calls neither step itself."""
+    import inspect
+
+    import gpudoctor.cli.fix as cli_fix
+    from gpudoctor.fix.plan import build_plan
+    from gpudoctor.fix.session import fix_user
+
+    plan = build_plan(machine(dict(os.environ), None).findings, "user")
+    result = fix_user(plan, home, os.environ, machine)
+    assert result.ok and [v.status for v in result.verification] == ["fixed"]
+    assert result.applied.changed and os.path.exists(home.manifest_file)
+    assert link_ok(fixed_environment(os.environ, home), driver_dir)
+    source = inspect.getsource(cli_fix)
+    assert "apply_plan(" not in source and "verify(" not in source and "record_system_" not in source
 
 
 def test_system_needs_root_or_sudo_and_never_escalates_by_itself(machine, monkeypatch, capsys):
