@@ -26,6 +26,8 @@ class Rule:
     why: str
     fix: str
     references: tuple[str, ...]
+    # what a passing static check established, in words (`check -v`: "✓ id: <verified>")
+    verified: str = ""
 
 
 RULES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules")
@@ -52,6 +54,7 @@ def load_catalogue() -> dict[str, Rule]:
             why=raw["why"],
             fix=raw["fix"],
             references=tuple(raw["references"]),
+            verified=raw.get("verified", ""),
         )
         if rule.id in rules:
             raise ValueError(f"duplicate rule id in catalogue.toml: {rule.id}")

@@ -25,14 +25,53 @@ _SEVERITY_STYLE = {Severity.ERROR: ("✗", "red"), Severity.WARNING: ("!", "yell
 
 
 def _area_mark(results: list[CheckResult]) -> str:
+    """✓ only when every check of the area ran and passed: a skipped check is not a pass."""
     severities = [f.severity for r in results for f in r.findings]
     if Severity.ERROR in severities:
         return "[red][✗][/]"
     if Severity.WARNING in severities or any(r.status == CheckStatus.ERROR for r in results):
         return "[yellow][!][/]"
-    if all(r.status == CheckStatus.SKIP for r in results):
+    if any(r.status == CheckStatus.SKIP for r in results):
         return "[dim][-][/]"
     return "[green][✓][/]"
+
+
+def _area_note(results: list[CheckResult]) -> str:
+    not_run = sum(r.status in (CheckStatus.SKIP, CheckStatus.ERROR) for r in results)
+    if not not_run:
+        return ""
+    if not_run == len(results):
+        return f" [dim](not checked: {'its check' if not_run == 1 else f'all {not_run} checks'} could not run)[/]"
+    return f" [dim]({len(results) - not_run} of {len(results)} checks ran; {not_run} could not run)[/]"
+
+
+def not_run_reasons(checks: Iterable[CheckResult]) -> list[tuple[str, int]]:
+    """(reason, how many checks) for the checks that could not run, most common first."""
+    counts: dict[str, int] = {}
+    for result in checks:
+        if result.status in (CheckStatus.SKIP, CheckStatus.ERROR):
+            reason = result.reason if result.status == CheckStatus.SKIP else "check crashed"
+            counts[reason] = counts.get(reason, 0) + 1
+    return sorted(counts.items(), key=lambda item: -item[1])
+
+
+def status_line(findings: list[Finding], checks: list[CheckResult]) -> str:
+    """The last line: never "No problems found" for checks that did not run (issue 13 item 3)."""
+    ran = sum(r.status in (CheckStatus.PASS, CheckStatus.FAIL) for r in checks)
+    not_run = len(checks) - ran
+    tail = f"; {not_run} could not run (-v: why)" if not_run else ""
+    if not findings:
+        if not checks:
+            return "[yellow]Nothing was checked.[/]"
+        if not ran:
+            return f"[yellow]Nothing could be checked[/]: all {not_run} checks could not run (-v: why)."
+        if not not_run:
+            return f"[green]No problems found[/] (all {ran} checks ran)."
+        return f"[green]No problems found in the {ran} checks that ran[/]{tail}."
+    errors = sum(f.severity == Severity.ERROR for f in findings)
+    warnings = sum(f.severity == Severity.WARNING for f in findings)
+    return (f"{errors} error(s), {warnings} warning(s) in the {ran} checks that ran{tail}. "
+            "Fix them with `gpudoctor fix --dry-run`.")
 
 
 def print_findings(console: Console, findings: Iterable[Finding], verbose: bool = False) -> None:
@@ -63,10 +102,11 @@ def print_report(console: Console, findings: Iterable[Finding], checks: Iterable
         by_area.setdefault(area, []).append(result)
     shown: set[int] = set()
     for area, results in by_area.items():
-        console.print(f"{_area_mark(results)} {AREAS.get(area, area)}")
+        console.print(f"{_area_mark(results)} {AREAS.get(area, area)}{_area_note(results)}")
         for result in results:
             if result.status == CheckStatus.PASS and verbose:
-                console.print(f"    [green]✓[/] {result.id}")
+                verified = catalogue[result.id].verified if result.id in catalogue else ""
+                console.print(f"    [green]✓[/] {result.id}" + (f": {escape(verified)}" if verified else ""))
             elif result.status == CheckStatus.SKIP and verbose:
                 console.print(f"    [dim]- {result.id}: skipped, {escape(result.reason)}[/]", highlight=False)
             elif result.status == CheckStatus.ERROR:
@@ -77,15 +117,12 @@ def print_report(console: Console, findings: Iterable[Finding], checks: Iterable
     if rest:
         console.print("[bold]From logs[/]")
         print_findings(console, rest, verbose)
-    errors = sum(f.severity == Severity.ERROR for f in findings)
-    warnings = sum(f.severity == Severity.WARNING for f in findings)
-    skipped = sum(r.status == CheckStatus.SKIP for r in checks)
-    crashed = sum(r.status == CheckStatus.ERROR for r in checks)
-    if not findings:
-        console.print(f"[green]No problems found[/] ({len(checks)} checks, {skipped} skipped; -v shows why).")
-    else:
-        console.print(f"{errors} error(s), {warnings} warning(s) in {len(checks)} checks ({skipped} skipped"
-                      + (f", {crashed} crashed" if crashed else "") + "). Fix them with `gpudoctor fix --dry-run`.")
+    reasons = not_run_reasons(checks)
+    for reason, count in reasons[:None if verbose else 3]:
+        console.print(f"  [dim]not run: {escape(reason)}: {count} check{'s' if count != 1 else ''}[/]")
+    if not verbose and len(reasons) > 3:
+        console.print(f"  [dim]not run for {len(reasons) - 3} other reason(s): -v lists each check[/]")
+    console.print(status_line(findings, checks))
 
 
 def make_console(stream=None, stderr: bool = False) -> Console:
