@@ -131,8 +131,14 @@ def run(args) -> int:
     summary = machine_summary(report.facts)  # from the facts the checks gathered: never probes
     if args.snapshot:
         summary.insert(0, f"replaying snapshot {args.snapshot}")
-    view = ReportView(report.findings, report.checks, title="gpudoctor check", summary=tuple(summary),
-                      extra={"train": train_pass.data} if train_pass is not None else {})
+    from ..requirement_verdicts import verify_requirements
+
+    # each --require feature: met, NOT met, or cannot verify here (a gate never assumes)
+    verdicts = verify_requirements(requirements, report.checks, report.facts)
+    extra = {"train": train_pass.data} if train_pass is not None else {}
+    if verdicts:
+        extra["requirements"] = [v.to_json() for v in verdicts]
+    view = ReportView(report.findings, report.checks, title="gpudoctor check", summary=tuple(summary), extra=extra)
     sys.stdout.write(_reporter(args).render(view))
     if train_pass is not None and not (args.json or args.markdown):
         from ..train.display import TrainReporter
@@ -141,7 +147,8 @@ def run(args) -> int:
     if args.exit_zero:
         return 0
     threshold = FAIL_ON[args.fail_on].rank
-    return 1 if any(f.severity.rank >= threshold for f in report.findings) else 0
+    unmet = any(not v.ok for v in verdicts)
+    return 1 if unmet or any(f.severity.rank >= threshold for f in report.findings) else 0
 
 
 def _reporter(args):

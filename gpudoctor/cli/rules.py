@@ -11,12 +11,34 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("rules", help="list the rule catalogue or print one rule's documentation")
     parser.add_argument("rule_id", nargs="?", help="a rule id, e.g. libcuda-unversioned-missing")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--features", action="store_true",
+                        help="list the features `check --require` and preflight(require=...) verify")
     parser.set_defaults(run=run)
+
+
+def _features(as_json: bool) -> int:
+    import json
+
+    from ..requirements import FEATURES
+
+    if as_json:
+        print(json.dumps([{"feature": name, "form": form, "verifies": text} for name, (form, text) in FEATURES.items()],
+                         indent=2))
+        return 0
+    width = max(len(form) for form, _ in FEATURES.values())
+    for form, text in FEATURES.values():
+        print(f"{form:<{width}}  {text}")
+    return 0
 
 
 def run(args) -> int:
     import json
 
+    if args.features:
+        if args.rule_id:
+            sys.stderr.write("gpudoctor: error: --features lists the feature vocabulary; it takes no rule id\n")
+            return 2
+        return _features(args.json)
     catalogue = load_catalogue()
     if args.rule_id:
         rule = catalogue.get(args.rule_id)

@@ -88,8 +88,21 @@ def print_findings(console: Console, findings: Iterable[Finding], verbose: bool 
                 console.print(f"      [dim]{escape(str(key))}: {escape(str(value))}[/]", highlight=False)
 
 
+def print_requirements(console: Console, requirements) -> None:
+    """--require verdicts (``requirement_verdicts``' JSON form): ✓ only for a verified feature."""
+    if not requirements:
+        return
+    marks = {"met": "[green]✓[/]", "NOT met": "[red]✗[/]"}
+    unmet = [r for r in requirements if r["status"] != "met"]
+    console.print(("[red][✗][/]" if unmet else "[green][✓][/]") + " Required features")
+    for item in requirements:
+        mark = marks.get(item["status"], "[yellow]?[/]")
+        console.print(f"    {mark} {escape(item['feature'])}: {escape(item['status'])} — {escape(item['reason'])}")
+
+
 def print_report(console: Console, findings: Iterable[Finding], checks: Iterable[CheckResult],
-                 title: str = "gpudoctor", summary: list[str] | None = None, verbose: bool = False) -> None:
+                 title: str = "gpudoctor", summary: list[str] | None = None, verbose: bool = False,
+                 requirements=()) -> None:
     findings = list(findings)
     checks = list(checks)
     catalogue = load_catalogue()
@@ -117,11 +130,16 @@ def print_report(console: Console, findings: Iterable[Finding], checks: Iterable
     if rest:
         console.print("[bold]From logs[/]")
         print_findings(console, rest, verbose)
+    print_requirements(console, requirements)
     reasons = not_run_reasons(checks)
     for reason, count in reasons[:None if verbose else 3]:
         console.print(f"  [dim]not run: {escape(reason)}: {count} check{'s' if count != 1 else ''}[/]")
     if not verbose and len(reasons) > 3:
         console.print(f"  [dim]not run for {len(reasons) - 3} other reason(s): -v lists each check[/]")
+    unmet = [r for r in requirements or () if r["status"] != "met"]
+    if unmet:
+        console.print(f"[red]{len(unmet)} required feature(s) not verified[/] ({', '.join(r['feature'] for r in unmet)}): "
+                      "the gate fails.")
     console.print(status_line(findings, checks))
 
 
@@ -159,7 +177,8 @@ class TerminalReporter:
 
     def render(self, report) -> str:
         return rendered(lambda console: print_report(console, report.findings, report.checks, title=report.title,
-                                                      summary=list(report.summary), verbose=self.verbose), self.tty)
+                                                      summary=list(report.summary), verbose=self.verbose,
+                                                      requirements=report.extra.get("requirements", ())), self.tty)
 
 
 class ExplainReporter:
