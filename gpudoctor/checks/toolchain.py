@@ -27,49 +27,94 @@ def check_c_compiler_missing(toolchain, packages, env, system):
     )]
 
 
-def _host_compiler_for_nvcc(toolchain):
-    """nvcc uses -ccbin (NVCC_CCBIN / CUDAHOSTCXX as torch and CMake pass them), else gcc on PATH."""
-    for name in ("NVCC_CCBIN", "CUDAHOSTCXX"):
-        value = toolchain.compiler_env.get(name)
-        if value:
-            for compiler in toolchain.compilers:
-                if compiler.via == name or compiler.path == value:
-                    return compiler, name
-            return None, name
+def _compiler_named(toolchain, name: str, value: str):
+    """The probed compiler an env variable names: probed under that variable, or at that path,
+    or (a bare name like ``gcc-12``) found on PATH under that name."""
+    for compiler in toolchain.compilers:
+        if compiler.via == name or compiler.path == value:
+            return compiler
+    for compiler in toolchain.compilers:
+        if "/" not in value and compiler.via == f"PATH:{value}":
+            return compiler
+    return None
+
+
+def _nvcc_default(toolchain):
+    """nvcc without -ccbin: NVCC_CCBIN (nvcc reads it itself), else the gcc on PATH."""
+    value = toolchain.compiler_env.get("NVCC_CCBIN")
+    if value:
+        return _compiler_named(toolchain, "NVCC_CCBIN", value), "NVCC_CCBIN"
     if toolchain.default_gcc:
         return toolchain.compiler_at(toolchain.default_gcc), "gcc on PATH"
     return None, None
 
 
-def check_nvcc_host_compiler_unsupported(toolchain, system):
-    toolkit = toolchain.active_toolkit() or (toolchain.toolkits[0] if toolchain.toolkits else None)
-    if toolkit is None:
-        raise Skip("no CUDA toolkit (nvcc) on this machine")
-    compiler, via = _host_compiler_for_nvcc(toolchain)
-    if compiler is None or compiler.version is None:
-        raise Skip("nvcc's host compiler not found or its version unknown")
-    family = compiler.family
+def build_paths(toolchain):
+    """Each way CUDA code gets built, with the host compiler nvcc gets on it: [(path, compiler,
+    via)]. torch's cpp_extension passes ``-ccbin $CC`` when CC is set (torch/utils/cpp_extension.py,
+    unix_cuda_flags); CMake passes CUDAHOSTCXX as CMAKE_CUDA_HOST_COMPILER; a bare nvcc takes
+    NVCC_CCBIN, else the gcc on PATH. One compiler judged per path (issue 13 item 5: a refused CC
+    passed the check when CUDAHOSTCXX named a supported g++)."""
+    default = _nvcc_default(toolchain)
+    paths = []
+    for path, variable in (("torch extensions", "CC"), ("CMake", "CUDAHOSTCXX")):
+        value = toolchain.compiler_env.get(variable)
+        compiler, via = (_compiler_named(toolchain, variable, value), f"${variable}") if value else default
+        paths.append((path, compiler, via))
+    paths.append(("bare nvcc", *default))
+    return paths
+
+
+def _limit(toolkit, family: str):
     limit = toolkit.max_gcc if family == "gcc" else toolkit.max_clang
     source = toolkit.limits_source
     if limit is None and toolkit.version:
         table = load_tables()["cuda_max_host_compiler"][family]
         value = table.get(f"{toolkit.version[0]}.{toolkit.version[1]}")
         limit, source = (int(value), "tables.toml (host_config.h unreadable)") if value else (None, None)
-    if limit is None:
-        raise Skip(f"the host-compiler limit of the toolkit in {toolkit.root} is unknown")
-    major = compiler.version[0]
-    evidence = {"toolkit": toolkit.root, "cuda": ".".join(map(str, toolkit.version or ())), "compiler": compiler.path,
-                "compiler_version": ".".join(map(str, compiler.version)), "limit": limit, "limit_source": source, "via": via}
-    if major <= limit:
+    return limit, source
+
+
+def check_nvcc_host_compiler_unsupported(toolchain, system):
+    toolkit = toolchain.active_toolkit() or (toolchain.toolkits[0] if toolchain.toolkits else None)
+    if toolkit is None:
+        raise Skip("no CUDA toolkit (nvcc) on this machine")
+    judged = [(path, compiler, via) for path, compiler, via in build_paths(toolchain)
+              if compiler is not None and compiler.version is not None]
+    if not judged:
+        raise Skip("nvcc's host compiler not found or its version unknown")
+    failing, families = [], {}
+    for path, compiler, via in judged:
+        limit, source = _limit(toolkit, compiler.family)
+        if limit is None:
+            raise Skip(f"the {compiler.family} limit of the toolkit in {toolkit.root} is unknown")
+        if compiler.version[0] > limit:
+            failing.append((path, compiler, via, limit, source))
+            families.setdefault(compiler.family, limit)
+    if not failing:
         return []
+    _, compiler, via, limit, source = failing[0]
+    family = compiler.family
+    cuda = ".".join(map(str, toolkit.version or ()))
+    evidence = {"toolkit": toolkit.root, "cuda": cuda, "compiler": compiler.path,
+                "compiler_version": ".".join(map(str, compiler.version)), "limit": limit, "limit_source": source,
+                "via": via, "build_paths": {p: f"{c.path} {'.'.join(map(str, c.version))} ({v})"
+                                            for p, c, v, _, _ in failing}}
     fixes = fixes_for("nvcc-host-compiler-unsupported", {"limit": limit, "family": family,
                                                          "gcc_by_major": gcc_by_major(toolchain),
                                                          "package_manager": distro_manager(system)})
+    # one entry per compiler: three paths that all take the gcc on PATH name it once
+    groups: dict[str, list[str]] = {}
+    for p, c, v, _, _ in failing:
+        groups.setdefault(f"{c.path} {'.'.join(map(str, c.version))} ({v})", []).append(p)
+    where = "; ".join(f"{', '.join(paths)}: {compiler}" for compiler, paths in groups.items())
+    passing = [p for p, _, _ in judged if p not in evidence["build_paths"]]
     return [finding(
         "nvcc-host-compiler-unsupported",
-        f"CUDA {evidence['cuda']} in {toolkit.root} accepts {family} <= {limit} (from {source}), but nvcc would use "
-        f"{compiler.path} {evidence['compiler_version']} ({via}): builds of CUDA extensions will fail with "
-        f"`unsupported GNU version! gcc versions later than {limit} are not supported!`.",
+        f"CUDA {cuda} in {toolkit.root} accepts {family} <= {limit} (from {source}), but nvcc would get a newer "
+        f"host compiler on {len(failing)} of {len(judged)} build paths ({where}): those builds of CUDA extensions "
+        f"will fail with `unsupported GNU version! gcc versions later than {limit} are not supported!`"
+        + (f" ({', '.join(passing)}: supported)." if passing else "."),
         evidence, fixes,
     )]
 

@@ -41,3 +41,16 @@ def test_status_line_never_claims_what_did_not_run():
     assert "Nothing could be checked" in status_line([], [skipped])
     assert status_line([], [passed, skipped]).endswith("1 could not run (-v: why).")
     assert status_line([], []) == "[yellow]Nothing was checked.[/]"
+
+
+def test_nvcc_paths_sharing_a_compiler_name_it_once():
+    """issue 13 item 5: three build paths on the same gcc list it once, not three times."""
+    from rule_cases import load_cases
+
+    from gpudoctor.engine import diagnose
+
+    case = next(c for c in load_cases() if c.name == "gcc12-with-cuda121-limit")
+    (finding,) = diagnose(case.host(), only=["nvcc-host-compiler-unsupported"]).findings
+    assert "torch extensions, CMake, bare nvcc: /usr/bin/gcc 12.2.0 (gcc on PATH)" in finding.message
+    assert finding.message.count("/usr/bin/gcc 12.2.0") == 1
+    assert set(finding.evidence["build_paths"]) == {"torch extensions", "CMake", "bare nvcc"}
