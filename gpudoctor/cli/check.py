@@ -138,6 +138,10 @@ def run(args) -> int:
     extra = {"train": train_pass.data} if train_pass is not None else {}
     if verdicts:
         extra["requirements"] = [v.to_json() for v in verdicts]
+    if args.json:  # additive (schema 1): the versions a bug report needs, from the facts gathered
+        from ..environment import environment
+
+        extra["environment"] = environment(report.facts, host)
     view = ReportView(report.findings, report.checks, title="gpudoctor check", summary=tuple(summary), extra=extra)
     sys.stdout.write(_reporter(args).render(view))
     if train_pass is not None and not (args.json or args.markdown):

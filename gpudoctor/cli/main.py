@@ -19,6 +19,7 @@ COMMANDS = {
     "run": "gpudoctor.cli.run",
     "scan": "gpudoctor.cli.scan",
     "diff": "gpudoctor.cli.diff",
+    "report": "gpudoctor.cli.report",
 }
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
