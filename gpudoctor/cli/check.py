@@ -138,6 +138,10 @@ def run(args) -> int:
     extra = {"train": train_pass.data} if train_pass is not None else {}
     if verdicts:
         extra["requirements"] = [v.to_json() for v in verdicts]
+    if not args.snapshot:  # fix-aware: a finding the env file fixes, in a shell that has not loaded it
+        pending = _fixed_not_loaded(report)
+        if pending:
+            extra["fixed_not_loaded"] = pending
     if args.json:  # additive (schema 1): the versions a bug report needs, from the facts gathered
         from ..environment import environment
 
@@ -153,6 +157,19 @@ def run(args) -> int:
     threshold = FAIL_ON[args.fail_on].rank
     unmet = any(not v.ok for v in verdicts)
     return 1 if unmet or any(f.severity.rank >= threshold for f in report.findings) else 0
+
+
+def _fixed_not_loaded(report) -> dict | None:
+    import os
+
+    from ..fix.pending import LOAD_HINT, RUN_HINT, fixed_but_not_loaded
+    from ..paths import GpudoctorDirs
+
+    static = [f.id for c in report.checks for f in c.findings]
+    ids = fixed_but_not_loaded(static, os.environ)
+    if not ids:
+        return None
+    return {"ids": ids, "env_file": GpudoctorDirs.from_env().env_file, "load": LOAD_HINT, "run": RUN_HINT}
 
 
 def _reporter(args):

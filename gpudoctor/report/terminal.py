@@ -74,11 +74,18 @@ def status_line(findings: list[Finding], checks: list[CheckResult]) -> str:
             "Fix them with `gpudoctor fix --dry-run`.")
 
 
-def print_findings(console: Console, findings: Iterable[Finding], verbose: bool = False) -> None:
+def print_findings(console: Console, findings: Iterable[Finding], verbose: bool = False, not_loaded=None) -> None:
+    """``not_loaded``: check's ``fixed_not_loaded`` section (ids fixed by the env file that this
+    shell has not loaded): those findings point at loading it, not at running fix again."""
+    pending = set((not_loaded or {}).get("ids", ()))
     for f in findings:
         mark, style = _SEVERITY_STYLE[f.severity]
         console.print(f"    [{style}]{mark}[/] [bold]{escape(f.title)}[/] [dim]({f.id})[/]")
         console.print(f"      {escape(f.message)}", highlight=False)
+        if f.id in pending:
+            console.print(f"      [cyan]fixed[/] in {escape(not_loaded['env_file'])}, but not loaded in this shell: "
+                          f"{escape(not_loaded['load'])}   (or start training with {escape(not_loaded['run'])})")
+            continue
         for fix in f.fixes:
             console.print(f"      [cyan]fix[/] [dim]({fix.kind})[/] {escape(fix.summary)}", highlight=False)
             for line in fix_lines(f.id, fix, verbose):
@@ -102,7 +109,7 @@ def print_requirements(console: Console, requirements) -> None:
 
 def print_report(console: Console, findings: Iterable[Finding], checks: Iterable[CheckResult],
                  title: str = "gpudoctor", summary: list[str] | None = None, verbose: bool = False,
-                 requirements=()) -> None:
+                 requirements=(), not_loaded=None) -> None:
     findings = list(findings)
     checks = list(checks)
     catalogue = load_catalogue()
@@ -124,12 +131,12 @@ def print_report(console: Console, findings: Iterable[Finding], checks: Iterable
                 console.print(f"    [dim]- {result.id}: skipped, {escape(result.reason)}[/]", highlight=False)
             elif result.status == CheckStatus.ERROR:
                 console.print(f"    [yellow]![/] {result.id}: [yellow]check crashed[/] — {escape(result.reason)}", highlight=False)
-            print_findings(console, result.findings, verbose)
+            print_findings(console, result.findings, verbose, not_loaded)
             shown.update(id(f) for f in result.findings)
     rest = [f for f in findings if id(f) not in shown]
     if rest:
         console.print("[bold]From logs[/]")
-        print_findings(console, rest, verbose)
+        print_findings(console, rest, verbose, not_loaded)
     print_requirements(console, requirements)
     reasons = not_run_reasons(checks)
     for reason, count in reasons[:None if verbose else 3]:
@@ -141,6 +148,9 @@ def print_report(console: Console, findings: Iterable[Finding], checks: Iterable
         console.print(f"[red]{len(unmet)} required feature(s) not verified[/] ({', '.join(r['feature'] for r in unmet)}): "
                       "the gate fails.")
     console.print(status_line(findings, checks))
+    if not_loaded and not_loaded.get("ids"):
+        console.print(f"{len(not_loaded['ids'])} of them already fixed in {escape(not_loaded['env_file'])}: load it with "
+                      f"{escape(not_loaded['load'])}")
 
 
 def make_console(stream=None, stderr: bool = False) -> Console:
@@ -178,7 +188,8 @@ class TerminalReporter:
     def render(self, report) -> str:
         return rendered(lambda console: print_report(console, report.findings, report.checks, title=report.title,
                                                       summary=list(report.summary), verbose=self.verbose,
-                                                      requirements=report.extra.get("requirements", ())), self.tty)
+                                                      requirements=report.extra.get("requirements", ()),
+                                                      not_loaded=report.extra.get("fixed_not_loaded")), self.tty)
 
 
 class ExplainReporter:

@@ -156,3 +156,24 @@ def test_system_fix_runs_records_and_undoes(machine, home, driver_dir, monkeypat
     assert main(["fix", "--undo"]) == 0
     assert not os.path.lexists(os.path.join(driver_dir, "libcuda.so"))
     assert not os.path.exists(home.manifest_file)
+
+
+def test_check_after_fix_says_load_the_env_file_not_fix_again(machine, home, driver_dir):
+    """issue 13 item 4: a finding the env file fixes, in a shell that has not loaded it, points at
+    `eval "$(gpudoctor env)"` / `gpudoctor run --`, not at another `gpudoctor fix`."""
+    from gpudoctor.fix.pending import fixed_but_not_loaded
+    from gpudoctor.report.base import ReportView
+    from gpudoctor.report.terminal import TerminalReporter
+
+    assert fixed_but_not_loaded([LIBCUDA_ID], os.environ, home, machine) == []  # no env file yet
+    assert main(["fix"]) == 0
+    assert fixed_but_not_loaded([LIBCUDA_ID], os.environ, home, machine) == [LIBCUDA_ID]
+    loaded = fixed_environment(os.environ, home)
+    assert fixed_but_not_loaded([LIBCUDA_ID], loaded, home, machine) == []  # loaded: nothing pending
+
+    report = machine(dict(os.environ), None)
+    pending = {"ids": [LIBCUDA_ID], "env_file": home.env_file, "load": 'eval "$(gpudoctor env)"',
+               "run": "gpudoctor run -- CMD ..."}
+    text = TerminalReporter().render(ReportView(report.findings, report.checks, extra={"fixed_not_loaded": pending}))
+    assert f'fixed in {home.env_file}, but not loaded in this shell: eval "$(gpudoctor env)"' in text
+    assert "gpudoctor run -- CMD" in text and f"gpudoctor fix --only {LIBCUDA_ID}" not in text
