@@ -139,9 +139,9 @@ def run(args) -> int:
     if verdicts:
         extra["requirements"] = [v.to_json() for v in verdicts]
     if not args.snapshot:  # fix-aware: a finding the env file fixes, in a shell that has not loaded it
-        pending = _fixed_not_loaded(report)
-        if pending:
-            extra["fixed_not_loaded"] = pending
+        not_loaded = _fixed_not_loaded(report)
+        if not_loaded:
+            extra["fixed_not_loaded"] = not_loaded
     if args.json:  # additive (schema 1): the versions a bug report needs, from the facts gathered
         from ..environment import environment
 
