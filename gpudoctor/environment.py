@@ -75,7 +75,10 @@ def _toolchain(facts) -> dict | None:
 def environment(facts, host=None) -> dict:
     """The environment object (schema 1, additive): each section None when its fact was not gathered."""
     env = relevant_env(getattr(host, "env", None) or {}) if host is not None else {}
+    interpreter = getattr(host, "interpreter", None)  # set when --python (or the torch search) chose one
     return {
+        "inspected_python": ({"executable": interpreter.executable, "version": interpreter.version,
+                              "chosen_because": interpreter.chosen_because or "--python"} if interpreter else None),
         "system": _system(facts),
         "cpu": cpu(host),
         "nvidia": _gpus(facts),

@@ -29,6 +29,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--log", action="append", default=[], metavar="FILE", help="also diagnose a failure log")
     parser.add_argument("--require", action="append", default=[], metavar="FEATURE",
                         help="a feature the training needs: bf16, flash-attn, head_dim=N (repeatable)")
+    parser.add_argument("--python", metavar="PATH",
+                        help="inspect this interpreter's packages (the one you train with); default: this one, or "
+                        "the conda env / $VIRTUAL_ENV / python3 on PATH that has torch when this one has none")
     parser.add_argument("--debug", action="store_true", help="on an internal error, show the traceback")
     # The training pass (issue 6). Its code imports torch, so it is imported only when --train is given.
     parser.add_argument("--train", action="store_true",
@@ -80,6 +83,7 @@ def run(args) -> int:
     from ..facts import Facts
     from ..remedies import machine_from_facts
 
+    host, inspecting = inspected_host(host, args.python, args.snapshot)
     requirements = parse_requirements(args.require)
     facts = Facts(host, requirements)
     log_findings: list = []
@@ -131,6 +135,8 @@ def run(args) -> int:
     summary = machine_summary(report.facts)  # from the facts the checks gathered: never probes
     if args.snapshot:
         summary.insert(0, f"replaying snapshot {args.snapshot}")
+    if inspecting:
+        summary.insert(0, inspecting)
     from ..requirement_verdicts import verify_requirements
 
     # each --require feature: met, NOT met, or cannot verify here (a gate never assumes)
@@ -157,6 +163,32 @@ def run(args) -> int:
     threshold = FAIL_ON[args.fail_on].rank
     unmet = any(not v.ok for v in verdicts)
     return 1 if unmet or any(f.severity.rank >= threshold for f in report.findings) else 0
+
+
+def inspected_host(host, python: str | None, snapshot: str | None):
+    """(host, header line): with --python, a host whose packages are that interpreter's; without
+    it, the interpreter that has torch when gpudoctor's own has none (said in the header).
+    A snapshot is a recorded machine: --python does not apply to it."""
+    import sys
+
+    from ..interpreter import InterpretedHost, InterpreterError, query_interpreter, training_interpreter
+    from .main import UsageError
+
+    if snapshot:
+        if python:
+            raise UsageError("--python inspects an interpreter on this machine; it does not go with --snapshot")
+        return host, ""
+    if python:
+        try:
+            interpreter = query_interpreter(host, python)
+        except InterpreterError as exc:
+            raise UsageError(str(exc)) from None
+        return InterpretedHost(host, interpreter), f"inspecting Python {interpreter.version} at {interpreter.executable} (--python)"
+    interpreter = training_interpreter(host, sys.executable, sys.path, sys.prefix)
+    if interpreter is None:
+        return host, ""
+    return (InterpretedHost(host, interpreter),
+            f"inspecting Python {interpreter.version} at {interpreter.executable}: {interpreter.chosen_because} (--python to choose)")
 
 
 def _fixed_not_loaded(report) -> dict | None:

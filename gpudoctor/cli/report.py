@@ -11,6 +11,7 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("report", help="print a Markdown block for a bug report (environment + findings)")
     parser.add_argument("--snapshot", metavar="DIR", help="a recorded machine instead of this one")
     parser.add_argument("--json", action="store_true", help="the check --json report with its environment object")
+    parser.add_argument("--python", metavar="PATH", help="inspect this interpreter's packages (see check --python)")
     parser.add_argument("--debug", action="store_true", help="on an internal error, show the traceback")
     parser.set_defaults(run=run)
 
@@ -26,8 +27,12 @@ def run(args) -> int:
     except HostError as exc:
         sys.stderr.write(f"gpudoctor: error: {exc}\n")
         return 2
+    from .check import inspected_host
+
+    host, inspecting = inspected_host(host, args.python, args.snapshot)
     report = diagnose(host)
     view = ReportView(report.findings, report.checks, title="gpudoctor report",
+                      summary=(inspecting,) if inspecting else (),
                       extra={"environment": environment(report.facts, host)})
     if args.json:
         from ..report.json import JsonReporter

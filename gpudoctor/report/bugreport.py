@@ -25,6 +25,7 @@ class BugReportReporter:
     def render(self, report) -> str:
         env = report.extra.get("environment") or {}
         lines = ["<details><summary>gpudoctor report</summary>", "", "```text", f"gpudoctor {__version__}"]
+        lines += list(report.summary)  # which interpreter was inspected, when not gpudoctor's own
         system = env.get("system")
         if system:
             lines += [f"OS: {system['os']} ({system['machine']}), kernel {system['kernel']}, {_or(system['libc'], 'libc ?')}"

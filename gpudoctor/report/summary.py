@@ -40,6 +40,8 @@ def machine_summary(facts) -> list[str]:
     packages = facts.gathered("packages")
     if packages is not None:
         found = [f"{n} {packages.get(n).version}" for n in HEADER_PACKAGES if packages.get(n)]
+        if not packages.get("torch"):  # never read as fine: the checks that need torch did not run
+            found.insert(0, "no torch in the inspected Python environment (--python PATH names the one you train with)")
         if found:
             lines.append(", ".join(found))
     toolchain = facts.gathered("toolchain")

@@ -1,0 +1,73 @@
+"""The environment under inspection is explicit (issue 13 item 1): --python PATH reads that
+interpreter's packages without importing anything in it, the header and JSON name it, and an
+environment without torch is never a green tick."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gpudoctor.cli.main import main
+from gpudoctor.host import LiveHost
+from gpudoctor.interpreter import has_torch, query_interpreter, training_interpreter
+
+
+def _venv(root, torch_version: str | None = None) -> str:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = os.path.join(str(root), "bin", "python")
+    if torch_version:
+        site = f"lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
+        info = root / site / f"torch-{torch_version}.dist-info"
+        info.mkdir(parents=True)
+        # a real wheel's METADATA header (torch 2.5.0+cu121 as pip writes it), trimmed to what is read
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {torch_version}\n\n")
+    return python
+
+
+@pytest.fixture(scope="module")
+def envs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("interpreters")
+    return {"bare": _venv(root / "bare"), "torch": _venv(root / "withtorch", "2.5.0+cu121")}
+
+
+def test_no_torch_in_the_inspected_env_is_said_and_never_ticked(envs, capsys):
+    main(["check", "--python", envs["bare"]])
+    out = capsys.readouterr().out
+    assert f"inspecting Python {sys.version_info[0]}.{sys.version_info[1]}" in out and envs["bare"] in out
+    assert "no torch in the inspected Python environment" in out
+    assert "[✓] Python packages" not in out
+
+
+def test_packages_are_the_named_interpreters(envs, capsys):
+    main(["check", "--python", envs["torch"], "--json"])
+    payload = json.loads(capsys.readouterr().out)
+    env = payload["environment"]
+    assert env["inspected_python"] == {"executable": envs["torch"], "version": env["inspected_python"]["version"],
+                                       "chosen_because": "--python"}
+    assert env["system"]["python_executable"] == envs["torch"]
+    assert env["python_packages"]["packages"]["torch"] == "2.5.0+cu121"
+    assert env["python_packages"]["torch_cuda_build"] == "12.1"
+    main(["report", "--python", envs["torch"]])
+    assert "torch: 2.5.0+cu121" in capsys.readouterr().out
+
+
+def test_without_python_the_env_that_has_torch_is_chosen_and_said(envs, tmp_path):
+    host = LiveHost({**os.environ, "VIRTUAL_ENV": os.path.dirname(os.path.dirname(envs["torch"]))})
+    bare = query_interpreter(host, envs["bare"])
+    assert not has_torch(bare.path)
+    chosen = training_interpreter(host, envs["bare"], bare.path)
+    assert chosen is not None and chosen.executable == envs["torch"] and "$VIRTUAL_ENV has torch" in chosen.chosen_because
+    with_torch = query_interpreter(host, envs["torch"])
+    assert training_interpreter(host, envs["torch"], with_torch.path) is None  # own interpreter has torch
+
+
+@pytest.mark.parametrize("argv", [["check", "--python", "/nonexistent/python"], ["check", "--python", "/bin/true"],
+                                  ["check", "--python", sys.executable, "--snapshot", "fixtures/snapshots/h200-baseline"]])
+def test_bad_python_is_a_usage_error(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpudoctor: error: --python") and len(err.splitlines()) == 1
