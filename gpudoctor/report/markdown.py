@@ -8,10 +8,14 @@ from ..fix.actions import fix_commands
 from ..model import CheckResult, Finding
 
 
-def render_markdown(findings: Iterable[Finding], checks: Iterable[CheckResult], summary: list[str] | None = None) -> str:
+def render_markdown(findings: Iterable[Finding], checks: Iterable[CheckResult], summary: list[str] | None = None,
+                    requirements=()) -> str:
     lines = ["# gpudoctor report", ""]
     for line in summary or []:
         lines.append(f"- {line}")
+    if requirements:  # --require verdicts: anything but "met" fails the gate
+        lines += ["", "| required feature | status | reason |", "| --- | --- | --- |"]
+        lines += [f"| `{r['feature']}` | {r['status']} | {r['reason'].replace('|', '/')} |" for r in requirements]
     lines += ["", "| check | status | reason |", "| --- | --- | --- |"]
     for c in checks:
         lines.append(f"| `{c.id}` | {c.status.value} | {c.reason.replace('|', '/')} |")
@@ -30,4 +34,5 @@ def render_markdown(findings: Iterable[Finding], checks: Iterable[CheckResult], 
 
 class MarkdownReporter:
     def render(self, report) -> str:
-        return render_markdown(report.findings, report.checks, list(report.summary))
+        return render_markdown(report.findings, report.checks, list(report.summary),
+                               report.extra.get("requirements", ()))

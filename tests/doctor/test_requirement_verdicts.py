@@ -57,3 +57,9 @@ def test_rules_features_lists_the_vocabulary(capsys):
     assert [line.split()[0] for line in out.splitlines()] == [form for form, _ in FEATURES.values()]
     assert main(["rules", "--features", "--json"]) == 0
     assert [f["form"] for f in json.loads(capsys.readouterr().out)] == ["bf16", "flash-attn", "head_dim=N"]
+
+
+def test_markdown_shows_the_verdicts(capsys):
+    assert main(["check", "--snapshot", H200, "--require", "bf16,flash-attn", "--markdown"]) == 1
+    out = capsys.readouterr().out
+    assert "| `bf16` | met |" in out and "| `flash-attn` | NOT met |" in out
