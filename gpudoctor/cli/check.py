@@ -40,6 +40,9 @@ def add_arguments(parser) -> None:
                         help="model shapes for --train (default: phi2 on a GPU, tiny in interpreter mode)")
     parser.add_argument("--compile", action="store_true", help="--train: also run the step under torch.compile")
     parser.add_argument("--peft", action="store_true", help="--train: also build the adapters with PEFT's LoraConfig")
+    parser.add_argument("--full-matrix", action="store_true",
+                        help="--train: run every NF4 and attention backend against the reference (slower; the "
+                             "default runs gpudoctor's kernels beside one torch backend each)")
     parser.add_argument("--train-timeout", type=float, default=300.0, metavar="SECONDS",
                         help="--train: kill the child after this long and diagnose the hang (default: 300)")
     from .distributed import add_arguments as add_distributed_arguments  # --distributed, --nproc (issue 16)
@@ -108,6 +111,7 @@ def run(args) -> int:
         from ..train.runner import start_training_pass  # torch-free; the child imports torch
 
         pending = start_training_pass(preset=args.preset, compile=args.compile, peft=args.peft,
+                                      full_matrix=args.full_matrix or None,
                                       timeout_s=args.train_timeout)
     try:
         report = diagnose(host, only=args.only, skip=args.skip, requirements=requirements,
@@ -117,7 +121,8 @@ def run(args) -> int:
             pending.cancel()  # the child runs in its own session: it would outlive us
         raise
     show_progress = not (args.json or args.markdown) and sys.stderr.isatty()
-    train_pass = (pending.finish(show_progress=show_progress, machine=machine_from_facts(facts))
+    train_pass = (pending.finish(show_progress=show_progress,
+                                  machine=machine_from_facts(facts, [f for c in report.checks for f in c.findings]))
                   if pending is not None else None)
     if train_pass is not None:
         from ..engine import Report

@@ -65,9 +65,24 @@ def run(args) -> int:
 
     from ..report.base import ReportView
 
-    view = ReportView(tuple(findings), title="gpudoctor explain")
+    extra = {} if findings else {"unrecognised": _unrecognised(args.files)}
+    view = ReportView(tuple(findings), title="gpudoctor explain", extra=extra)
     sys.stdout.write(_reporter(args).render(view))
     return EXIT_RECOGNISED if findings else EXIT_NONE
+
+
+def _unrecognised(files) -> dict:
+    """An honest unknown: no known cause matched, so show the last exception the log has and where
+    it came from (stdin was consumed by the diagnosis and is not read twice)."""
+    from ..logs.last_exception import last_exception_in_paths
+
+    readable = [f for f in files if f != "-"]
+    last = last_exception_in_paths(readable) if readable else None
+    return {"known_cause": None,
+            "last_exception": None if last is None else {"type": last.type, "message": last.message,
+                                                         "line_number": last.line_number, "where": last.where,
+                                                         "text": last.describe()},
+            "next": "gpudoctor report  (a Markdown block for a bug report)"}
 
 
 def _reporter(args):

@@ -199,14 +199,18 @@ class ExplainReporter:
         self.files, self.verbose, self.tty = list(files), verbose, tty
 
     def render(self, report) -> str:
-        return rendered(self._write(report.findings), self.tty)
+        return rendered(self._write(report.findings, report.extra.get("unrecognised")), self.tty)
 
-    def _write(self, findings):
+    def _write(self, findings, unrecognised=None):
         def write(console: Console) -> None:
             names = ", ".join("<stdin>" if f == "-" else f for f in self.files)
             console.print(f"[bold]gpudoctor explain[/] {escape(names)}")
             if not findings:
-                console.print("[green]No known failure recognised[/] in this log.")
+                console.print("No known cause recognised in this log (this is not a sign that all is well).")
+                last = (unrecognised or {}).get("last_exception")
+                if last:
+                    console.print(f"  last exception (line {last['line_number']}): {escape(last['text'])}")
+                console.print("  For a bug report: `gpudoctor report` prints the environment as Markdown.")
                 return
             causes = [f for f in findings if not f.evidence.get("consequence")]
             consequences = [f for f in findings if f.evidence.get("consequence")]

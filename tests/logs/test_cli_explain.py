@@ -23,7 +23,7 @@ def test_recognised_failure_exits_1(capsys):
 
 def test_healthy_log_exits_0(capsys):
     assert main(["explain", "--no-probe", HEALTHY]) == 0
-    assert "No known failure" in capsys.readouterr().out
+    assert "No known cause recognised" in capsys.readouterr().out
 
 
 def test_unreadable_input_exits_2_with_one_line(capsys, tmp_path):
@@ -56,3 +56,13 @@ def test_stdin(monkeypatch, capsys):
 def test_live_probes_do_not_break_explain(capsys):
     # Without --no-probe the fixes are enriched from this machine; whatever it has, it works.
     assert main(["explain", FAILING]) == 1
+
+
+def test_unknown_failure_says_so_and_shows_the_last_exception(capsys, tmp_path):
+    log = tmp_path / "u.log"
+    log.write_text('Traceback (most recent call last):\n  File "/w/train.py", line 42, in step\n    x = y[3]\n'
+                   "IndexError: list index out of range\n")
+    assert main(["explain", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "No known cause recognised" in out and "IndexError: list index out of range" in out
+    assert "/w/train.py:42" in out and "gpudoctor report" in out
