@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 from .xdg import CACHE, CONFIG, ENV_FILE_NAME, gpudoctor_dir
 
-CACHE_SCHEMA = 3  # 2: fixes carry their typed actions; 3: the blocking findings are decided when checked
+CACHE_SCHEMA = 4  # 2: fixes carry their typed actions; 3: the blocking findings are decided when checked;
+# 4: the verdict on every required feature
 CACHE_TTL_S = 24 * 3600  # a safety net: anything the fingerprint misses is re-checked daily
 CACHE_KEEP = 32  # fingerprint files kept in the cache dir
 
@@ -72,7 +73,8 @@ class PreflightError(RuntimeError):
 class PreflightResult:
     """What preflight saw. ``findings`` are built on demand (model import is not free)."""
 
-    __slots__ = ("records", "blocking", "cached", "duration_ms", "env_changed", "checks", "options", "not_run")
+    __slots__ = ("records", "blocking", "cached", "duration_ms", "env_changed", "checks", "options", "not_run",
+                 "unmet_requirements")
 
     def __init__(self, entry: dict, cached: bool, duration_ms: float, env_changed: dict) -> None:
         self.records = entry["findings"]  # the findings as JSON records (report.json's form)
@@ -80,6 +82,8 @@ class PreflightResult:
         self.blocking = _blocking(entry, bool(self.options.get("strict")))
         self.checks = entry["checks"]
         self.not_run = entry.get("not_run", "")  # why the checks could not run, if they could not
+        # a required feature not met, or that could not be verified here, fails the gate
+        self.unmet_requirements = [r for r in entry.get("requirements", ()) if r.get("status") != "met"]
         self.cached, self.duration_ms, self.env_changed = cached, duration_ms, env_changed
 
     @property
@@ -90,8 +94,9 @@ class PreflightResult:
 
     @property
     def ok(self) -> bool:
-        """No blocking finding, and the checks did run: a gate must not assume."""
-        return not self.blocking and not self.not_run
+        """No blocking finding, every required feature verified, and the checks did run: a gate
+        must not assume."""
+        return not self.blocking and not self.not_run and not self.unmet_requirements
 
     def __repr__(self) -> str:
         return f"PreflightResult(ok={self.ok}, findings={len(self.records)}, cached={self.cached})"
@@ -149,10 +154,15 @@ def preflight(
     blocking = result.blocking
     if config_error and options.get("raise_on_error", True):
         raise PreflightError(f"gpudoctor preflight: {config_error}", [])
-    if blocking and options.get("raise_on_error", True):
-        ids = ", ".join(r["id"] for r in blocking)
+    unmet = "; ".join(f"{r['feature']}: {r['status']} ({r['reason']})" for r in result.unmet_requirements)
+    if (blocking or unmet) and options.get("raise_on_error", True):
+        parts = []
+        if blocking:
+            parts.append(f"{len(blocking)} problem(s) would break training: {', '.join(r['id'] for r in blocking)}")
+        if unmet:
+            parts.append(f"required features not verified: {unmet}")
         raise PreflightError(
-            f"gpudoctor preflight: {len(blocking)} problem(s) would break training: {ids}. "
+            "gpudoctor preflight: " + "; ".join(parts) + ". "
             "Run `gpudoctor check` for details, `gpudoctor fix` to fix what can be fixed without root.",
             blocking,
         )
@@ -390,8 +400,11 @@ def _run_checks(options: dict, requirements: dict | None) -> dict:
     # needs neither the model nor a copy of its ranks.
     blocking = {mode: [i for i, f in enumerate(findings) if f.severity.rank >= threshold.rank]
                 for mode, threshold in (("default", Severity.ERROR), ("strict", Severity.WARNING))}
+    from .requirement_verdicts import verify_requirements
+
+    verdicts = [v.to_json() for v in verify_requirements(requirements, report.checks, facts)]
     return {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": len(report.checks),
-            "findings": [finding_to_json(f) for f in findings], "blocking": blocking}
+            "findings": [finding_to_json(f) for f in findings], "blocking": blocking, "requirements": verdicts}
 
 
 # -- findings ------------------------------------------------------------------------------

@@ -21,14 +21,18 @@ class PreflightReporter:
             how += f", env: {', '.join(sorted(result.env_changed))}"
         # the dynamic loader read LD_LIBRARY_PATH when this process started; children see the change
         loader_note = LOADER_NOTE if "LD_LIBRARY_PATH" in result.env_changed else ""
+        unmet = list(getattr(result, "unmet_requirements", ()))
         if result.not_run:
             head = f"gpudoctor preflight: checks NOT run ({result.not_run})"
-        elif not any(counts.values()):
+        elif not any(counts.values()) and not unmet:
             return f"gpudoctor preflight: OK ({how})\n" + loader_note
+        elif not any(counts.values()):
+            head = f"gpudoctor preflight: {len(unmet)} required feature(s) not verified ({how})"
         else:
             head = "gpudoctor preflight: " + ", ".join(
-                f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n) + f" ({how})"
-        lines = [head]
+                [f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
+                + ([f"{len(unmet)} required feature(s) not verified"] if unmet else [])) + f" ({how})"
+        lines = [head] + [f"  required {r['feature']}: {r['status']} ({r['reason']})" for r in unmet]
         for record in records:
             if record.get("severity") not in counts:
                 continue

@@ -260,3 +260,15 @@ def test_a_damaged_cache_entry_is_a_miss(checks, tmp_path, damage):
         handle.write("{not json" if damage == "garbage" else json.dumps(entry))
     result = gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
     assert not result.cached and len(checks.calls) == 2
+
+
+def test_required_features_are_verified_or_fail_the_gate(home, tmp_path, monkeypatch):
+    """issue 13: preflight(require=[...]) never passes a feature it could not verify. The test
+    venv has no flash-attn, so head_dim=80 is NOT met on any machine; bf16 is met only with a GPU."""
+    monkeypatch.chdir(tmp_path)
+    result = gpudoctor.preflight(require=["bf16", "head_dim=80"], raise_on_error=False, quiet=True)
+    verdicts = {r["feature"]: r["status"] for r in result.unmet_requirements}
+    assert verdicts["head_dim=80"] == "NOT met" and not result.ok
+    assert verdicts.get("bf16", "met") in ("met", "cannot verify here", "NOT met")
+    with pytest.raises(gpudoctor.PreflightError, match="head_dim=80"):
+        gpudoctor.preflight(require=["head_dim=80"], quiet=True)
