@@ -373,14 +373,14 @@ def _parse_requirements(options: dict) -> dict | None:
 
 
 def _run_checks(options: dict, requirements: dict | None) -> dict:
-    from .host.live import LiveHost, start_nvml_early
+    from .host.live import LiveHost
 
     host = LiveHost()
     facts = None
     if options.get("skip"):
         # With skip= the needed probes are only known from the checks, so they wait for the
         # engine as usual; the driver's NVML initialization still overlaps the import.
-        start_nvml_early()
+        host.start_nvml()
     else:
         # Every probe gets its own thread before the checks are imported, so their
         # subprocesses (ldconfig, compiler versions, the link test) and NVML's initialization

@@ -47,6 +47,8 @@ def _oserror_kind(exc: OSError) -> str:
 class LiveHost(HostHelpers):
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self.env = dict(os.environ if env is None else env)
+        self._nvml_pending: tuple[threading.Thread, list] | None = None  # start_nvml()'s query
+        self._nvml_lock = threading.Lock()
 
     # -- files ---------------------------------------------------------------------------
     def read_text(self, path: str, max_bytes: int | None = None) -> FileRead:
@@ -158,10 +160,17 @@ class LiveHost(HostHelpers):
         return LinkResult(result.returncode == 0, shown, (result.stderr + result.stdout)[-4000:])
 
     # -- NVML ----------------------------------------------------------------------------
+    def start_nvml(self) -> None:
+        """Begin this host's NVML query now, in a thread, for ``nvml()`` to collect. nvmlInit
+        spends tens of milliseconds in the driver with the GIL released (ctypes), so preflight()
+        starts it before importing the engine and the two overlap. State of this host only."""
+        with self._nvml_lock:
+            if self._nvml_pending is None:
+                self._nvml_pending = _start_nvml_query()
+
     def nvml(self) -> NvmlInfo:
-        global _early_nvml
-        with _early_nvml_lock:
-            started, _early_nvml = _early_nvml, None
+        with self._nvml_lock:
+            started, self._nvml_pending = self._nvml_pending, None
         worker, box = started or _start_nvml_query()
         worker.join(NVML_TIMEOUT_S)
         if not box:
@@ -282,25 +291,11 @@ def _distro_release() -> tuple[str, str, str, str]:
     return release.id(), release.version(), release.name(pretty=True), release.like()
 
 
-_early_nvml: tuple[threading.Thread, list] | None = None
-_early_nvml_lock = threading.Lock()
-
-
 def _start_nvml_query() -> tuple[threading.Thread, list]:
     box: list[NvmlInfo] = []
     worker = threading.Thread(target=lambda: box.append(_query_nvml()), daemon=True, name="gpudoctor-nvml")
     worker.start()
     return worker, box
-
-
-def start_nvml_early() -> None:
-    """Begin the NVML query now, in a thread, for the next ``LiveHost.nvml()`` to collect.
-    nvmlInit spends tens of milliseconds in the driver with the GIL released (ctypes), so
-    preflight() starts it before importing the engine and the two overlap."""
-    global _early_nvml
-    with _early_nvml_lock:
-        if _early_nvml is None:
-            _early_nvml = _start_nvml_query()
 
 
 def _physical_memory() -> int | None:
