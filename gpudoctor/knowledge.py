@@ -33,11 +33,19 @@ class Rule:
 RULES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules")
 
 
-def _load_toml(name: str) -> dict[str, Any]:
-    # A plain path, not importlib.resources (~3.5 ms to import, paid by preflight's first call):
-    # gpudoctor is always installed as files (pip never installs it zipped).
+def read_rules_file(name: str) -> str:
+    """The text of one file in gpudoctor/rules/: the one loader of the knowledge files.
+    A plain path, not importlib.resources (~3.5 ms to import, paid by preflight's first call):
+    gpudoctor is always installed as files (pip never installs it zipped)."""
     with open(os.path.join(RULES_DIR, name), encoding="utf-8") as handle:
-        return tomllib.loads(handle.read())
+        return handle.read()
+
+
+def load_rules_toml(name: str) -> dict[str, Any]:
+    return tomllib.loads(read_rules_file(name))
+
+
+_load_toml = load_rules_toml
 
 
 @functools.lru_cache(maxsize=None)

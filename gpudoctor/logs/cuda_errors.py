@@ -12,8 +12,8 @@ import functools
 import re
 import sys
 from dataclasses import dataclass
-from importlib import resources
 
+from ..knowledge import read_rules_file
 from .signatures import Signature
 
 if sys.version_info >= (3, 11):
@@ -63,7 +63,7 @@ def _signature(raw: dict) -> Signature:
 
 @functools.lru_cache(maxsize=None)
 def load_cuda_errors() -> tuple[CudaError, ...]:
-    text = resources.files("gpudoctor.rules").joinpath("cuda_errors.toml").read_text("utf-8")
+    text = read_rules_file("cuda_errors.toml")
     return tuple(
         CudaError(int(raw["code"]), raw["runtime"], raw["driver"], raw["text"], raw["rule"],
                   bool(raw["numeric"]), int(raw["weight"]), _signature(raw))

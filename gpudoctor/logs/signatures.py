@@ -10,15 +10,17 @@ import functools
 import re
 import sys
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Mapping
+
+from ..knowledge import read_rules_file
+from ..model import Severity
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-SEVERITIES = ("error", "warning", "info")
+SEVERITIES = tuple(s.value for s in Severity)  # the model's, not a copy
 
 
 @dataclass(frozen=True)
@@ -90,5 +92,5 @@ def parse_signatures(text: str) -> tuple[Signature, ...]:
 
 @functools.lru_cache(maxsize=None)
 def load_signatures() -> tuple[Signature, ...]:
-    text = resources.files("gpudoctor.rules").joinpath("signatures.toml").read_text("utf-8")
+    text = read_rules_file("signatures.toml")
     return parse_signatures(text)
