@@ -5,6 +5,7 @@ Renders ``environment.environment``'s data (secrets already redacted there)."""
 from __future__ import annotations
 
 from .. import __version__
+from .text import code_fence, printable
 
 
 # set by NVIDIA's base images, the same on every machine built from them; kept in the JSON
@@ -24,7 +25,7 @@ class BugReportReporter:
 
     def render(self, report) -> str:
         env = report.extra.get("environment") or {}
-        lines = ["<details><summary>gpudoctor report</summary>", "", "```text", f"gpudoctor {__version__}"]
+        lines = [f"gpudoctor {__version__}"]
         lines += list(report.summary)  # which interpreter was inspected, when not gpudoctor's own
         system = env.get("system")
         if system:
@@ -61,5 +62,11 @@ class BugReportReporter:
         else:
             ran = sum(c.status.value in ("pass", "fail") for c in report.checks)
             lines.append(f"Findings: none in the {ran} checks that ran ({len(report.checks) - ran} could not run)")
-        lines += ["```", "", "</details>"]
-        return "\n".join(lines) + "\n"
+        # Everything above is machine text, shown literally inside one code block (no entity
+        # escaping there: GitHub would show "&lt;"). A value with its own ``` line would close the
+        # block and turn the rest, a "</details><script>" included, into raw HTML: the fence is
+        # longer than any backtick run inside, and controls are escaped (issue 14 item 15).
+        lines = printable("\n".join(lines)).splitlines()
+        fence = code_fence(lines)
+        return "\n".join(["<details><summary>gpudoctor report</summary>", "", f"{fence}text", *lines, fence, "",
+                          "</details>"]) + "\n"

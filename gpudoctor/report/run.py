@@ -4,6 +4,7 @@ child's output was just streamed raw, and this must read the same in a pipe or a
 from __future__ import annotations
 
 from ..fix.actions import fix_lines
+from .text import printable
 
 
 class RunReporter:
@@ -18,10 +19,11 @@ class RunReporter:
             out.append("gpudoctor: no known failure recognised in the output; try `gpudoctor check`")
             return "\n".join(out) + "\n"
         for finding in report.findings:
-            out.append(f"  [{finding.severity.value}] {finding.id}: {finding.title}")
-            out += [f"      {line}" for line in finding.message.splitlines()]
+            # printable: the findings quote the child's output, escape sequences included (issue 14 item 15)
+            out.append(printable(f"  [{finding.severity.value}] {finding.id}: {finding.title}"))
+            out += [f"      {line}" for line in printable(finding.message).splitlines()]
             for fix in finding.fixes:
-                out.append(f"      fix ({fix.kind}): {fix.summary}")
-                out += [f"        {line}" for line in fix_lines(finding.id, fix)]
+                out.append(printable(f"      fix ({fix.kind}): {fix.summary}"))
+                out += [f"        {printable(line)}" for line in fix_lines(finding.id, fix)]
         out.append("  Apply the user-local fixes with: gpudoctor fix   (review first: gpudoctor fix --dry-run)")
         return "\n".join(out) + "\n"

@@ -11,6 +11,7 @@ from rich.markup import escape
 from ..fix.actions import fix_lines
 from ..knowledge import load_catalogue
 from ..model import CheckResult, CheckStatus, Finding, Severity
+from .text import printable
 
 AREAS = {
     "driver": "Driver and libcuda",
@@ -21,6 +22,14 @@ AREAS = {
     "training-code": "Training code and config",
     "training-pass": "Training pass",
 }
+
+
+def _shown(text) -> str:
+    """Text from a log or the machine, for rich markup: controls escaped (a log line's escape
+    sequences never reach the terminal, issue 14 item 15), then rich's own markup escaped."""
+    return escape(printable(text))
+
+
 _SEVERITY_STYLE = {Severity.ERROR: ("✗", "red"), Severity.WARNING: ("!", "yellow"), Severity.INFO: ("i", "blue")}
 
 
@@ -80,19 +89,19 @@ def print_findings(console: Console, findings: Iterable[Finding], verbose: bool 
     pending = set((not_loaded or {}).get("ids", ()))
     for f in findings:
         mark, style = _SEVERITY_STYLE[f.severity]
-        console.print(f"    [{style}]{mark}[/] [bold]{escape(f.title)}[/] [dim]({f.id})[/]")
-        console.print(f"      {escape(f.message)}", highlight=False)
+        console.print(f"    [{style}]{mark}[/] [bold]{_shown(f.title)}[/] [dim]({_shown(f.id)})[/]")
+        console.print(f"      {_shown(f.message)}", highlight=False)
         if f.id in pending:
-            console.print(f"      [cyan]fixed[/] in {escape(not_loaded['env_file'])}, but not loaded in this shell: "
-                          f"{escape(not_loaded['load'])}   (or start training with {escape(not_loaded['run'])})")
+            console.print(f"      [cyan]fixed[/] in {_shown(not_loaded['env_file'])}, but not loaded in this shell: "
+                          f"{_shown(not_loaded['load'])}   (or start training with {_shown(not_loaded['run'])})")
             continue
         for fix in f.fixes:
-            console.print(f"      [cyan]fix[/] [dim]({fix.kind})[/] {escape(fix.summary)}", highlight=False)
+            console.print(f"      [cyan]fix[/] [dim]({_shown(fix.kind)})[/] {_shown(fix.summary)}", highlight=False)
             for line in fix_lines(f.id, fix, verbose):
-                console.print(f"        {escape(line)}", highlight=False)
+                console.print(f"        {_shown(line)}", highlight=False)
         if verbose and f.evidence:
             for key, value in f.evidence.items():
-                console.print(f"      [dim]{escape(str(key))}: {escape(str(value))}[/]", highlight=False)
+                console.print(f"      [dim]{_shown(str(key))}: {_shown(str(value))}[/]", highlight=False)
 
 
 def print_requirements(console: Console, requirements) -> None:
@@ -104,7 +113,7 @@ def print_requirements(console: Console, requirements) -> None:
     console.print(("[red][✗][/]" if unmet else "[green][✓][/]") + " Required features")
     for item in requirements:
         mark = marks.get(item["status"], "[yellow]?[/]")
-        console.print(f"    {mark} {escape(item['feature'])}: {escape(item['status'])} — {escape(item['reason'])}")
+        console.print(f"    {mark} {_shown(item['feature'])}: {_shown(item['status'])} — {_shown(item['reason'])}")
 
 
 def print_report(console: Console, findings: Iterable[Finding], checks: Iterable[CheckResult],
@@ -113,24 +122,24 @@ def print_report(console: Console, findings: Iterable[Finding], checks: Iterable
     findings = list(findings)
     checks = list(checks)
     catalogue = load_catalogue()
-    console.print(f"[bold]{escape(title)}[/]")
+    console.print(f"[bold]{_shown(title)}[/]")
     for line in summary or []:
-        console.print(f"  [dim]{escape(line)}[/]", highlight=False)
+        console.print(f"  [dim]{_shown(line)}[/]", highlight=False)
     by_area: dict[str, list[CheckResult]] = {}
     for result in checks:
         area = catalogue[result.id].area if result.id in catalogue else "runtime"
         by_area.setdefault(area, []).append(result)
     shown: set[int] = set()
     for area, results in by_area.items():
-        console.print(f"{_area_mark(results)} {AREAS.get(area, area)}{_area_note(results)}")
+        console.print(f"{_area_mark(results)} {_shown(AREAS.get(area, area))}{_area_note(results)}")
         for result in results:
             if result.status == CheckStatus.PASS and verbose:
                 verified = catalogue[result.id].verified if result.id in catalogue else ""
-                console.print(f"    [green]✓[/] {result.id}" + (f": {escape(verified)}" if verified else ""))
+                console.print(f"    [green]✓[/] {_shown(result.id)}" + (f": {_shown(verified)}" if verified else ""))
             elif result.status == CheckStatus.SKIP and verbose:
-                console.print(f"    [dim]- {result.id}: skipped, {escape(result.reason)}[/]", highlight=False)
+                console.print(f"    [dim]- {_shown(result.id)}: skipped, {_shown(result.reason)}[/]", highlight=False)
             elif result.status == CheckStatus.ERROR:
-                console.print(f"    [yellow]![/] {result.id}: [yellow]check crashed[/] — {escape(result.reason)}", highlight=False)
+                console.print(f"    [yellow]![/] {_shown(result.id)}: [yellow]check crashed[/] — {_shown(result.reason)}", highlight=False)
             print_findings(console, result.findings, verbose, not_loaded)
             shown.update(id(f) for f in result.findings)
     rest = [f for f in findings if id(f) not in shown]
@@ -140,17 +149,17 @@ def print_report(console: Console, findings: Iterable[Finding], checks: Iterable
     print_requirements(console, requirements)
     reasons = not_run_reasons(checks)
     for reason, count in reasons[:None if verbose else 3]:
-        console.print(f"  [dim]not run: {escape(reason)}: {count} check{'s' if count != 1 else ''}[/]")
+        console.print(f"  [dim]not run: {_shown(reason)}: {count} check{'s' if count != 1 else ''}[/]")
     if not verbose and len(reasons) > 3:
         console.print(f"  [dim]not run for {len(reasons) - 3} other reason(s): -v lists each check[/]")
     unmet = [r for r in requirements or () if r["status"] != "met"]
     if unmet:
-        console.print(f"[red]{len(unmet)} required feature(s) not verified[/] ({', '.join(r['feature'] for r in unmet)}): "
+        console.print(f"[red]{len(unmet)} required feature(s) not verified[/] ({_shown(', '.join(r['feature'] for r in unmet))}): "
                       "the gate fails.")
     console.print(status_line(findings, checks))
     if not_loaded and not_loaded.get("ids"):
-        console.print(f"{len(not_loaded['ids'])} of them already fixed in {escape(not_loaded['env_file'])}: load it with "
-                      f"{escape(not_loaded['load'])}")
+        console.print(f"{len(not_loaded['ids'])} of them already fixed in {_shown(not_loaded['env_file'])}: load it with "
+                      f"{_shown(not_loaded['load'])}")
 
 
 def make_console(stream=None, stderr: bool = False) -> Console:
@@ -204,12 +213,12 @@ class ExplainReporter:
     def _write(self, findings, unrecognised=None):
         def write(console: Console) -> None:
             names = ", ".join("<stdin>" if f == "-" else f for f in self.files)
-            console.print(f"[bold]gpudoctor explain[/] {escape(names)}")
+            console.print(f"[bold]gpudoctor explain[/] {_shown(names)}")
             if not findings:
                 console.print("No known cause recognised in this log (this is not a sign that all is well).")
                 last = (unrecognised or {}).get("last_exception")
                 if last:
-                    console.print(f"  last exception (line {last['line_number']}): {escape(last['text'])}")
+                    console.print(f"  last exception (line {last['line_number']}): {_shown(last['text'])}")
                 console.print("  For a bug report: `gpudoctor report` prints the environment as Markdown.")
                 return
             causes = [f for f in findings if not f.evidence.get("consequence")]
@@ -221,5 +230,5 @@ class ExplainReporter:
                 print_findings(console, consequences, self.verbose)
             for f in findings[:1]:
                 where = f.evidence.get("log"), f.evidence.get("line_number")
-                console.print(f"[dim]first seen: {escape(str(where[0]))}:{where[1]}[/]")
+                console.print(f"[dim]first seen: {_shown(str(where[0]))}:{where[1]}[/]")
         return write
