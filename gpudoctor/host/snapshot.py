@@ -8,8 +8,10 @@ probes turn into a skipped check, so a partial snapshot degrades instead of fail
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
+import stat
 from dataclasses import asdict, fields
 from typing import Any, Mapping
 
@@ -33,6 +35,9 @@ from .redact import relevant_env
 SNAPSHOT_SCHEMA = 1
 SNAPSHOT_FILE = "snapshot.json"
 NOT_RECORDED = "not recorded in the snapshot"
+# A recorded machine is a few hundred KiB (fixtures/snapshots: the largest well under 1 MiB); the
+# bound only stops a hostile or mistaken path (/dev/zero, a huge file) from taking all memory.
+MAX_SNAPSHOT_BYTES = 256 * 2**20
 
 
 def _command_key(argv) -> str:
@@ -53,14 +58,43 @@ def _build(cls, data: Mapping[str, Any]):
     return cls(**kwargs)
 
 
+def _read_bounded(path: str, follow_link: bool) -> bytes:
+    """A regular file's bytes, at most ``MAX_SNAPSHOT_BYTES`` (issue 14 item 15: /dev/zero was
+    read without end, and a FIFO blocked in open() until a writer came). O_NONBLOCK makes open()
+    of a FIFO return at once; fstat then refuses anything but a regular file before a read."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_link:
+        flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_link:
+            raise HostError(f"cannot read snapshot {path}: it is a symbolic link (gpudoctor snapshot writes "
+                            "a regular file; name the file itself)") from None
+        raise HostError(f"cannot read snapshot {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise HostError(f"cannot read snapshot {path}: not a regular file")
+        limit = f"larger than {MAX_SNAPSHOT_BYTES // 2**20} MiB, the most gpudoctor reads"
+        if info.st_size > MAX_SNAPSHOT_BYTES:
+            raise HostError(f"cannot read snapshot {path}: {limit}")
+        try:
+            raw = handle.read(MAX_SNAPSHOT_BYTES + 1)  # +1: a file that grew after fstat is still caught
+        except OSError as exc:
+            raise HostError(f"cannot read snapshot {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_SNAPSHOT_BYTES:
+        raise HostError(f"cannot read snapshot {path}: {limit}")
+    return raw
+
+
 def read_snapshot_data(directory: str) -> dict[str, Any]:
     """The raw JSON of a snapshot directory (or file); HostError with one line if unusable."""
-    path = os.path.join(directory, SNAPSHOT_FILE) if os.path.isdir(directory) else directory
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as exc:
-        raise HostError(f"cannot read snapshot {path}: {exc.strerror or exc}") from None
+    inside = os.path.isdir(directory)
+    path = os.path.join(directory, SNAPSHOT_FILE) if inside else directory
+    # The file inside a snapshot directory is one gpudoctor wrote: a link there is refused. A file
+    # named on the command line is the user's choice, links included; either way only a regular file.
+    raw = _read_bounded(path, follow_link=not inside)
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
