@@ -42,3 +42,10 @@ def rule_ids(items: Iterable[str], detector: str | None = None, option: str = "-
                                  + ("use `gpudoctor explain LOG` or `check --log LOG`" if detector == "static"
                                     else "use `gpudoctor check`"))
     return ids
+
+
+def selection(only: Iterable[str], skip: Iterable[str], detector: str | None = None) -> tuple[list[str], list[str]]:
+    """``(only, skip)`` for one command, both validated: ``--only`` also against the detector
+    that command runs (``fix`` acts on static findings, ``explain`` on log ones), ``--skip``
+    against the catalogue only, since skipping what a command never reports is harmless."""
+    return rule_ids(only, detector=detector, option="--only"), rule_ids(skip, option="--skip")

@@ -29,6 +29,10 @@ def add_parser(subparsers) -> None:
     )
     where.add_argument("--snapshot", metavar="DIR",
                        help="name the fix for a recorded machine (`gpudoctor snapshot DIR` on the machine the log came from)")
+    # one grammar with check and fix: `--only a b`, `--only a,b`, repeated; ids validated (exit 2)
+    parser.add_argument("--only", nargs="+", action="extend", default=[], metavar="ID",
+                        help="report only these rule ids")
+    parser.add_argument("--skip", nargs="+", action="extend", default=[], metavar="ID", help="do not report these rule ids")
     parser.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
@@ -51,6 +55,13 @@ def run(args) -> int:
     from ..logs import LogInputError, diagnose_paths
 
     from ..host import HostError
+    from ..selection import SelectionError, selection
+    from .main import UsageError
+
+    try:  # an id only the static checks decide (`--only no-nvidia-driver`) could never be reported here
+        args.only, args.skip = selection(args.only, args.skip, detector="log")
+    except SelectionError as exc:
+        raise UsageError(str(exc)) from None
 
     try:
         machine = _machine(args)
@@ -62,6 +73,7 @@ def run(args) -> int:
     except LogInputError as exc:
         sys.stderr.write(f"gpudoctor: error: cannot read log: {exc}\n")
         return EXIT_UNREADABLE
+    findings = [f for f in findings if f.id not in args.skip and (not args.only or f.id in args.only)]
 
     from ..report.base import ReportView
 

@@ -38,7 +38,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--profile", nargs="?", const="", metavar="FILE",
                         help="also load the env file from your shell profile (default: ~/.bashrc or ~/.zshrc by $SHELL), "
                         "so new shells get the fixes; undone by --undo")
+    # one grammar with check and explain: `--only a b`, `--only a,b`, repeated; ids validated (exit 2)
     parser.add_argument("--only", nargs="+", action="extend", default=[], metavar="ID", help="only these rule ids")
+    parser.add_argument("--skip", nargs="+", action="extend", default=[], metavar="ID", help="leave these rule ids alone")
     parser.add_argument("--code", nargs="*", metavar="PATH", default=None,
                         help="edit the training code instead: what `gpudoctor scan PATH…` found (default: the current "
                         "directory), shown as a diff, asked first (--yes skips), undone by --undo")
@@ -47,7 +49,22 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
+def _validate_selection(args) -> None:
+    from ..selection import SelectionError, selection
+    from .main import UsageError
+
+    try:  # `fix --only bogus` used to exit 0 having fixed nothing (issue 13 item 7)
+        args.only, args.skip = selection(args.only, args.skip, detector="scan" if args.code is not None else "static")
+    except SelectionError as exc:
+        raise UsageError(str(exc)) from None
+    if args.skip and args.code is not None:
+        # `fix --code` selects its edits in cli/scan.py, which reads --only alone: refuse rather
+        # than edit what the user asked to leave alone
+        raise UsageError("--skip does not apply to --code yet; name the edits to make with --only")
+
+
 def run(args) -> int:
+    _validate_selection(args)
     dirs = GpudoctorDirs.from_env()
     if args.undo:
         return _undo(args, dirs)
@@ -65,6 +82,10 @@ def run(args) -> int:
         raise UsageError("--profile goes with the user-local fixes, not --system")
     profile = _profile_path(args.profile) if args.profile is not None else None
     report = run_diagnosis(dict(os.environ), args.only)
+    if args.skip:
+        from dataclasses import replace
+
+        report = replace(report, findings=tuple(f for f in report.findings if f.id not in args.skip))
     plan = build_plan(report.findings, "system" if args.system else "user")
     if profile:
         plan = with_profile_line(plan, profile, dirs.env_file)
