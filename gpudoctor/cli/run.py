@@ -2,12 +2,17 @@
 
 Output passes through live (raw chunks, so progress bars keep working) while a bounded tail is
 kept; the exit status is the command's own (128+N when killed by signal N); when the command
-fails, gpudoctor diagnoses the tail with the log signatures."""
+fails, gpudoctor diagnoses the tail with the log signatures. When gpudoctor's stdout is a terminal
+the command gets a pseudo-terminal instead of a pipe, so it behaves as it would run directly
+(tqdm, rich and colours check isatty). The whole output is also scanned as it streams, in constant
+memory, so warning-level signatures seen in a successful run (Unsloth's `patched ... with 0 QKV
+layers`, printed once at the start) are reported after it instead of passing silently."""
 
 from __future__ import annotations
 
 import argparse
 import collections
+import errno
 import os
 import signal
 import subprocess
@@ -55,7 +60,8 @@ class Tail:
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("run", help="run a command with the user-local fixes applied; diagnose it if it fails")
-    parser.add_argument("--no-diagnose", action="store_true", help="do not diagnose the output when the command fails")
+    parser.add_argument("--no-diagnose", action="store_true",
+                        help="do not diagnose the output (the cause of a failure, the warnings of a success)")
     parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="CMD", help="the command and its arguments (after --)")
     parser.set_defaults(run=run)
 
@@ -68,13 +74,20 @@ def child_environment(base=None) -> dict[str, str]:
     return env
 
 
-def _pump(stream, sink, tail: Tail) -> None:
+def _pump(stream, sink, tail: Tail, watch=None) -> None:
     fd = stream.fileno()
     while True:
-        chunk = os.read(fd, 65536)
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError as exc:
+            if exc.errno == errno.EIO:  # a pty's master reads EIO, not b"", once the command's side closed
+                break
+            raise
         if not chunk:
             break
         tail.feed(chunk)
+        if watch is not None:
+            watch.feed(chunk)
         try:
             sink.write(chunk)
             sink.flush()
@@ -86,27 +99,80 @@ def _pump(stream, sink, tail: Tail) -> None:
             return
 
 
-def _forward_signals(proc) -> dict:
+def _forward_signals(proc, pty_master: int | None = None) -> dict:
     """SIGTERM/SIGHUP sent to gpudoctor (a scheduler stopping the job) go to the command too,
-    so it can checkpoint; its exit code then comes back as usual."""
+    so it can checkpoint; its exit code then comes back as usual. With a pty, a resized
+    terminal (SIGWINCH) resizes the pty and tells the command, as a terminal would."""
     previous = {}
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    handlers = {signal.SIGTERM: lambda sig, _frame: proc.send_signal(sig),
+                signal.SIGHUP: lambda sig, _frame: proc.send_signal(sig)}
+    if pty_master is not None:
+        def resized(sig, _frame):
+            _copy_window_size(sys.stdout.fileno(), pty_master)
+            proc.send_signal(sig)
+
+        handlers[signal.SIGWINCH] = resized
+    for signum, handler in handlers.items():
         try:
-            previous[signum] = signal.signal(signum, lambda sig, _frame: proc.send_signal(sig))
+            previous[signum] = signal.signal(signum, handler)
         except ValueError:  # not the main thread: leave signals alone
             break
     return previous
 
 
-def run_command(argv: list[str], env: dict[str, str], tail: Tail) -> int:
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    pumps = [
-        threading.Thread(target=_pump, args=(proc.stdout, sys.stdout.buffer, tail), daemon=True),
-        threading.Thread(target=_pump, args=(proc.stderr, sys.stderr.buffer, tail), daemon=True),
-    ]
+def _copy_window_size(from_fd: int, to_fd: int) -> None:
+    import fcntl
+    import termios
+
+    try:
+        fcntl.ioctl(to_fd, termios.TIOCSWINSZ, fcntl.ioctl(from_fd, termios.TIOCGWINSZ, b"\0" * 8))
+    except OSError:  # no size to copy: the pty keeps its default
+        pass
+
+
+def _start(argv: list[str], env: dict[str, str], terminal: bool):
+    """The command, started with a pipe for each of stdout/stderr, or (``terminal``) with a pty
+    for stdout, and for stderr too when gpudoctor's stderr is also a terminal (`2>log` keeps
+    its pipe). stdin is always inherited, so the command stays in gpudoctor's process group
+    and a Ctrl-C at the terminal reaches it exactly as before.
+    Returns (proc, [(stream, sink)], pty master fd or None)."""
+    if not terminal:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return proc, [(proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)], None
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        _copy_window_size(sys.stdout.fileno(), slave)
+        stderr_is_terminal = sys.stderr.isatty()
+        proc = subprocess.Popen(argv, env=env, stdout=slave, stderr=slave if stderr_is_terminal else subprocess.PIPE)
+    except BaseException:
+        os.close(master)
+        raise
+    finally:
+        os.close(slave)  # the command holds its own copy; ours would keep the master from ever seeing EIO
+    streams = [(os.fdopen(master, "rb", buffering=0), sys.stdout.buffer)]
+    if not stderr_is_terminal:
+        streams.append((proc.stderr, sys.stderr.buffer))
+    return proc, streams, master
+
+
+def run_command(argv: list[str], env: dict[str, str], tail: Tail, terminal: bool = False, watches=None) -> int:
+    """Run ``argv``; its output goes to our stdout/stderr and into ``tail``, and each stream
+    into its own object of ``watches`` (a list to fill, one ``feed(bytes)`` object per
+    stream; see ``new_watch``) when given."""
+    proc, streams, master = _start(argv, env, terminal)
+    pumps = []
+    for stream, sink in streams:
+        watch = None
+        if watches is not None:
+            watch = new_watch()
+            if watch is not None:
+                watches.append(watch)
+        pumps.append(threading.Thread(target=_pump, args=(stream, sink, tail, watch), daemon=True))
     for pump in pumps:
         pump.start()
-    previous = _forward_signals(proc)
+    previous = _forward_signals(proc, master)
     interrupts = 0
     try:
         while True:
@@ -128,8 +194,20 @@ def run_command(argv: list[str], env: dict[str, str], tail: Tail) -> int:
             signal.signal(signum, handler)
     for pump in pumps:
         pump.join()
+    for stream, _sink in streams:
+        if not stream.closed:
+            stream.close()
     tail.close()
     return 128 - code if code < 0 else code
+
+
+def new_watch():
+    """An incremental log diagnoser for one stream, or None where log diagnosis is not installed."""
+    try:
+        from ..logs import LogDiagnoser
+    except ImportError:
+        return None
+    return LogDiagnoser("<output>")
 
 
 def run(args) -> int:
@@ -140,6 +218,7 @@ def run(args) -> int:
         sys.stderr.write("gpudoctor run: no command given (gpudoctor run -- CMD ARGS...)\n")
         return 2
     tail = Tail()
+    watches: list | None = None if args.no_diagnose else []
     try:
         env = child_environment()
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -152,7 +231,7 @@ def run(args) -> int:
                          "fix or remove it (gpudoctor fix --undo), then run again\n")
         return 2
     try:
-        code = run_command(argv, env, tail)
+        code = run_command(argv, env, tail, terminal=_is_terminal(sys.stdout), watches=watches)
     except FileNotFoundError:
         sys.stderr.write(f"gpudoctor run: command not found: {argv[0]}\n")
         return 127
@@ -161,7 +240,44 @@ def run(args) -> int:
         return 126
     if code != 0 and not args.no_diagnose:
         _diagnose(list(tail.lines), code)
+    elif code == 0 and watches:
+        _report_warnings(watches)
     return code
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stdout (tests, embedding)
+        return False
+
+
+def _report_warnings(watches) -> None:
+    """After a successful run: the warning-level signatures its output showed (the exit code
+    stays the command's; a warning is not a failure). Plain lines on stderr, as _diagnose."""
+    from ..fix.actions import fix_lines
+    from ..model import Severity
+    from ..report.text import printable
+
+    try:
+        found: dict[str, object] = {}
+        for watch in watches:
+            for finding in watch.findings(machine=_this_machine):
+                if finding.severity == Severity.WARNING:
+                    found.setdefault(finding.id, finding)
+    except Exception as exc:  # noqa: BLE001 - the command succeeded; our scan failing must not change that
+        sys.stderr.write(f"\ngpudoctor: could not scan the output for warnings ({type(exc).__name__}: {exc})\n")
+        return
+    if not found:
+        return
+    out = [f"\ngpudoctor: the command succeeded, but its output showed {len(found)} warning(s):"]
+    for finding in found.values():
+        out.append(printable(f"  [warning] {finding.id}: {finding.title}"))
+        out += [f"      {line}" for line in printable(finding.message).splitlines()]
+        for fix in finding.fixes:
+            out.append(printable(f"      fix ({fix.kind}): {fix.summary}"))
+            out += [f"        {printable(line)}" for line in fix_lines(finding.id, fix)]
+    sys.stderr.write("\n".join(out) + "\n")
 
 
 def _this_machine():

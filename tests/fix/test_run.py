@@ -63,3 +63,99 @@ def test_sigterm_to_gpudoctor_reaches_the_command(home, tmp_path):
     time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 5 and marker.exists()
+
+
+UNSLOTH_BANNER = "Unsloth 2024.8 patched 32 layers with 0 QKV layers, 0 O layers and 0 MLP layers."
+
+
+def _run_in_a_pty(argv: list[str], timeout: float = 30) -> tuple[int, str]:
+    """gpudoctor run as a user at a terminal starts it: stdin, stdout and stderr a pty."""
+    import pty
+    import time
+
+    pid, master = pty.fork()
+    if pid == 0:  # the child: becomes gpudoctor
+        try:
+            os.environ["PYTHONPATH"] = os.getcwd()
+            os.execv(sys.executable, [sys.executable, "-m", "gpudoctor", "run", *argv])
+        finally:
+            os._exit(99)
+    chunks, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every holder of the pty's slave side has gone
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
+
+
+ISATTY = "import sys; print('tty', sys.stdout.isatty(), sys.stderr.isatty(), flush=True); sys.exit(3)"
+
+
+def test_a_terminal_passes_through_as_a_pty(home):
+    code, out = _run_in_a_pty(["--no-diagnose", "--", sys.executable, "-c", ISATTY])
+    assert code == 3
+    assert "tty True True" in out
+
+
+def test_a_pipe_stays_a_pipe(home, capfd):
+    assert main(["run", "--no-diagnose", "--", sys.executable, "-c", ISATTY]) == 3
+    assert "tty False False" in capfd.readouterr().out
+
+
+def test_a_successful_run_reports_its_warnings(home, capfd):
+    code = main(["run", "--", sys.executable, "-c", f"print({UNSLOTH_BANNER!r}); print('training done')"])
+    assert code == 0
+    out, err = capfd.readouterr()
+    assert UNSLOTH_BANNER in out and "training done" in out
+    assert "succeeded" in err and "unsloth-layers-not-patched" in err and "lora_dropout" in err
+
+
+def test_warning_seen_long_before_the_end_is_still_reported(home, capfd):
+    # the banner is printed once at the start; the tail kept for failures would have dropped it
+    child = f"print({UNSLOTH_BANNER!r})\nfor i in range(5000): print('step', i)"
+    assert main(["run", "--", sys.executable, "-c", child]) == 0
+    assert "unsloth-layers-not-patched" in capfd.readouterr().err
+
+
+def test_a_clean_success_and_no_diagnose_stay_quiet(home, capfd):
+    assert main(["run", "--", sys.executable, "-c", "print('fine')"]) == 0
+    assert "gpudoctor" not in capfd.readouterr().err
+    assert main(["run", "--no-diagnose", "--", sys.executable, "-c", f"print({UNSLOTH_BANNER!r})"]) == 0
+    assert "unsloth" not in capfd.readouterr().err
+
+
+def test_warnings_through_the_pty_too(home):
+    code, out = _run_in_a_pty(["--", sys.executable, "-c", f"print({UNSLOTH_BANNER!r})"])
+    assert code == 0 and UNSLOTH_BANNER in out and "unsloth-layers-not-patched" in out
+
+
+def test_ctrl_c_at_the_terminal_still_reaches_the_command(home):
+    import pty
+    import time
+
+    pid, master = pty.fork()
+    if pid == 0:
+        try:
+            os.environ["PYTHONPATH"] = os.getcwd()
+            os.execv(sys.executable, [sys.executable, "-m", "gpudoctor", "run", "--no-diagnose", "--", sys.executable,
+                                      "-c", "import time; print('up', flush=True); time.sleep(30)"])
+        finally:
+            os._exit(99)
+    seen, deadline = b"", time.monotonic() + 20
+    while b"up" not in seen and time.monotonic() < deadline:
+        seen += os.read(master, 1024)
+    os.write(master, b"\x03")  # Ctrl-C typed at the terminal: SIGINT to the foreground group
+    try:
+        while os.read(master, 1024):
+            pass
+    except OSError:
+        pass
+    os.close(master)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 130  # the command's own death by SIGINT, 128+2
