@@ -67,8 +67,6 @@ def run(args) -> int:
     if distributed.wanted(args):  # every rank of a launch, or --nproc N (torch only on that path)
         return distributed.run(args)
     from ..engine import diagnose
-    from ..host import HostError, LiveHost, SnapshotHost
-
     from ..selection import SelectionError, rule_ids
     from .main import UsageError
 
@@ -78,15 +76,10 @@ def run(args) -> int:
         args.skip = rule_ids(args.skip, option="--skip")
     except SelectionError as exc:
         raise UsageError(str(exc)) from None
-    try:
-        host = SnapshotHost(args.snapshot) if args.snapshot else LiveHost()
-    except HostError as exc:
-        sys.stderr.write(f"gpudoctor: error: {exc}\n")
-        return 2
     from ..facts import Facts
     from ..remedies import machine_from_facts
 
-    host, inspecting = inspected_host(host, args.python, args.snapshot)
+    host, inspecting = open_host(args)
     requirements = parse_requirements(args.require)
     facts = Facts(host, requirements)
     log_findings: list = []
@@ -168,6 +161,19 @@ def run(args) -> int:
     threshold = FAIL_ON[args.fail_on].rank
     unmet = any(not v.ok for v in verdicts)
     return 1 if unmet or any(f.severity.rank >= threshold for f in report.findings) else 0
+
+
+def open_host(args):
+    """(host, header line) for check and report: the recorded or live machine, seen through the
+    inspected interpreter. A snapshot that cannot be read is a usage error (exit 2)."""
+    from ..host import HostError, LiveHost, SnapshotHost
+    from .main import UsageError
+
+    try:
+        host = SnapshotHost(args.snapshot) if args.snapshot else LiveHost()
+    except HostError as exc:
+        raise UsageError(str(exc)) from None
+    return inspected_host(host, args.python, args.snapshot)
 
 
 def inspected_host(host, python: str | None, snapshot: str | None):

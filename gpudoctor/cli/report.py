@@ -19,17 +19,11 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from ..engine import diagnose
     from ..environment import environment
-    from ..host import HostError, LiveHost, SnapshotHost
     from ..report.base import ReportView
 
-    try:
-        host = SnapshotHost(args.snapshot) if args.snapshot else LiveHost()
-    except HostError as exc:
-        sys.stderr.write(f"gpudoctor: error: {exc}\n")
-        return 2
-    from .check import inspected_host
+    from .check import open_host
 
-    host, inspecting = inspected_host(host, args.python, args.snapshot)
+    host, inspecting = open_host(args)
     report = diagnose(host)
     view = ReportView(report.findings, report.checks, title="gpudoctor report",
                       summary=(inspecting,) if inspecting else (),
