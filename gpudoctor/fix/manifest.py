@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -244,19 +245,30 @@ def _remove_stale_builds(state_dir: str) -> None:
         if os.path.isdir(probe):
             places.append(probe)
         probe = os.path.dirname(probe)
+    for name, path in own_entries(places, lambda name: name.endswith(_BUILD_SUFFIX)):
+        pid = name[: -len(_BUILD_SUFFIX)].rpartition(".")[2]
+        if pid.isdigit() and not _alive(int(pid)) and os.path.isdir(path):
+            _remove_tree(path)
+
+
+def own_entries(places, wanted):
+    """(name, path) of each entry of ``places`` whose name ``wanted`` accepts, that is not a
+    symlink and belongs to this user: the leftovers of gpudoctor's own runs it may clean up."""
     for place in places:
         try:
             names = os.listdir(place)
         except OSError:
             continue
         for name in names:
-            if not name.endswith(_BUILD_SUFFIX):
-                continue
-            pid = name[: -len(_BUILD_SUFFIX)].rpartition(".")[2]
             path = os.path.join(place, name)
-            if pid.isdigit() and not _alive(int(pid)) and os.path.isdir(path) and not os.path.islink(path) \
-                    and os.lstat(path).st_uid == os.geteuid():
-                _remove_tree(path)
+            if not wanted(name):
+                continue
+            try:
+                info = os.lstat(path)
+            except OSError:  # gone meanwhile (another run cleaned it)
+                continue
+            if not stat.S_ISLNK(info.st_mode) and info.st_uid == os.geteuid():
+                yield name, path
 
 
 def teardown_state_dirs(own_dirs: list[str], keep_files: set[str]) -> str | None:

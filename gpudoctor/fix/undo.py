@@ -19,7 +19,7 @@ from .actions import UNDOERS
 from .actions.base import GONE, KEPT, MANUAL, UNDONE, RootRunner, UndoContext
 from .actions.env_entry import undo_env_batch
 from .actions.make_dir import undo_mkdir
-from .manifest import LOCK_NAME, Manifest, normalized_change, state_lock, teardown_state_dirs
+from .manifest import LOCK_NAME, Manifest, normalized_change, own_entries, state_lock, teardown_state_dirs
 
 REFUSED = "refused"
 WOULD = "would undo"
@@ -152,13 +152,6 @@ def _batches(changes):
 def _remove_own_temp_files(changes: list[dict[str, Any]], dirs: GpudoctorDirs) -> None:
     places = {dirs.state, dirs.config, dirs.cache}
     places.update(c["path"] for c in changes if c["op"] == "mkdir")
-    for place in places:
-        try:
-            names = os.listdir(place)
-        except OSError:
-            continue
-        for name in names:
-            path = os.path.join(place, name)
-            if _TEMP_NAME.match(name) and os.path.isfile(path) and not os.path.islink(path) \
-                    and os.lstat(path).st_uid == os.geteuid():
-                os.unlink(path)
+    for _name, path in own_entries(places, _TEMP_NAME.match):
+        if os.path.isfile(path):
+            os.unlink(path)
