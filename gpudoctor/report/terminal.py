@@ -21,6 +21,8 @@ AREAS = {
     "runtime": "Runtime",
     "training-code": "Training code and config",
     "training-pass": "Training pass",
+    "hardware": "GPU hardware health",
+    "cluster": "Across ranks",
 }
 
 
