@@ -31,7 +31,7 @@ def _compiler_named(toolchain, name: str, value: str):
     """The probed compiler an env variable names: probed under that variable, or at that path,
     or (a bare name like ``gcc-12``) found on PATH under that name."""
     for compiler in toolchain.compilers:
-        if compiler.via == name or compiler.path == value:
+        if compiler.via == name or value in (compiler.path, *compiler.aliases):  # one entry per file
             return compiler
     for compiler in toolchain.compilers:
         if "/" not in value and compiler.via == f"PATH:{value}":

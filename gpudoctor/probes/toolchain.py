@@ -30,6 +30,7 @@ class Compiler:
     version: tuple[int, ...] | None
     via: str  # CC, CXX, PATH:gcc, PATH:gcc-12, ...
     cxx: str | None = None  # the matching C++ driver beside a gcc-N / clang-N (g++-N, clang++-N)
+    aliases: tuple[str, ...] = ()  # other names of the same file (/usr/bin/gcc-12 for /bin/gcc)
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,9 @@ class ToolchainFacts:
         return None
 
     def compiler_at(self, path: str) -> Compiler | None:
+        """The compiler at ``path``, under its own name or one of its aliases."""
         for compiler in self.compilers:
-            if compiler.path == path:
+            if compiler.path == path or path in compiler.aliases:
                 return compiler
         return None
 
@@ -110,16 +112,43 @@ def _probe_compilers(host) -> list[Compiler]:
             match = _VERSIONED_COMPILER.match(entry)
             if match and match.group(1) == "gcc":
                 candidates.append((posixpath.join(directory, entry), f"PATH:{entry}"))
-    found: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for name, via in candidates:
-        path = host.which(name)
-        if path is not None and path not in seen:
-            seen.add(path)
-            found.append((path, via))
+    found = _one_name_per_file(host, candidates)
     # Each compiler answers in a few ms, but a machine has many (gcc, cc, g++, gcc-12, gcc-13,
     # ...); asking them side by side keeps the toolchain probe off the critical path.
-    return map_in_threads(lambda item: _probe_compiler(host, *item), found, max_workers=8, name="gpudoctor-cc")
+    probed = map_in_threads(lambda item: _probe_compiler(host, item[0], item[1]), found, max_workers=8,
+                            name="gpudoctor-cc")
+    return [_with_aliases(host, compiler, aliases) for compiler, (_, _, aliases) in zip(probed, found)]
+
+
+def _one_name_per_file(host, candidates) -> list[tuple[str, str, list[str]]]:
+    """(path, via, aliases) once per compiler file, under the first name it was found by. With a
+    merged /usr, /bin/gcc and /usr/bin/gcc are one file, `gcc` links to `gcc-12` and `cc` to
+    `gcc`: the same compiler listed (and asked) under each name was judged as several."""
+    found: list[tuple[str, str, list[str]]] = []
+    by_file: dict[str, int] = {}
+    for name, via in candidates:
+        path = host.which(name)
+        if path is None:
+            continue
+        real = host.stat(path).realpath or path
+        index = by_file.get(real)
+        if index is None:
+            by_file[real] = len(found)
+            found.append((path, via, []))
+        elif path != found[index][0] and path not in found[index][2]:
+            found[index][2].append(path)
+    return found
+
+
+def _with_aliases(host, compiler: Compiler, aliases: list[str]) -> Compiler:
+    """The aliases recorded, and the C++ partner of a versioned alias (g++-12 beside gcc-12) when
+    the first name has none: the fix that points CC/CXX at an older gcc needs both."""
+    from dataclasses import replace
+
+    if not aliases:
+        return compiler
+    cxx = compiler.cxx or next((p for p in map(lambda a: _cxx_partner(host, a), aliases) if p), None)
+    return replace(compiler, aliases=tuple(aliases), cxx=cxx)
 
 
 def _unique_dirs(host) -> list[str]:
