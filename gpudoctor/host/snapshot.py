@@ -256,7 +256,17 @@ class RecordingHost(HostHelpers):
         return result
 
     def write(self, directory: str, note: str = "") -> str:
-        os.makedirs(directory, exist_ok=True)
+        """Write ``DIR/snapshot.json`` the way gpudoctor writes its state (issue 14): a new
+        file made next to it (O_EXCL|O_NOFOLLOW, 0600, fsynced) and renamed over it, so a
+        symlink planted at the target is replaced, never followed, and a failed write (a full
+        disk, a kill) leaves the previous snapshot whole. ``DIR`` itself must not be a symlink:
+        ``gpudoctor snapshot`` checks that before recording; it is checked again here, at the
+        write, since the recording takes a while."""
+        from ..paths import write_private_file
+
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        if os.path.islink(directory) or not os.path.isdir(directory):
+            raise OSError(errno.ENOTDIR, f"{directory} is a symlink or not a directory; not written through it")
         payload = {
             "schema": SNAPSHOT_SCHEMA,
             "gpudoctor": __version__,
@@ -266,7 +276,6 @@ class RecordingHost(HostHelpers):
             **self.data,
         }
         path = os.path.join(directory, SNAPSHOT_FILE)
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=1, sort_keys=True)
-            handle.write("\n")
+        text = json.dumps(payload, indent=1, sort_keys=True) + "\n"
+        write_private_file(path, text.encode("utf-8"))
         return path
