@@ -254,30 +254,27 @@ def _is_terminal(stream) -> bool:
 
 def _report_warnings(watches) -> None:
     """After a successful run: the warning-level signatures its output showed (the exit code
-    stays the command's; a warning is not a failure). Plain lines on stderr, as _diagnose."""
-    from ..fix.actions import fix_lines
+    stays the command's; a warning is not a failure), through the run reporter."""
     from ..model import Severity
-    from ..report.text import printable
 
+    found: dict[str, object] = {}
+    extra = {}
     try:
-        found: dict[str, object] = {}
         for watch in watches:
             for finding in watch.findings(machine=_this_machine):
                 if finding.severity == Severity.WARNING:
                     found.setdefault(finding.id, finding)
     except Exception as exc:  # noqa: BLE001 - the command succeeded; our scan failing must not change that
-        sys.stderr.write(f"\ngpudoctor: could not scan the output for warnings ({type(exc).__name__}: {exc})\n")
-        return
-    if not found:
-        return
-    out = [f"\ngpudoctor: the command succeeded, but its output showed {len(found)} warning(s):"]
-    for finding in found.values():
-        out.append(printable(f"  [warning] {finding.id}: {finding.title}"))
-        out += [f"      {line}" for line in printable(finding.message).splitlines()]
-        for fix in finding.fixes:
-            out.append(printable(f"      fix ({fix.kind}): {fix.summary}"))
-            out += [f"        {printable(line)}" for line in fix_lines(finding.id, fix)]
-    sys.stderr.write("\n".join(out) + "\n")
+        extra = {"scan_error": f"{type(exc).__name__}: {exc}"}
+    _print_run_report(0, 0, tuple(found.values()), extra)
+
+
+def _print_run_report(code: int, lines_read: int, findings, extra) -> None:
+    from ..report.base import ReportView
+    from ..report.run import RunReporter
+
+    view = ReportView(tuple(findings), title="gpudoctor run", extra=extra)
+    sys.stderr.write(RunReporter(code, lines_read).render(view))
 
 
 def _this_machine():
@@ -290,19 +287,14 @@ def _this_machine():
 
 
 def _diagnose(lines: list[str], code: int) -> None:
-    err = sys.stderr
+    findings, extra = (), {}
     try:
         from ..logs import diagnose_lines
-        from ..report.base import ReportView
-        from ..report.run import RunReporter
     except ImportError:
-        err.write(f"\ngpudoctor: the command exited {code}\n"
-                  "gpudoctor: log diagnosis is not available in this install; try `gpudoctor check`\n")
-        return
-    try:
-        findings = diagnose_lines(lines, machine=_this_machine)
-    except Exception as exc:  # noqa: BLE001 - the command's exit code matters more than our diagnosis
-        err.write(f"\ngpudoctor: the command exited {code}\n"
-                  f"gpudoctor: could not diagnose the output ({type(exc).__name__}: {exc})\n")
-        return
-    err.write(RunReporter(code, len(lines)).render(ReportView(tuple(findings), title="gpudoctor run")))
+        extra = {"scan_error": "log diagnosis is not available in this install; try `gpudoctor check`"}
+    else:
+        try:
+            findings = diagnose_lines(lines, machine=_this_machine)
+        except Exception as exc:  # noqa: BLE001 - the command's exit code matters more than our diagnosis
+            extra = {"scan_error": f"{type(exc).__name__}: {exc}"}
+    _print_run_report(code, len(lines), findings, extra)
