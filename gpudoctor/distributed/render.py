@@ -92,6 +92,11 @@ def print_distributed(console, report, verbose: bool = False) -> None:
 
         for line in nccl_lines(report.nccl):
             console.print(line, highlight=False)
+    if report.train is not None:
+        from .fsdp_judge import fsdp_lines
+
+        for line in fsdp_lines(report.train, report.train.get("summary") or {}):
+            console.print(line, highlight=False)
 
 
 def print_diff(console, comparison: Comparison, labels: tuple[str, str], verbose: bool = False) -> None:

@@ -6,8 +6,8 @@ compare and report. Phases (each through the rendezvous store, each with a deadl
    measurements run (only when every rank answered: a collective over a missing rank hangs).
 2. ``nccl`` (``--nccl`` or ``--train``): each rank runs the NCCL measurement in a child process
    with its own timeout, so a hung collective is killed, not waited on.
-3. ``train`` (``--train``): reserved for the FSDP2 QLoRA pass, which is not built yet; the
-   report says so (a skipped check), never that it passed.
+3. ``train`` (``--train``): the FSDP2 QLoRA pass (train/fsdp.py), each rank in a child process
+   with the phase's timeout; rank 0 judges it against the single-GPU curve (fsdp_judge.py).
 4. ``bye``: rank 0 waits briefly for the others to have read everything before it exits (outside
    torchrun it hosts the store).
 """
@@ -122,7 +122,7 @@ def run_rank(env: RankEnv, options: Options, host=None) -> tuple[DistributedRepo
         payloads, missing = {}, []
 
     results: dict[str, Any] = {}
-    for phase, wanted in (("nccl", plan["nccl"]),):
+    for phase, wanted in (("nccl", plan["nccl"]), ("train", plan["train"])):
         if not wanted:
             continue
         own = _run_phase(phase, env, options)
@@ -143,6 +143,11 @@ def run_rank(env: RankEnv, options: Options, host=None) -> tuple[DistributedRepo
 
 
 def _run_phase(phase: str, env: RankEnv, options: Options) -> dict:
+    if phase == "train":
+        from .child_phase import run_phase_child
+
+        args = (["--preset", options.preset] if options.preset else []) + (["--compile"] if options.compile else [])
+        return run_phase_child("gpudoctor.train.fsdp", args, env, "train", options.phase_timeout_s).result
     from .nccl_runner import run_nccl_measurement
 
     return run_nccl_measurement(env, options.phase_timeout_s)
@@ -162,9 +167,15 @@ def _phase_findings(results: dict, plan: dict, options: Options, missing: list[i
             why = f"not run: ranks {missing} did not report" if missing else "not run"
             checks.append(CheckResult("nccl-bandwidth-low", CheckStatus.SKIP, why))
     if options.train:
-        # Said, never shown as passed: the multi-GPU training pass does not exist yet.
-        checks.append(CheckResult("fsdp-pass", CheckStatus.SKIP,
-                                  "the FSDP2 QLoRA pass is not built yet; `gpudoctor check --train` runs the "
-                                  "single-GPU pass on one GPU"))
+        from .fsdp_judge import CHECK_ID, judge_fsdp
+
+        if "train" in results:
+            found, checked, summary = judge_fsdp({**results["train"], "timeout_s": options.phase_timeout_s})
+            results["train"]["summary"] = summary
+            findings.extend(found)
+            checks.extend(checked)
+        else:
+            why = f"not run: ranks {missing} did not report" if missing else "not run"
+            checks.append(CheckResult(CHECK_ID, CheckStatus.SKIP, why))
     return findings, checks
 

@@ -2,7 +2,9 @@
 
 kinds: triton-jit (compile, launcher build, load; ``cause`` names the rule when the exception
 alone shows it), oom, illegal-memory-access, cuda-error (the CUDA context is dead after these
-two), missing-extra (torch/triton not installed), error (anything else: a bug, reported as is).
+two), nccl-timeout and nccl (a collective of the FSDP2 pass timed out or failed: torch's
+``DistBackendError`` / the NCCL watchdog's and gloo's own wordings), missing-extra (torch/triton
+not installed), error (anything else: a bug, reported as is).
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ def classify(exc: BaseException) -> dict:
         failure.update(kind="triton-jit", cause="libcuda-not-in-linker-cache")
     elif "out of memory" in lowered:
         failure.update(kind="oom")
+    elif _collective_timed_out(lowered):
+        failure.update(kind="nccl-timeout")
+    elif any(type(e).__name__ in ("DistBackendError", "DistNetworkError") for e in _chain(exc)) or "nccl error" in lowered:
+        failure.update(kind="nccl")
     elif "illegal memory access" in lowered:
         failure.update(kind="illegal-memory-access")
     elif "compilationerror" in lowered or "triton" in lowered and ("ptxas" in lowered or "compil" in lowered):
@@ -57,6 +63,13 @@ def classify(exc: BaseException) -> dict:
     elif "cuda error" in lowered or "cudaerror" in lowered or "cuda_error" in lowered:
         failure.update(kind="cuda-error")
     return failure
+
+
+def _collective_timed_out(lowered: str) -> bool:
+    # torch's NCCL watchdog: "Watchdog caught collective operation timeout"; gloo: "Timed out
+    # waiting <ms>ms for recv operation to complete" (gloo/transport/tcp/unbound_buffer.cc).
+    return ("watchdog caught collective operation timeout" in lowered
+            or ("timed out waiting" in lowered and "for recv" in lowered))
 
 
 FATAL_KINDS = ("illegal-memory-access", "cuda-error")  # the CUDA context cannot be used after these

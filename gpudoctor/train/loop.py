@@ -79,9 +79,10 @@ def _checksum(tensor: torch.Tensor) -> float:
 
 
 def train(model: torch.nn.Module, preset: Preset, device, steps: int | None = None, lr: float | None = None,
-          step_fn=None) -> TrainingResult:
+          step_fn=None, batches: list[torch.Tensor] | None = None) -> TrainingResult:
     """AdamW on the LoRA tensors only. ``step_fn(tokens) -> loss`` replaces the eager forward
-    (``--compile`` passes the compiled one)."""
+    (``--compile`` passes the compiled one); ``batches`` replaces the preset's own (the FSDP2
+    pass's single-device reference trains on its global batch)."""
     import time
 
     from .adamw import AdamW
@@ -100,7 +101,9 @@ def train(model: torch.nn.Module, preset: Preset, device, steps: int | None = No
     step_fn = step_fn or (lambda tokens: causal_lm_loss(model(tokens), tokens))
     if torch.device(device).type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    for tokens in cycle_batches(preset.vocab, preset.batch, preset.seq, steps, device):
+    if batches is None:
+        batches = cycle_batches(preset.vocab, preset.batch, preset.seq, steps, device)
+    for tokens in batches:
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         loss = step_fn(tokens)
