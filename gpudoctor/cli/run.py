@@ -14,7 +14,6 @@ import argparse
 import collections
 import errno
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -99,27 +98,6 @@ def _pump(stream, sink, tail: Tail, watch=None) -> None:
             return
 
 
-def _forward_signals(proc, pty_master: int | None = None) -> dict:
-    """SIGTERM/SIGHUP sent to gpudoctor (a scheduler stopping the job) go to the command too,
-    so it can checkpoint; its exit code then comes back as usual. With a pty, a resized
-    terminal (SIGWINCH) resizes the pty and tells the command, as a terminal would."""
-    previous = {}
-    handlers = {signal.SIGTERM: lambda sig, _frame: proc.send_signal(sig),
-                signal.SIGHUP: lambda sig, _frame: proc.send_signal(sig)}
-    if pty_master is not None:
-        def resized(sig, _frame):
-            _copy_window_size(sys.stdout.fileno(), pty_master)
-            proc.send_signal(sig)
-
-        handlers[signal.SIGWINCH] = resized
-    for signum, handler in handlers.items():
-        try:
-            previous[signum] = signal.signal(signum, handler)
-        except ValueError:  # not the main thread: leave signals alone
-            break
-    return previous
-
-
 def _copy_window_size(from_fd: int, to_fd: int) -> None:
     import fcntl
     import termios
@@ -161,37 +139,25 @@ def run_command(argv: list[str], env: dict[str, str], tail: Tail, terminal: bool
     """Run ``argv``; its output goes to our stdout/stderr and into ``tail``, and each stream
     into its own object of ``watches`` (a list to fill, one ``feed(bytes)`` object per
     stream; see ``new_watch``) when given."""
+    from .child_signals import ChildSignals
+
     proc, streams, master = _start(argv, env, terminal)
+    # SIGINT/SIGTERM/SIGHUP sent to gpudoctor alone go to the command (a scheduler stopping the
+    # job: it can checkpoint), a Ctrl-C from the terminal is not sent twice, and a resized
+    # terminal resizes the pty (cli/child_signals.py). Threads start inside: they inherit the block.
+    on_resize = (lambda: _copy_window_size(sys.stdout.fileno(), master)) if master is not None else None
     pumps = []
-    for stream, sink in streams:
-        watch = None
-        if watches is not None:
-            watch = new_watch()
-            if watch is not None:
-                watches.append(watch)
-        pumps.append(threading.Thread(target=_pump, args=(stream, sink, tail, watch), daemon=True))
-    for pump in pumps:
-        pump.start()
-    previous = _forward_signals(proc, master)
-    interrupts = 0
-    try:
-        while True:
-            try:
-                code = proc.wait()
-                break
-            except KeyboardInterrupt:
-                # The first Ctrl-C reached the child from the terminal too: let it finish. A
-                # second one asks it to stop (SIGTERM), a third stops it (SIGKILL): gpudoctor
-                # never returns while the child it started runs on (issue 14 item 15).
-                interrupts += 1
-                if interrupts >= 2:
-                    proc.send_signal(signal.SIGTERM if interrupts == 2 else signal.SIGKILL)
-    finally:
-        if proc.poll() is None:  # leaving on an exception: never leave the command behind
-            proc.kill()
-            proc.wait()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    with ChildSignals(proc, on_resize) as signals:
+        for stream, sink in streams:
+            watch = None
+            if watches is not None:
+                watch = new_watch()
+                if watch is not None:
+                    watches.append(watch)
+            pumps.append(threading.Thread(target=_pump, args=(stream, sink, tail, watch), daemon=True))
+        for pump in pumps:
+            pump.start()
+        code = signals.wait()
     for pump in pumps:
         pump.join()
     for stream, _sink in streams:
