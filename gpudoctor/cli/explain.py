@@ -73,11 +73,16 @@ def run(args) -> int:
     except LogInputError as exc:
         sys.stderr.write(f"gpudoctor: error: cannot read log: {exc}\n")
         return EXIT_UNREADABLE
+    recognised = findings
     findings = [f for f in findings if f.id not in args.skip and (not args.only or f.id in args.only)]
+    # deselected causes are named: "no known cause" over findings the user filtered out is false
+    filtered_out = sorted({f.id for f in recognised} - {f.id for f in findings})
 
     from ..report.base import ReportView
 
-    extra = {} if findings else {"unrecognised": _unrecognised(args.files)}
+    extra = {"filtered_out": filtered_out} if filtered_out else {}
+    if not recognised:
+        extra["unrecognised"] = _unrecognised(args.files)
     view = ReportView(tuple(findings), title="gpudoctor explain", extra=extra)
     sys.stdout.write(_reporter(args).render(view))
     return EXIT_RECOGNISED if findings else EXIT_NONE
@@ -102,6 +107,6 @@ def _reporter(args):
         from ..report.json import JsonReporter
 
         return JsonReporter()
-    from ..report.terminal import ExplainReporter
+    from ..report.explain import ExplainReporter
 
     return ExplainReporter(args.files, verbose=args.verbose, tty=sys.stdout.isatty())

@@ -9,7 +9,7 @@ _WHERE = {
     "render_json": "json", "report_dict": "json", "finding_to_json": "json", "JsonReporter": "json",
     "render_markdown": "markdown", "MarkdownReporter": "markdown",
     "print_report": "terminal", "print_findings": "terminal", "TerminalReporter": "terminal",
-    "ExplainReporter": "terminal",
+    "ExplainReporter": "explain",
     "ReportView": "base", "Reporter": "base",
     "PreflightReporter": "preflight",
     "RunReporter": "run",

@@ -201,36 +201,3 @@ class TerminalReporter:
                                                       summary=list(report.summary), verbose=self.verbose,
                                                       requirements=report.extra.get("requirements", ()),
                                                       not_loaded=report.extra.get("fixed_not_loaded")), self.tty)
-
-
-class ExplainReporter:
-    """``gpudoctor explain``: most likely cause first, then its consequences, then where it was seen."""
-
-    def __init__(self, files, verbose: bool = False, tty: bool = False) -> None:
-        self.files, self.verbose, self.tty = list(files), verbose, tty
-
-    def render(self, report) -> str:
-        return rendered(self._write(report.findings, report.extra.get("unrecognised")), self.tty)
-
-    def _write(self, findings, unrecognised=None):
-        def write(console: Console) -> None:
-            names = ", ".join("<stdin>" if f == "-" else f for f in self.files)
-            console.print(f"[bold]gpudoctor explain[/] {_shown(names)}")
-            if not findings:
-                console.print("No known cause recognised in this log (this is not a sign that all is well).")
-                last = (unrecognised or {}).get("last_exception")
-                if last:
-                    console.print(f"  last exception (line {last['line_number']}): {_shown(last['text'])}")
-                console.print("  For a bug report: `gpudoctor report` prints the environment as Markdown.")
-                return
-            causes = [f for f in findings if not f.evidence.get("consequence")]
-            consequences = [f for f in findings if f.evidence.get("consequence")]
-            console.print("[bold]Most likely cause first[/]")
-            print_findings(console, causes, self.verbose)
-            if consequences:
-                console.print("[bold]Consequences of the above[/] [dim](same failure, reported later in the log)[/]")
-                print_findings(console, consequences, self.verbose)
-            for f in findings[:1]:
-                where = f.evidence.get("log"), f.evidence.get("line_number")
-                console.print(f"[dim]first seen: {_shown(str(where[0]))}:{where[1]}[/]")
-        return write

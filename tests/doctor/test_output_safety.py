@@ -13,7 +13,8 @@ from gpudoctor.report.base import ReportView
 from gpudoctor.report.bugreport import BugReportReporter
 from gpudoctor.report.markdown import MarkdownReporter
 from gpudoctor.report.run import RunReporter
-from gpudoctor.report.terminal import ExplainReporter, TerminalReporter
+from gpudoctor.report.explain import ExplainReporter
+from gpudoctor.report.terminal import TerminalReporter
 from gpudoctor.report.text import printable
 
 # A terminal title change, a screen clear, a full reset (ESC c: not stripped by the log cleaner),

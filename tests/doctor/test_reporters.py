@@ -75,7 +75,7 @@ def test_explain_and_run_print_through_reporters(capsys):
     from gpudoctor.logs import diagnose_paths
     from gpudoctor.report.base import ReportView
     from gpudoctor.report.run import RunReporter
-    from gpudoctor.report.terminal import ExplainReporter
+    from gpudoctor.report.explain import ExplainReporter
 
     log = sorted(glob.glob("fixtures/logs/cuda-oom/*"))[0]
     findings = tuple(diagnose_paths([log], machine=None))
