@@ -67,11 +67,14 @@ def _local(tensor):
     return tensor.to_local() if hasattr(tensor, "to_local") else tensor
 
 
-def _checksum(tensor) -> float:
+def _checksum(tensor) -> int:
+    """Over the raw bytes: the NF4 shards hold packed bytes typed as bf16, whose "values" may be NaN."""
+    import torch
+
     local = _local(tensor).detach()
     if local.numel() == 0:
-        return 0.0
-    return float(local.float().sum()) if local.is_floating_point() else float(local.long().sum())
+        return 0
+    return int(local.contiguous().reshape(-1).view(torch.uint8).long().sum())
 
 
 def _setup(timeout_s: float):
@@ -135,6 +138,11 @@ def shard(model, world: int, device, compile_blocks: bool) -> str:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    from .qlora import QLoRALinear
+
+    for module in model.modules():
+        if isinstance(module, QLoRALinear):
+            module.store_packed_as_float()
     mesh = init_device_mesh(device.type, (world,))
     policy = MixedPrecisionPolicy(reduce_dtype=torch.float32)
     for block in model.layers:

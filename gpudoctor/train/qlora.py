@@ -96,8 +96,30 @@ class QLoRALinear(nn.Linear):
         else:
             self.lora_a = self.lora_b = None
 
+    def store_packed_as_float(self) -> None:
+        """Keep the packed NF4 bytes in a bfloat16-typed parameter: the same bytes, two per element.
+
+        Why: FSDP2 in torch 2.11 re-wraps each sharded parameter as ``nn.Parameter(dtensor)``
+        (requires_grad=True) before restoring the flag, which an integer tensor refuses with
+        "only Tensors of floating point dtype can require gradients" (measured on the 2xH200
+        machine); torchao's NF4Tensor likewise presents a floating dtype to FSDP. Nothing reads
+        these elements as numbers: ``_nf4`` views them back as bytes. An odd byte count gets one
+        pad byte, never read (``packed_bytes`` cuts it off)."""
+        if self.weight.dtype != torch.uint8:
+            return
+        packed = self.weight.detach().reshape(-1)
+        self.packed_bytes = packed.numel()
+        if packed.numel() % 2:
+            packed = torch.cat([packed, packed.new_zeros(1)])
+        self.weight = nn.Parameter(packed.reshape(-1, 2).view(torch.bfloat16), requires_grad=False)
+
+    def _packed(self) -> torch.Tensor:
+        if self.weight.dtype == torch.uint8:
+            return self.weight
+        return self.weight.view(torch.uint8).reshape(-1)[: self.packed_bytes].reshape(-1, 1)
+
     def _nf4(self) -> tuple[torch.Tensor, ...]:
-        return (self.weight,) + tuple(getattr(self, f"nf4_{i}") for i in range(1, 6))
+        return (self._packed(),) + tuple(getattr(self, f"nf4_{i}") for i in range(1, 6))
 
     def dense_weight(self) -> torch.Tensor:
         return _dequantize(self.backend, *self._nf4(), self.out_features, self.in_features, 64, self.dtype)
