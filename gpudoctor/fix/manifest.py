@@ -12,6 +12,9 @@ Change records (``op``):
   root_command {"argv", "undo_argv"}         older manifests; undone only where the undo is one
                                              gpudoctor derives itself (see actions/root_command)
   packages     {"manager", "argv", "added"}  distro packages an install added (--system)
+               {"manager", "argv", "state": "in progress", "requested", "before", "pid"}
+                                             recorded before the install ran; it stays so when
+                                             the run was killed (undo works from "before")
   append_line  {"path", "line", "added", "created"}  a line appended to a user's file (--profile)
   edit_file    {"path", "original", "sha256_before", "sha256_after"}  fix --code (actions/edit_file)
 
@@ -433,7 +436,12 @@ def normalized_change(change: Any, dirs: Any) -> tuple[dict[str, Any] | None, st
         manager, added = change.get("manager"), change.get("added")
         if manager not in REMOVE_COMMANDS:
             return None, f"packages: unknown package manager {manager!r}"
-        if not isinstance(added, list) or not added or not all(_package_name_ok(n) for n in added):
+        if change.get("state") == "in progress":  # recorded before the install ran; it never finished
+            requested, before = change.get("requested"), change.get("before")
+            if not _names_ok(requested) or not requested or not _names_ok(before):
+                return None, "packages (in progress): the package names are not plain package names"
+            return change, ""
+        if not _names_ok(added) or not added:
             return None, "packages: the package names are not plain package names"
         return change, ""
     if op == "edit_file":  # fix --code's records: their kind's own validator
@@ -451,6 +459,10 @@ def _root_file_ok(path: Any) -> bool:
 
 def _root_link_ok(link: Any) -> bool:
     return _clean_path(link) and os.path.basename(link) in ROOT_SYMLINK_NAMES
+
+
+def _names_ok(names: Any) -> bool:
+    return isinstance(names, list) and all(_package_name_ok(n) for n in names)
 
 
 def _package_name_ok(name: Any) -> bool:

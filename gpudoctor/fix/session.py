@@ -72,12 +72,14 @@ class SystemFixResult:
 def fix_system(plan: Plan, dirs: GpudoctorDirs, script: str, use_sudo: bool, base_env: Mapping[str, str],
                diagnose: Diagnose) -> SystemFixResult:
     """Run the confirmed root script. Intents are recorded before it runs (manifest-first, issue
-    14), the package installs it made after, also when it failed part way, so --undo can find them."""
+    14): files, links, and each package install with the database as it was ("in progress");
+    after it ran, also when it failed part way, each install's record becomes what it added. A
+    kill in between leaves the "in progress" record, which --undo works from."""
     from .system import packages_before, paths_touched, record_system_changes, record_system_intents, run_system_script
 
     existed = {p for p in paths_touched(plan) if os.path.lexists(p)}
     installed_before = packages_before(plan)
-    intents = record_system_intents(plan, dirs, existed)
+    intents = record_system_intents(plan, dirs, existed, installed_before)
     code = run_system_script(script, use_sudo)
     if code != 0:
         recorded, _ = record_system_changes(plan, dirs, existed, installed_before, succeeded=False)

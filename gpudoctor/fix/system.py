@@ -52,11 +52,17 @@ def packages_before(plan: Plan) -> dict[str, frozenset[str] | None]:
     return {manager: installed_packages(manager) for manager in managers}
 
 
-def record_system_intents(plan: Plan, dirs: GpudoctorDirs, existed_before: set[str]) -> int:
+IN_PROGRESS = "in progress"  # a packages record made before its install ran (manifest-first)
+
+
+def record_system_intents(plan: Plan, dirs: GpudoctorDirs, existed_before: set[str],
+                          installed_before: dict[str, frozenset[str] | None] | None = None) -> int:
     """Before the root script runs (manifest-first, issue 14): record each file and symlink it
-    will create, with the content's hash or the link's target, so that a script killed midway
-    leaves a record of everything it may have made. Undo checks each against the disk and
-    removes only what still matches. Paths that existed before are not ours: no record."""
+    will create, with the content's hash or the link's target, and each package install with
+    the package database as it was (state "in progress"), so that a script killed midway leaves
+    a record of everything it may have made. Undo checks each against the disk (the database)
+    and removes only what still matches. Paths that existed before are not ours: no record.
+    Returns the number of files and links recorded."""
     import hashlib
 
     intents = []
@@ -69,9 +75,14 @@ def record_system_intents(plan: Plan, dirs: GpudoctorDirs, existed_before: set[s
             created = _created_path(action)
             if created is not None and created not in existed_before:
                 intents.append({"op": "root_symlink", "link": created, "target": action.argv[2]})
-    if intents:
+    installs = [{"op": "packages", "state": IN_PROGRESS, "pid": os.getpid(), "manager": manager,
+                 "argv": list(install_argv(manager, requested)), "requested": list(requested),
+                 "before": sorted(before)}
+                for manager, before in (installed_before or {}).items()
+                if before is not None and (requested := _requested(plan, manager))]
+    if intents or installs:
         with state_lock(dirs.state) as manifest:
-            for intent in intents:
+            for intent in intents + installs:
                 manifest.record(**intent)
     return len(intents)
 
@@ -79,24 +90,47 @@ def record_system_intents(plan: Plan, dirs: GpudoctorDirs, existed_before: set[s
 def record_system_changes(plan: Plan, dirs: GpudoctorDirs, existed_before: set[str],
                           installed_before: dict[str, frozenset[str] | None] | None = None,
                           succeeded: bool = True) -> tuple[int, list[str]]:
-    """After the script ran: record the packages its installs added (the database diff), under
-    the state lock. Files and symlinks were recorded before it ran (``record_system_intents``).
-    Returns (changes recorded, notes on what could not be recorded)."""
+    """After the script ran (also when it failed part way): each install's record becomes what
+    it added (the database diff), under the state lock; an install that added nothing loses its
+    record. Returns (package installs recorded, notes on what could not be recorded)."""
     count, notes = 0, []
     with state_lock(dirs.state) as manifest:
         for manager, before in (installed_before or {}).items():
+            pending = _pending_install(manifest, manager)
             after = installed_packages(manager)
-            if before is None or after is None:
+            if before is None:
                 notes.append(f"could not read the {manager} package database; the install has no undo record")
                 continue
+            if after is None:
+                notes.append(f"could not read the {manager} package database after the install; its record stays "
+                             "'in progress' and `gpudoctor fix --undo` works out what it added")
+                continue
             added = sorted(after - before)  # the requested packages and the dependencies they pulled in
-            if added:
-                requested = [p for s in plan.steps if isinstance(s.action, InstallPackage) and s.action.manager == manager
-                             for p in s.action.packages]
-                manifest.record("packages", manager=manager, argv=list(install_argv(manager, tuple(requested))),
-                                added=added)
-                count += 1
+            if pending is not None and not added:
+                manifest.forget(pending)
+            elif pending is not None:
+                for key in ("state", "before", "pid"):
+                    pending.pop(key, None)
+                manifest.update(pending, added=added)
+            elif added:
+                manifest.record("packages", manager=manager,
+                                argv=list(install_argv(manager, _requested(plan, manager))), added=added)
+            count += bool(added)
     return count, notes
+
+
+def _requested(plan: Plan, manager: str) -> tuple[str, ...]:
+    return tuple(p for s in plan.steps if isinstance(s.action, InstallPackage) and s.action.manager == manager
+                 for p in s.action.packages)
+
+
+def _pending_install(manifest, manager: str) -> dict | None:
+    """This run's "in progress" record of ``manager``'s install (``record_system_intents``)."""
+    for change in reversed(manifest.changes):
+        if (change.get("op") == "packages" and change.get("state") == IN_PROGRESS
+                and change.get("manager") == manager and change.get("pid") == os.getpid()):
+            return change
+    return None
 
 
 def _created_path(action: RootCommand) -> str | None:

@@ -83,6 +83,9 @@ def describe_change(change: dict[str, Any]) -> str:
         return f"as root: rm -- {change['path']} if unchanged, then ldconfig"
     if op == "root_symlink":
         return f"as root: rm -- {change['link']} if it still points to {change['target']}"
+    if op == "packages" and change.get("state") == "in progress":
+        return (f"as root: remove what the interrupted install of {' '.join(change['requested'])} added "
+                "(packages it cannot attribute are named, not removed)")
     if op == "packages":
         return f"as root: remove the packages the install added: {' '.join(change['added'])}"
     return op
