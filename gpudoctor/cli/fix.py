@@ -44,6 +44,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--code", nargs="*", metavar="PATH", default=None,
                         help="edit the training code instead: what `gpudoctor scan PATH…` found (default: the current "
                         "directory), shown as a diff, asked first (--yes skips), undone by --undo")
+    parser.add_argument("--python", metavar="PATH",
+                        help="fix for this interpreter's environment (the one you train with), as `check --python` "
+                        "inspects it; default: as check chooses")
     parser.add_argument("--json", action="store_true", help="print a JSON result on stdout")
     parser.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
@@ -63,9 +66,39 @@ def _validate_selection(args) -> None:
         raise UsageError("--skip does not apply to --code yet; name the edits to make with --only")
 
 
+def _diagnosis(args):
+    """The (env, only) -> Report that plans and verifies: ``run_diagnosis`` over gpudoctor's
+    own packages, or, when check would inspect another interpreter (``--python``, or the
+    training env that has torch when gpudoctor's own has none), over that one's, so that a
+    `gpudoctor fix` sent from `check` sees the same findings (issue 13 item b)."""
+    from ..host import LiveHost
+    from .check import inspected_host
+
+    host, header = inspected_host(LiveHost(), args.python, None)
+    interpreter = getattr(host, "interpreter", None)
+    args.inspected_python = None
+    if interpreter is None:
+        return run_diagnosis
+    sys.stderr.write(f"gpudoctor: {header}\n")
+    args.inspected_python = {"executable": interpreter.executable, "version": interpreter.version,
+                             "chosen_because": interpreter.chosen_because or "--python"}
+
+    def diagnose(env, only):
+        from ..fix.verify import live_diagnose
+
+        return live_diagnose(env, only, interpreter=interpreter)
+
+    return diagnose
+
+
 def run(args) -> int:
     _validate_selection(args)
     dirs = GpudoctorDirs.from_env()
+    if args.python and (args.undo or args.code is not None):
+        from .main import UsageError
+
+        raise UsageError("--python goes with planning fixes; --undo reverses the manifest and --code edits code, "
+                         "neither reads an interpreter")
     if args.undo:
         return _undo(args, dirs)
     if args.code is not None:
@@ -81,7 +114,8 @@ def run(args) -> int:
 
         raise UsageError("--profile goes with the user-local fixes, not --system")
     profile = _profile_path(args.profile) if args.profile is not None else None
-    report = run_diagnosis(dict(os.environ), args.only)
+    diagnose = _diagnosis(args)
+    report = diagnose(dict(os.environ), args.only)
     if args.skip:
         from dataclasses import replace
 
@@ -96,7 +130,7 @@ def run(args) -> int:
             _write_script(args.script, script)
             _say(args, f"gpudoctor: wrote the {plan.scope} fix plan to {args.script} ({len(plan.steps)} steps)")
         if args.json:
-            _emit_json(report, scope=plan.scope, script=script, steps=_steps_json(plan))
+            _emit_json(args, report, scope=plan.scope, script=script, steps=_steps_json(plan))
         elif args.dry_run:
             sys.stdout.write(script)
         return EXIT_OK
@@ -105,8 +139,8 @@ def run(args) -> int:
 
     try:
         if plan.scope == "user":
-            return _apply_user(args, dirs, plan, report)
-        return _apply_system(args, dirs, plan, script, report)
+            return _apply_user(args, dirs, plan, report, diagnose)
+        return _apply_system(args, dirs, plan, script, report, diagnose)
     except (ManifestError, UnsafeDirectory) as exc:  # refused before any change
         sys.stderr.write(f"gpudoctor: error: {exc}\n")
         return 2
@@ -115,15 +149,15 @@ def run(args) -> int:
 # -- user-local ---------------------------------------------------------------------------
 
 
-def _apply_user(args, dirs, plan, report) -> int:
+def _apply_user(args, dirs, plan, report, diagnose) -> int:
     from ..fix.session import fix_user
 
-    result = fix_user(plan, dirs, os.environ, run_diagnosis)
+    result = fix_user(plan, dirs, os.environ, diagnose)
     if result.applied is None:
         _say(args, "gpudoctor: nothing to fix without root.")
         _list_without_fix(args, plan)
         if args.json:
-            _emit_json(report, scope="user", applied=[], verification=[], without_fix=[f.id for f in plan.without_fix])
+            _emit_json(args, report, scope="user", applied=[], verification=[], without_fix=[f.id for f in plan.without_fix])
         return EXIT_OK if result.ok else EXIT_NOT_FIXED
 
     for outcome in result.applied.outcomes:
@@ -140,6 +174,7 @@ def _apply_user(args, dirs, plan, report) -> int:
     _list_without_fix(args, plan)
     if args.json:
         _emit_json(
+            args,
             report,
             scope="user",
             applied=[{"action": _describe(o.step.action), "findings": list(o.step.finding_ids),
@@ -155,7 +190,7 @@ def _apply_user(args, dirs, plan, report) -> int:
 # -- system (root) ------------------------------------------------------------------------
 
 
-def _apply_system(args, dirs, plan, script, report) -> int:
+def _apply_system(args, dirs, plan, script, report, diagnose) -> int:
     from ..fix.session import fix_system
     from ..fix.system import NeedsRoot, root_prefix
 
@@ -176,7 +211,7 @@ def _apply_system(args, dirs, plan, script, report) -> int:
     if not args.yes and not _confirm(f"Run these {len(plan.steps)} step(s) as root? [y/N] "):
         sys.stderr.write("gpudoctor: not confirmed; nothing was run.\n")
         return EXIT_NOT_FIXED
-    result = fix_system(plan, dirs, script, args.sudo, os.environ, run_diagnosis)
+    result = fix_system(plan, dirs, script, args.sudo, os.environ, diagnose)
     if result.exit_code != 0:
         sys.stderr.write(f"gpudoctor: the root script failed (exit {result.exit_code}); see its output. "
                          + (f"Recorded the {result.recorded} package install(s) it made for --undo" if result.recorded
@@ -184,7 +219,7 @@ def _apply_system(args, dirs, plan, script, report) -> int:
                          + (f"; the {result.intents} file(s)/link(s) it may have made are recorded and undone only "
                             "where they still match.\n" if result.intents else ".\n"))
         if args.json:
-            _emit_json(report, scope="system", exit=result.exit_code, verification=[])
+            _emit_json(args, report, scope="system", exit=result.exit_code, verification=[])
         return EXIT_NOT_FIXED
     for note in result.notes:
         _say(args, f"  note: {note}")
@@ -194,7 +229,7 @@ def _apply_system(args, dirs, plan, script, report) -> int:
     if recorded:
         _say(args, f"Recorded {recorded} root change(s) with a known undo: gpudoctor fix --undo --sudo")
     if args.json:
-        _emit_json(report, scope="system", exit=result.exit_code, verification=_verification_json(result.verification))
+        _emit_json(args, report, scope="system", exit=result.exit_code, verification=_verification_json(result.verification))
     return EXIT_OK if result.ok else EXIT_NOT_FIXED
 
 
@@ -233,7 +268,7 @@ def _undo(args, dirs) -> int:
         for outcome in outcomes:
             _say(args, f"  {outcome.status:>14}  {outcome.message}")
     if args.json:
-        _emit_json(None, undo=[{"op": o.change.get("op"), "status": o.status, "message": o.message} for o in outcomes],
+        _emit_json(args, None, undo=[{"op": o.change.get("op"), "status": o.status, "message": o.message} for o in outcomes],
                    dry_run=bool(args.dry_run or args.script))
     return EXIT_NOT_FIXED if any(o.status in (KEPT, MANUAL, REFUSED) for o in outcomes) else EXIT_OK
 
@@ -313,11 +348,15 @@ def _say(args, text: str) -> None:
     print(text, file=sys.stderr if args.json else sys.stdout)
 
 
-def _emit_json(report, **fix) -> None:
+def _emit_json(args, report, **fix) -> None:
     """The one JSON envelope (``report.json.JsonReporter``: schema, tool, findings, checks) with
-    the fix's keys added; ``report`` is the diagnosis the plan was built from (None for --undo)."""
+    the fix's keys added; ``report`` is the diagnosis the plan was built from (None for --undo),
+    and ``inspected_python`` names the interpreter it was made for when not gpudoctor's own."""
     from ..report.base import ReportView
     from ..report.json import JsonReporter
+
+    if getattr(args, "inspected_python", None):
+        fix["inspected_python"] = args.inspected_python
 
     view = ReportView(tuple(report.findings) if report is not None else (),
                       tuple(report.checks) if report is not None else (), extra=fix)

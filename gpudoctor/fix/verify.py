@@ -17,12 +17,20 @@ FIXED, NOT_FIXED, UNKNOWN = "fixed", "NOT fixed", "unknown"
 Diagnose = Callable[[Mapping[str, str], list[str]], Any]
 
 
-def live_diagnose(env: Mapping[str, str], only: list[str] | None, requirements: Any = None) -> Any:
-    """The real thing: the engine over a LiveHost that sees ``env``."""
+def live_diagnose(env: Mapping[str, str], only: list[str] | None, requirements: Any = None,
+                  interpreter: Any = None) -> Any:
+    """The real thing: the engine over a LiveHost that sees ``env``; with ``interpreter``
+    (``gpudoctor.interpreter.Interpreter``, ``fix --python``) its packages are that
+    interpreter's, as ``check --python`` sees them."""
     from ..engine import diagnose
     from ..host.live import LiveHost
 
-    return diagnose(LiveHost(env), only=only or None, requirements=requirements)
+    host = LiveHost(env)
+    if interpreter is not None:
+        from ..interpreter import InterpretedHost
+
+        host = InterpretedHost(host, interpreter)
+    return diagnose(host, only=only or None, requirements=requirements)
 
 
 @dataclass(frozen=True)
