@@ -21,7 +21,9 @@ from ..checks.base import finding
 from ..model import CheckResult, CheckStatus, Finding
 from ..remedies import fixes_for
 
-CHECK_ID = "fsdp-pass"
+# The check carries the training pass's rule id, as the single-GPU pass's checks do (grouped with
+# it in the report); its findings name the cause (nccl-timeout, cuda-oom, ...).
+CHECK_ID = "training-pass-diverged"
 MIN_LOSS_DROP = 0.05  # as the single-GPU pass (train/loop.py); kept here so this module stays torch-free
 
 
@@ -58,47 +60,72 @@ def _max_relative_difference(a: list[float], b: list[float]) -> float:
     return max((abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a, b)), default=float("inf"))
 
 
+def _steps_off_curve(a: list[float], b: list[float], rtol: float, atol: float) -> list[int]:
+    """Steps where |a - b| > rtol * |b| + atol * |b[0]| (see train/fsdp.py for why both parts)."""
+    floor = atol * abs(b[0]) if b else 0.0
+    return [i for i, (x, y) in enumerate(zip(a, b)) if abs(x - y) > rtol * abs(y) + floor]
+
+
+def _curve_problems(label: str, losses: list[float], single: list[float], rtol: float, atol: float) -> list[str]:
+    problems = []
+    finite = all(isinstance(x, (int, float)) and x == x and abs(x) != float("inf") for x in losses)
+    if not finite:
+        return [f"the {label} loss became non-finite: {losses}"]
+    if len(losses) >= 2 and not sum(losses[-2:]) / 2 < losses[0] * (1 - MIN_LOSS_DROP):
+        problems.append(f"the {label} loss did not fall by {MIN_LOSS_DROP:.0%}: {losses[0]:.4f} -> {losses[-1]:.4f}")
+    if not single:
+        problems.append("the single-GPU reference produced no loss curve to compare with")
+    elif len(single) != len(losses):
+        problems.append(f"{len(losses)} {label} steps against {len(single)} single-GPU steps")
+    else:
+        off = _steps_off_curve(losses, single, rtol, atol)
+        if off:
+            i = off[0]
+            problems.append(f"the {label} loss left the single-GPU curve at step {i} ({losses[i]:.6g} against "
+                            f"{single[i]:.6g}; tolerance {rtol:g} relative + {atol:g} x the first loss; "
+                            f"{len(off)} of {len(single)} steps off)")
+    return problems
+
+
 def _learning_problems(ranks: dict) -> tuple[list[str], dict]:
     first = ranks[min(ranks)]
     fsdp = first["fsdp"]
     reference = first.get("single_device") or {}
-    tolerance = float(first.get("loss_relative_tolerance", 0.03))
-    problems: list[str] = []
+    rtol = float(first.get("loss_relative_tolerance", 0.03))
+    atol = float(first.get("loss_absolute_tolerance", 0.0))
     losses, single = fsdp["losses"], reference.get("losses") or []
-    finite = all(isinstance(x, (int, float)) and x == x and abs(x) != float("inf") for x in losses)
-    if not finite:
-        problems.append(f"the FSDP2 loss became non-finite: {losses}")
-    elif len(losses) >= 2 and not sum(losses[-2:]) / 2 < losses[0] * (1 - MIN_LOSS_DROP):
-        problems.append(f"the FSDP2 loss did not fall by {MIN_LOSS_DROP:.0%}: {losses[0]:.4f} -> {losses[-1]:.4f}")
-    difference = _max_relative_difference(losses, single) if single and finite else None
-    if not single:
-        problems.append("the single-GPU reference produced no loss curve to compare with")
-    elif len(single) != len(losses):
-        problems.append(f"{len(losses)} FSDP2 steps against {len(single)} single-GPU steps")
-    elif difference is not None and difference > tolerance:
-        problems.append(f"the FSDP2 loss left the single-GPU curve by {difference:.1%} (tolerance {tolerance:.0%}): "
-                        f"{[round(x, 4) for x in losses]} vs {[round(x, 4) for x in single]}")
-    curves = {r: v["fsdp"]["losses"] for r, v in ranks.items()}
-    if len({tuple(c) for c in curves.values()}) > 1:
-        problems.append(f"the ranks disagree on the mean loss: {curves}")
-    no_grad = set.intersection(*(set(v["fsdp"].get("lora_without_grad", ())) for v in ranks.values()))
-    if no_grad:
-        problems.append(f"{len(no_grad)} of {fsdp['lora_tensors']} LoRA tensors got no non-zero gradient on any rank, "
-                        f"e.g. {sorted(no_grad)[0]}")
-    for key, what in (("nonfinite_grads", "non-finite gradients"), ("base_with_grad", "frozen NF4 tensors with a gradient"),
-                      ("base_changed", "frozen NF4 shards that changed")):
-        hit = sorted({(r, n) for r, v in ranks.items() for n in v["fsdp"].get(key, ())})
-        if hit:
-            problems.append(f"{what} on rank {hit[0][0]}: {hit[0][1]} ({len(hit)} in all)")
-    compiled = [v["fsdp"]["compile"] for v in ranks.values() if v["fsdp"].get("compile")]
+    problems = _curve_problems("FSDP2", losses, single, rtol, atol)
+    compiled_run = first.get("fsdp_compiled")
+    if compiled_run:
+        problems += _curve_problems("compiled FSDP2", compiled_run["losses"], single, rtol, atol)
+    runs = ("fsdp", "fsdp_compiled") if compiled_run else ("fsdp",)
+    for run in runs:
+        curves = {r: v[run]["losses"] for r, v in ranks.items() if v.get(run)}
+        if len({tuple(c) for c in curves.values()}) > 1:
+            problems.append(f"the ranks disagree on the mean loss ({run}): {curves}")
+        no_grad = set.intersection(*(set(v[run].get("lora_without_grad", ())) for v in ranks.values() if v.get(run)))
+        if no_grad:
+            problems.append(f"{len(no_grad)} of {fsdp['lora_tensors']} LoRA tensors got no non-zero gradient on any "
+                            f"rank ({run}), e.g. {sorted(no_grad)[0]}")
+        for key, what in (("nonfinite_grads", "non-finite gradients"),
+                          ("base_with_grad", "frozen NF4 tensors with a gradient"),
+                          ("base_changed", "frozen NF4 shards that changed")):
+            hit = sorted({(r, n) for r, v in ranks.items() for n in (v.get(run) or {}).get(key, ())})
+            if hit:
+                problems.append(f"{what} on rank {hit[0][0]}: {hit[0][1]} ({len(hit)} in all, {run})")
+    compiled = [v["fsdp_compiled"]["compile"] for v in ranks.values() if (v.get("fsdp_compiled") or {}).get("compile")]
     breaks = sum(c["graph_breaks"] for c in compiled)
     if breaks:
         problems.append(f"{breaks} graph breaks under --compile: {compiled[0]['break_reasons'][:3]}")
     if compiled and not all(c.get("graphs") for c in compiled):
         problems.append("--compile compiled no graph on some rank (Dynamo skipped the blocks), so it proved nothing")
+    difference = _max_relative_difference(losses, single) if single else None
     figures = {"loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
                "single_device_losses": single, "fsdp_losses": losses,
-               "max_relative_loss_difference": difference, "tolerance": tolerance,
+               "compiled_fsdp_losses": compiled_run["losses"] if compiled_run else None,
+               "max_relative_loss_difference": difference, "max_absolute_loss_difference":
+                   max((abs(x - y) for x, y in zip(losses, single)), default=None),
+               "tolerance": {"relative": rtol, "absolute_times_first_loss": atol},
                "graph_breaks": breaks if compiled else None}
     return problems, figures
 
@@ -138,8 +165,9 @@ def judge_fsdp(results: dict) -> tuple[list[Finding], list[CheckResult], dict]:
                            + "; ".join(problems) + ".", {"problems": problems, **figures},
                            fixes_for("training-pass-diverged", {"situation": "diverged", "preset": first.get("preset")}))
         return [diverged], [CheckResult(CHECK_ID, CheckStatus.FAIL, diverged.message, findings=(diverged,))], summary
-    curve = f"loss {figures['loss_first']:.3f} -> {figures['loss_last']:.3f}, at most " \
-            f"{figures['max_relative_loss_difference']:.1e} from the single-GPU curve (relative; tolerance {figures['tolerance']:g})"
+    curve = f"loss {figures['loss_first']:.3f} -> {figures['loss_last']:.3g}, every step on the single-GPU curve " \
+            f"(at most {figures['max_absolute_loss_difference']:.2g} apart; tolerance {figures['tolerance']['relative']:g} " \
+            f"relative + {figures['tolerance']['absolute_times_first_loss']:g} x the first loss)"
     compiled = "" if figures["graph_breaks"] is None else ", torch.compile per block with 0 graph breaks"
     if first.get("mode") != "gpu":
         return [], [CheckResult(CHECK_ID, CheckStatus.PASS,
@@ -167,6 +195,9 @@ def fsdp_lines(results: dict, summary: dict) -> list[str]:
     single = ", ".join(f"{x:.3f}" for x in summary["single_device_losses"])
     lines.append(f"  loss FSDP2:      {fsdp}")
     lines.append(f"  loss single GPU: {single}")
+    if summary.get("compiled_fsdp_losses"):
+        compiled = ", ".join(f"{x:.3f}" for x in summary["compiled_fsdp_losses"])
+        lines.append(f"  loss compiled:   {compiled} (graph breaks: {summary.get('graph_breaks')})")
     if summary.get("max_rank_peak_bytes") is not None:
         per = ", ".join(f"rank {r} {_mb(b)}" for r, b in sorted(summary["per_rank_peak_bytes"].items()))
         lines.append(f"  peak memory: {per}; single GPU {_mb(summary['single_device_peak_bytes'])}")

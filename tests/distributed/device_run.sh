@@ -27,7 +27,7 @@ python3 -c "
 import json
 for n in ('nproc2-train','nproc2-p2p-disabled'):
     d=json.load(open('$R/'+n+'.json')); r=d['nccl']['ranks']['0']
-    print(n, r.get('nccl_version'), r.get('transports'), [x['busbw_gbs'] for x in r['all_reduce']], [x['busbw_gbs'] for x in r['all_gather']], r.get('links'), [(c['id'],c['status'],c['reason'][:150]) for c in d['checks'] if c['id'] in ('nccl-bandwidth-low','ranks-differ','rank-unreachable','fsdp-pass')])
+    print(n, r.get('nccl_version'), r.get('transports'), [x['busbw_gbs'] for x in r['all_reduce']], [x['busbw_gbs'] for x in r['all_gather']], r.get('links'), [(c['id'],c['status'],c['reason'][:150]) for c in d['checks'] if c['id'] in ('nccl-bandwidth-low','ranks-differ','rank-unreachable','training-pass-diverged')])
 "
 python3 -c "
 import json
