@@ -10,11 +10,15 @@ import threading
 from typing import Any, Callable, Iterable
 
 from .paths import GpudoctorDirs
+from .probes.compat_data import wheel_library_stems
+from .probes.cuda_libs import probe_ld_path_libraries
+from .probes.dist_metadata import probe_dist_requirements
 from .probes.driver import probe_driver
 from .probes.health import probe_health
 from .probes.libcuda import probe_libcuda, probe_triton_libcuda
 from .probes.linktest import probe_link
 from .probes.packages import probe_packages
+from .probes.python_headers import probe_python_headers
 from .probes.runtime import probe_runtime
 from .probes.system import probe_system
 from .probes.toolchain import probe_toolchain, probe_triton_cc
@@ -57,6 +61,10 @@ class Facts:
             "requirements": lambda: self.requirements,
             "dirs": lambda: GpudoctorDirs.from_env(host.env),
             "env": lambda: dict(host.env),
+            # issue 15's static checks: CUDA libraries on LD_LIBRARY_PATH, Python.h, xformers' torch pin
+            "ld_path_libraries": lambda: probe_ld_path_libraries(host, wheel_library_stems()),
+            "python_headers": lambda: probe_python_headers(host),
+            "xformers": lambda: probe_dist_requirements(host, self.get("packages"), "xformers"),
         }
 
         self._locks = {name: threading.Lock() for name in self._probes}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import capability, driver, health, packages, runtime, toolchain
+from . import builds, capability, compat, driver, health, libraries, packages, runtime, toolchain
 from .base import Check, Skip
 
 CHECKS: tuple[Check, ...] = (
@@ -20,6 +20,8 @@ CHECKS: tuple[Check, ...] = (
     Check("nvcc-host-compiler-unsupported", ("toolchain", "system"), toolchain.check_nvcc_host_compiler_unsupported),
     Check("cuda-home-missing", ("toolchain", "packages"), toolchain.check_cuda_home_missing),
     Check("cuda-version-mismatch", ("toolchain", "packages"), toolchain.check_cuda_version_mismatch),
+    Check("python-headers-missing", ("python_headers", "packages", "system"), builds.check_python_headers_missing),
+    Check("host-compiler-too-old", ("toolchain", "packages"), builds.check_host_compiler_too_old),
     # GPU capability
     Check("torch-arch-unsupported", ("driver", "packages"), capability.check_torch_arch_unsupported),
     Check("bf16-unsupported", ("driver",), capability.check_bf16_unsupported),
@@ -33,6 +35,10 @@ CHECKS: tuple[Check, ...] = (
     Check("flash-attn-abi-mismatch", ("packages",), packages.check_flash_attn_abi_mismatch),
     Check("bitsandbytes-cuda-setup", ("packages", "driver", "env"), packages.check_bitsandbytes_cuda_setup),
     Check("duplicate-distributions", ("packages",), packages.check_duplicate_distributions),
+    Check("peft-transformers-incompatible", ("packages",), compat.check_peft_transformers_incompatible),
+    Check("bitsandbytes-triton-incompatible", ("packages",), compat.check_bitsandbytes_triton_incompatible),
+    Check("xformers-abi-mismatch", ("packages", "xformers"), compat.check_xformers_abi_mismatch),
+    Check("cuda-library-shadowed", ("ld_path_libraries", "packages"), libraries.check_cuda_library_shadowed),
     # runtime
     Check("triton-cache-unwritable", ("runtime", "packages", "dirs"), runtime.check_triton_cache_unwritable),
     Check("shm-too-small", ("system",), runtime.check_shm_too_small),

@@ -1,11 +1,12 @@
-"""Remedies for the failures that only a log shows (issue 15): collective timeouts and
-training-code mistakes around mixed precision and gradient checkpointing."""
+"""Remedies for the rules of issue 15: collective timeouts, training-code mistakes around mixed
+precision and gradient checkpointing, and the package, library and build problems that the
+static checks (gpudoctor/checks/compat.py, builds.py, libraries.py) also find before training."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..model import CodeEdit, Fix, SuggestCommand
+from ..model import CodeEdit, Fix, RemoveFromPathVar, SetEnv, SuggestCommand
 
 
 def nccl_timeout(v: Mapping[str, Any]) -> list[Fix]:
@@ -36,8 +37,9 @@ def gradient_checkpointing_no_input_grads(v: Mapping[str, Any]) -> list[Fix]:
 
 
 def bitsandbytes_triton_incompatible(v: Mapping[str, Any]) -> list[Fix]:
-    return [Fix("manual", "Upgrade bitsandbytes: releases after 0.45.2 no longer import triton.ops, which Triton 3.2 removed.",
-                (SuggestCommand("pip install -U 'bitsandbytes>=0.45.3'"),))]
+    # bitsandbytes PR #1413 (released in 0.45.1) vendored the perf model it took from triton.ops
+    return [Fix("manual", "Upgrade bitsandbytes: 0.45.1 and later no longer import triton.ops, which Triton 3.2 removed.",
+                (SuggestCommand("pip install -U 'bitsandbytes>=0.45.1'"),))]
 
 
 def windows_dll_load_failed(v: Mapping[str, Any]) -> list[Fix]:
@@ -50,6 +52,10 @@ def windows_dll_load_failed(v: Mapping[str, Any]) -> list[Fix]:
 
 
 def cuda_library_shadowed(v: Mapping[str, Any]) -> list[Fix]:
+    directories = tuple(v.get("shadow_dirs") or ())
+    if directories:  # the static check saw which LD_LIBRARY_PATH entries hold the older copies
+        return [Fix("user", f"Remove {', '.join(directories)} from LD_LIBRARY_PATH, so the libraries torch's wheels ship "
+                            "are loaded.", tuple(RemoveFromPathVar("LD_LIBRARY_PATH", d) for d in directories))]
     shadow = v.get("shadow_path")
     where = f" ({shadow} was loaded)" if shadow else ""
     return [Fix("manual", f"Load the CUDA libraries that torch's wheel ships{where}: take the system CUDA toolkit's lib64 "
@@ -58,26 +64,52 @@ def cuda_library_shadowed(v: Mapping[str, Any]) -> list[Fix]:
                  SuggestCommand("pip install -U nvidia-nvjitlink-cu12")))]
 
 
+_DEV_PACKAGE = {"apt": "python{v}-dev", "dnf": "python{v}-devel", "yum": "python{v}-devel", "zypper": "python{n}-devel"}
+
+
 def python_headers_missing(v: Mapping[str, Any]) -> list[Fix]:
+    version, manager, base = v.get("python_version"), v.get("package_manager"), v.get("base_prefix")
+    rebuild = SuggestCommand("python -c \"import sysconfig; print(sysconfig.get_paths()['include'])\"")
+    if version and base in ("/usr", "/usr/local") and manager in _DEV_PACKAGE:
+        # the distribution's own Python: its -dev package puts Python.h where sysconfig says
+        package = _DEV_PACKAGE[manager].format(v=version, n=version.replace(".", ""))
+        return [Fix("manual", f"Install the headers of Python {version} ({package}), then run the job again (Triton "
+                              "rebuilds its launcher on the next kernel).", (SuggestCommand(f"sudo {manager} install {package}"),
+                                                                              rebuild))]
+    if version and base:
+        return [Fix("manual", f"The Python in {base} ships no headers: use a build of Python {version} that has them "
+                              "(python.org, conda, uv's managed CPython, or the distribution's python3-dev), then "
+                              "recreate the environment on it.", (rebuild,))]
     return [Fix("manual", "Install the development headers of the Python that runs the job (they must match its version), "
                           "then clear Triton's cache so the launcher is rebuilt.",
-                (SuggestCommand("sudo apt install python3-dev  # or python3.X-dev / python3-devel"),
-                 SuggestCommand("python -c \"import sysconfig; print(sysconfig.get_paths()['include'])\"")))]
+                (SuggestCommand("sudo apt install python3-dev  # or python3.X-dev / python3-devel"), rebuild))]
 
 
 def host_compiler_too_old(v: Mapping[str, Any]) -> list[Fix]:
     need = v.get("min_version")
+    need = int(need) if str(need).isdigit() else None
     what = f"{v.get('compiler', 'GCC')} {need} or later" if need else "a newer GCC"
-    return [Fix("manual", f"Build with {what}: load or install a newer compiler, point CC/CXX (and CUDAHOSTCXX) at it, "
-                          "and rebuild the extension.",
-                (SuggestCommand("conda install -c conda-forge gxx_linux-64=12  # or: module load gcc/12"),
-                 SuggestCommand("CC=$(which gcc) CXX=$(which g++) pip install --no-build-isolation <package>")))]
+    fixes = []
+    # an installed gcc that is new enough, the oldest such (nvcc accepts only gcc up to its own limit)
+    usable = sorted(m for m, (_, gxx) in (v.get("gcc_by_major") or {}).items() if need and m >= need and gxx)
+    if usable and v.get("compiler", "GCC") == "GCC":
+        cc, cxx = v["gcc_by_major"][usable[0]]
+        fixes.append(Fix("user", f"Build with the installed {cc} (gcc {usable[0]}): export CC and CXX.",
+                         (SetEnv("CC", cc), SetEnv("CXX", cxx))))
+    fixes.append(Fix("manual", f"Build with {what}: load or install a newer compiler, point CC/CXX (and CUDAHOSTCXX) at "
+                               "it, and rebuild the extension.",
+                     (SuggestCommand("conda install -c conda-forge gxx_linux-64=12  # or: module load gcc/12"),
+                      SuggestCommand("CC=$(which gcc) CXX=$(which g++) pip install --no-build-isolation <package>"))))
+    return fixes
 
 
 def xformers_abi_mismatch(v: Mapping[str, Any]) -> list[Fix]:
-    return [Fix("manual", "Install the xFormers build for the installed torch and CUDA (or install both in one pip "
+    torch = v.get("torch")
+    for_torch = f"torch {torch}" if torch else "the installed torch and CUDA"
+    return [Fix("manual", f"Install the xFormers build made for {for_torch} (or install torch and xformers in one pip "
                           "command so they resolve together), then check that its kernels load.",
-                (SuggestCommand("pip install -U xformers --index-url https://download.pytorch.org/whl/cu121"),
+                (SuggestCommand(f"pip install -U xformers 'torch=={torch}'" if torch else
+                                "pip install -U xformers --index-url https://download.pytorch.org/whl/cu121"),
                  SuggestCommand("python -m xformers.info")))]
 
 
@@ -96,6 +128,11 @@ def weights_offloaded_to_cpu(v: Mapping[str, Any]) -> list[Fix]:
 
 def peft_transformers_incompatible(v: Mapping[str, Any]) -> list[Fix]:
     package = v.get("package") or "transformers"
+    fixed_by = v.get("fixed_by")
+    if fixed_by:  # a known pair (rules/compat.toml): the release that works
+        first = fixed_by.split(",")[0].strip()
+        return [Fix("manual", f"Install {fixed_by}: that release and the installed one work together.",
+                    (SuggestCommand(f"pip install '{first}'"),))]
     return [Fix("manual", f"Install versions of {package} and the packages that import it made for each other: upgrade them "
                           "together so pip resolves a consistent set (or pin the set your project was tested with).",
                 (SuggestCommand("pip install -U transformers peft accelerate trl"),))]

@@ -70,6 +70,11 @@ def apply_patch(data: dict, patch: dict) -> None:
         data["distributions"] = [d for d in data.get("distributions") or [] if d["name"].lower() != name.lower()]
     if "system" in patch:
         data["system"] = {**data.get("system", {}), **patch["system"]}
+    if "commands" in patch:  # a command's recorded answer, replaced or added (by argv)
+        by_argv = {tuple(c["argv"]): c for c in data.get("commands") or []}
+        for command in patch["commands"]:
+            by_argv[tuple(command["argv"])] = {"error": None, "returncode": 0, "stderr": "", "timed_out": False, **command}
+        data["commands"] = list(by_argv.values())
 
 
 def load_cases() -> list[RuleCase]:
