@@ -37,7 +37,9 @@ def _usage_problem(args) -> str | None:
     if getattr(args, "markdown", False):
         return "--markdown is not supported with --distributed/--nproc (use --json or the terminal report)"
     if importlib.util.find_spec("torch") is None:
-        return "--distributed and --nproc need torch (torch.distributed's rendezvous store): pip install 'gpudoctor[train]'"
+        from ..train.protocol import install_hint
+
+        return f"--distributed and --nproc need torch (torch.distributed's rendezvous store): {install_hint()}"
     return None
 
 
