@@ -68,6 +68,9 @@ def run(args) -> int:
     except HostError as exc:
         sys.stderr.write(f"gpudoctor: error: {exc}\n")
         return EXIT_UNREADABLE
+    probed: list = []  # the Machine, once the diagnosis asked for it
+    if machine is not None:
+        machine = _remembered(machine, probed)
     try:
         findings = diagnose_paths(list(args.files), machine=machine)
     except LogInputError as exc:
@@ -81,11 +84,23 @@ def run(args) -> int:
     from ..report.base import ReportView
 
     extra = {"filtered_out": filtered_out} if filtered_out else {}
+    if findings:
+        # the ids `gpudoctor fix` would plan here: what this machine's static checks found (none
+        # with --no-probe); a finding outside it shows its steps by hand, never a fix that finds nothing
+        extra["fixable_here"] = sorted(probed[0].static_fixes) if probed else []
     if not recognised:
         extra["unrecognised"] = _unrecognised(args.files)
     view = ReportView(tuple(findings), title="gpudoctor explain", extra=extra)
     sys.stdout.write(_reporter(args).render(view))
     return EXIT_RECOGNISED if findings else EXIT_NONE
+
+
+def _remembered(machine, probed: list):
+    def probe():
+        if not probed:
+            probed.append(machine())
+        return probed[0]
+    return probe
 
 
 def _unrecognised(files) -> dict:

@@ -224,15 +224,16 @@ def _report_warnings(watches) -> None:
     from ..model import Severity
 
     found: dict[str, object] = {}
-    extra = {}
+    extra: dict = {}
+    probed: list = []
     try:
         for watch in watches:
-            for finding in watch.findings(machine=_this_machine):
+            for finding in watch.findings(machine=_remembered_machine(probed)):
                 if finding.severity == Severity.WARNING:
                     found.setdefault(finding.id, finding)
     except Exception as exc:  # noqa: BLE001 - the command succeeded; our scan failing must not change that
         extra = {"scan_error": f"{type(exc).__name__}: {exc}"}
-    _print_run_report(0, 0, tuple(found.values()), extra)
+    _print_run_report(0, 0, tuple(found.values()), {**extra, **_fixable_here(probed)})
 
 
 def _print_run_report(code: int, lines_read: int, findings, extra) -> None:
@@ -253,14 +254,29 @@ def _this_machine():
 
 
 def _diagnose(lines: list[str], code: int) -> None:
-    findings, extra = (), {}
+    findings, extra, probed = (), {}, []
     try:
         from ..logs import diagnose_lines
     except ImportError:
         extra = {"scan_error": "log diagnosis is not available in this install; try `gpudoctor check`"}
     else:
         try:
-            findings = diagnose_lines(lines, machine=_this_machine)
+            findings = diagnose_lines(lines, machine=_remembered_machine(probed))
         except Exception as exc:  # noqa: BLE001 - the command's exit code matters more than our diagnosis
             extra = {"scan_error": f"{type(exc).__name__}: {exc}"}
-    _print_run_report(code, len(lines), findings, extra)
+    _print_run_report(code, len(lines), findings, {**extra, **_fixable_here(probed)})
+
+
+def _remembered_machine(probed: list):
+    """``_this_machine``, probed at most once, kept in ``probed`` for ``_fixable_here``."""
+    def machine():
+        if not probed:
+            probed.append(_this_machine())
+        return probed[0]
+    return machine
+
+
+def _fixable_here(probed: list) -> dict:
+    """The ids `gpudoctor fix` would plan on this machine (what its static checks found); a
+    finding outside them shows its steps by hand, never a `gpudoctor fix` that finds nothing."""
+    return {"fixable_here": sorted(probed[0].static_fixes) if probed else []}

@@ -40,6 +40,17 @@ class Plan:
         return not self.steps
 
 
+def refindable_ids(checks) -> set[str]:
+    """The finding ids ``gpudoctor fix`` would find again on the machine these check results
+    come from: it plans from the static checks alone, so only what a static check found
+    (not a log line, not the training pass) can be sent to it."""
+    from ..knowledge import load_catalogue
+
+    catalogue = load_catalogue()
+    return {f.id for c in checks for f in c.findings
+            if c.id in catalogue and "static" in catalogue[c.id].detected_by}
+
+
 def choose_fix(finding: Finding, scope: str) -> Fix | None:
     """The first fix of the scope's kind; a user fix is the default, a system fix is what
     ``--system`` asks for."""

@@ -11,16 +11,19 @@ from .terminal import _shown, print_findings, rendered
 
 class ExplainReporter:
     """``render(view) -> str``. ``view.extra``: ``filtered_out`` (ids recognised but deselected),
-    ``unrecognised`` (no known cause: the last exception of the log)."""
+    ``unrecognised`` (no known cause: the last exception of the log), ``fixable_here`` (the ids
+    `gpudoctor fix` would plan on this machine; the others show their steps by hand)."""
 
     def __init__(self, files, verbose: bool = False, tty: bool = False) -> None:
         self.files, self.verbose, self.tty = list(files), verbose, tty
 
     def render(self, report) -> str:
+        fixable = report.extra.get("fixable_here")
         return rendered(self._write(report.findings, report.extra.get("unrecognised"),
-                                    report.extra.get("filtered_out", ())), self.tty)
+                                    report.extra.get("filtered_out", ()),
+                                    None if fixable is None else set(fixable)), self.tty)
 
-    def _write(self, findings, unrecognised=None, filtered_out=()):
+    def _write(self, findings, unrecognised=None, filtered_out=(), plannable=None):
         def write(console: Console) -> None:
             names = ", ".join("<stdin>" if f == "-" else f for f in self.files)
             console.print(f"[bold]gpudoctor explain[/] {_shown(names)}")
@@ -37,10 +40,10 @@ class ExplainReporter:
             causes = [f for f in findings if not f.evidence.get("consequence")]
             consequences = [f for f in findings if f.evidence.get("consequence")]
             console.print("[bold]Most likely cause first[/]")
-            print_findings(console, causes, self.verbose)
+            print_findings(console, causes, self.verbose, plannable=plannable)
             if consequences:
                 console.print("[bold]Consequences of the above[/] [dim](same failure, reported later in the log)[/]")
-                print_findings(console, consequences, self.verbose)
+                print_findings(console, consequences, self.verbose, plannable=plannable)
             for f in findings[:1]:
                 where = f.evidence.get("log"), f.evidence.get("line_number")
                 console.print(f"[dim]first seen: {_shown(str(where[0]))}:{where[1]}[/]")

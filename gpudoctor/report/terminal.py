@@ -8,7 +8,7 @@ from typing import Iterable
 from rich.console import Console
 from rich.markup import escape
 
-from ..fix.actions import fix_lines
+from ..fix.actions import fix_lines, fix_scope_suggested
 from ..knowledge import load_catalogue
 from ..model import CheckResult, CheckStatus, Finding, Severity
 from .text import printable
@@ -66,8 +66,9 @@ def not_run_reasons(checks: Iterable[CheckResult]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda item: -item[1])
 
 
-def status_line(findings: list[Finding], checks: list[CheckResult]) -> str:
-    """The last line: never "No problems found" for checks that did not run (issue 13 item 3)."""
+def status_line(findings: list[Finding], checks: list[CheckResult], plannable: set[str] | None = None) -> str:
+    """The last line: never "No problems found" for checks that did not run (issue 13 item 3);
+    ``gpudoctor fix`` named only when it would plan something for these findings (issue 13 item 6)."""
     ran = sum(r.status in (CheckStatus.PASS, CheckStatus.FAIL) for r in checks)
     not_run = len(checks) - ran
     tail = f"; {not_run} could not run (-v: why)" if not_run else ""
@@ -81,13 +82,17 @@ def status_line(findings: list[Finding], checks: list[CheckResult]) -> str:
         return f"[green]No problems found in the {ran} checks that ran[/]{tail}."
     errors = sum(f.severity == Severity.ERROR for f in findings)
     warnings = sum(f.severity == Severity.WARNING for f in findings)
+    review = fix_scope_suggested(findings, plannable)
     return (f"{errors} error(s), {warnings} warning(s) in the {ran} checks that ran{tail}. "
-            "Fix them with `gpudoctor fix --dry-run`.")
+            + (f"Review the fixes with `{review}`." if review else "Each finding above says how to fix it."))
 
 
-def print_findings(console: Console, findings: Iterable[Finding], verbose: bool = False, not_loaded=None) -> None:
+def print_findings(console: Console, findings: Iterable[Finding], verbose: bool = False, not_loaded=None,
+                   plannable: set[str] | None = None) -> None:
     """``not_loaded``: check's ``fixed_not_loaded`` section (ids fixed by the env file that this
-    shell has not loaded): those findings point at loading it, not at running fix again."""
+    shell has not loaded): those findings point at loading it, not at running fix again.
+    ``plannable``: the ids ``gpudoctor fix`` would find on this machine (None: all); the others
+    show their steps to run by hand, never a `gpudoctor fix` that would find nothing."""
     pending = set((not_loaded or {}).get("ids", ()))
     for f in findings:
         mark, style = _SEVERITY_STYLE[f.severity]
@@ -99,7 +104,7 @@ def print_findings(console: Console, findings: Iterable[Finding], verbose: bool 
             continue
         for fix in f.fixes:
             console.print(f"      [cyan]fix[/] [dim]({_shown(fix.kind)})[/] {_shown(fix.summary)}", highlight=False)
-            for line in fix_lines(f.id, fix, verbose):
+            for line in fix_lines(f.id, fix, verbose, plannable is None or f.id in plannable):
                 console.print(f"        {_shown(line)}", highlight=False)
         if verbose and f.evidence:
             for key, value in f.evidence.items():
@@ -121,9 +126,12 @@ def print_requirements(console: Console, requirements) -> None:
 def print_report(console: Console, findings: Iterable[Finding], checks: Iterable[CheckResult],
                  title: str = "gpudoctor", summary: list[str] | None = None, verbose: bool = False,
                  requirements=(), not_loaded=None) -> None:
+    from ..fix.plan import refindable_ids
+
     findings = list(findings)
     checks = list(checks)
     catalogue = load_catalogue()
+    plannable = refindable_ids(checks)  # a log finding the static checks do not find: steps by hand
     console.print(f"[bold]{_shown(title)}[/]")
     for line in summary or []:
         console.print(f"  [dim]{_shown(line)}[/]", highlight=False)
@@ -142,12 +150,12 @@ def print_report(console: Console, findings: Iterable[Finding], checks: Iterable
                 console.print(f"    [dim]- {_shown(result.id)}: skipped, {_shown(result.reason)}[/]", highlight=False)
             elif result.status == CheckStatus.ERROR:
                 console.print(f"    [yellow]![/] {_shown(result.id)}: [yellow]check crashed[/] — {_shown(result.reason)}", highlight=False)
-            print_findings(console, result.findings, verbose, not_loaded)
+            print_findings(console, result.findings, verbose, not_loaded, plannable)
             shown.update(id(f) for f in result.findings)
     rest = [f for f in findings if id(f) not in shown]
     if rest:
         console.print("[bold]From logs[/]")
-        print_findings(console, rest, verbose, not_loaded)
+        print_findings(console, rest, verbose, not_loaded, plannable)
     print_requirements(console, requirements)
     reasons = not_run_reasons(checks)
     for reason, count in reasons[:None if verbose else 3]:
@@ -158,7 +166,7 @@ def print_report(console: Console, findings: Iterable[Finding], checks: Iterable
     if unmet:
         console.print(f"[red]{len(unmet)} required feature(s) not verified[/] ({_shown(', '.join(r['feature'] for r in unmet))}): "
                       "the gate fails.")
-    console.print(status_line(findings, checks))
+    console.print(status_line(findings, checks, plannable))
     if not_loaded and not_loaded.get("ids"):
         console.print(f"{len(not_loaded['ids'])} of them already fixed in {_shown(not_loaded['env_file'])}: load it with "
                       f"{_shown(not_loaded['load'])}")

@@ -51,3 +51,13 @@ def test_the_cli_formats_nothing_itself():
     names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     names |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
     assert not names & {"fix_lines", "printable"}, names & {"fix_lines", "printable"}
+
+
+def test_a_finding_this_machine_does_not_show_gets_its_steps_not_a_fix_that_finds_nothing():
+    """`gpudoctor fix` plans from this machine's static checks: a finding they do not find here
+    (fixable_here without its id) shows the steps by hand, and no `gpudoctor fix` line at all."""
+    elsewhere = RunReporter(1, 3).render(ReportView((ERROR,), extra={"fixable_here": []}))
+    assert "gpudoctor fix" not in elsewhere
+    assert "$ case " in elsewhere and "LIBRARY_PATH" in elsewhere and "run these where it failed" in elsewhere
+    here = RunReporter(1, 3).render(ReportView((ERROR,), extra={"fixable_here": [ERROR.id]}))
+    assert f"$ gpudoctor fix --only {ERROR.id}" in here and "gpudoctor fix --dry-run" in here

@@ -97,15 +97,36 @@ def applicable(fix: Fix) -> bool:
 
 
 
-def fix_lines(finding_id: str, fix: Fix, verbose: bool = False) -> list[str]:
+def fix_lines(finding_id: str, fix: Fix, verbose: bool = False, plannable: bool = True) -> list[str]:
     """What a human report shows under a fix. A user fix: the ``gpudoctor fix`` command that
     performs it (and records it for undo), with its shell steps under ``-v``. A system fix: the
     root commands themselves, then the ``gpudoctor fix --system`` that runs and records them.
-    Anything else: the commands to run."""
+    Anything else: the commands to run.
+
+    ``plannable`` False: ``gpudoctor fix`` would not plan this finding here, because it plans from
+    the static checks of this machine and they do not find it (a finding read from a log of
+    another machine or environment, or with no machine at all). Sending the user there would end
+    in "nothing to fix" (issue 13 item 6), so the steps are shown to be run by hand instead."""
     commands = ["$ " + c for c in fix_commands(fix)]
+    if fix.kind in ("user", "system") and applicable(fix) and not plannable:
+        return commands + ["# this machine's checks do not find it now (the log may come from another machine or "
+                           "environment): run these where it failed, after `gpudoctor check` there"]
     if fix.kind == "user" and applicable(fix):
         lines = [f"$ gpudoctor fix --only {finding_id}   # no root; review first with --dry-run"]
         return lines + (["  does: " + c[2:] for c in commands] if verbose else [])
     if fix.kind == "system" and applicable(fix):
         return commands + [f"$ gpudoctor fix --system --only {finding_id}   # the same, recorded for --undo"]
     return commands
+
+
+def fix_scope_suggested(findings, plannable: "set[str] | None" = None) -> str | None:
+    """The ``gpudoctor fix`` review command worth suggesting for these findings: the user-local
+    one when one of them has a user fix it would plan, else ``--system`` when one has a system
+    fix, else None (no command would plan anything: none is suggested)."""
+    kinds = {fix.kind for f in findings if plannable is None or f.id in plannable
+             for fix in f.fixes if fix.kind in ("user", "system") and applicable(fix)}
+    if "user" in kinds:
+        return "gpudoctor fix --dry-run"
+    if "system" in kinds:
+        return "gpudoctor fix --system --dry-run"
+    return None
