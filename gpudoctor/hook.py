@@ -376,12 +376,12 @@ def _run_checks(options: dict, requirements: dict | None) -> dict:
     from .host.live import LiveHost
 
     host = LiveHost()
+    # NVML first, before anything else is imported: nvmlInit and the health queries spend tens of
+    # milliseconds in the driver with the GIL released (ctypes), the longest probe on a GPU host
+    # (bench/preflight_timeline.py on the H200), so they overlap every import below.
+    host.start_nvml()
     facts = None
-    if options.get("skip"):
-        # With skip= the needed probes are only known from the checks, so they wait for the
-        # engine as usual; the driver's NVML initialization still overlaps the import.
-        host.start_nvml()
-    else:
+    if not options.get("skip"):
         # Every probe gets its own thread before the checks are imported, so their
         # subprocesses (ldconfig, compiler versions, the link test) and NVML's initialization
         # run while the import does. The threads start before anything CPU-bound runs beside
@@ -390,9 +390,15 @@ def _run_checks(options: dict, requirements: dict | None) -> dict:
 
         facts = Facts(host, requirements)
         facts.prefetch_in_background(facts.names)
+    # With skip= the needed probes are only known from the checks, so they wait for the engine.
     from .engine import diagnose
     from .model import Severity
+    # Imported now, while the probes' threads wait on NVML and subprocesses, rather than after
+    # the checks, where they would lengthen the critical path (the JSON form of a finding derives
+    # its commands from the fix actions' modules).
+    from .fix import actions as _fix_actions  # noqa: F401
     from .report.json import finding_to_json
+    from .requirement_verdicts import verify_requirements
 
     report = diagnose(host, skip=options.get("skip") or None, requirements=requirements, facts=facts)
     findings = list(report.findings)
@@ -400,8 +406,6 @@ def _run_checks(options: dict, requirements: dict | None) -> dict:
     # needs neither the model nor a copy of its ranks.
     blocking = {mode: [i for i, f in enumerate(findings) if f.severity.rank >= threshold.rank]
                 for mode, threshold in (("default", Severity.ERROR), ("strict", Severity.WARNING))}
-    from .requirement_verdicts import verify_requirements
-
     verdicts = [v.to_json() for v in verify_requirements(requirements, report.checks, facts)]
     return {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": len(report.checks),
             "findings": [finding_to_json(f) for f in findings], "blocking": blocking, "requirements": verdicts}
