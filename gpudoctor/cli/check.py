@@ -82,6 +82,11 @@ def run(args) -> int:
     host, inspecting = open_host(args)
     requirements = parse_requirements(args.require)
     facts = Facts(host, requirements)
+    if not (args.only or args.skip or args.snapshot):
+        # As preflight does: the probes' subprocesses and NVML start now, and the reporter's
+        # imports (rich, for the terminal) run while they wait instead of after the checks.
+        facts.prefetch_in_background(facts.names)
+    reporter = _reporter(args)
     log_findings: list = []
     if args.log:
         try:
@@ -151,7 +156,7 @@ def run(args) -> int:
 
         extra["environment"] = environment(report.facts, host)
     view = ReportView(report.findings, report.checks, title="gpudoctor check", summary=tuple(summary), extra=extra)
-    sys.stdout.write(_reporter(args).render(view))
+    sys.stdout.write(reporter.render(view))
     if train_pass is not None and not (args.json or args.markdown):
         from ..train.display import TrainReporter
 
