@@ -5,7 +5,11 @@ backward = 2.5 x forward (so forward+backward = 3.5 x forward), causal counts ha
 median of triton.testing.do_bench. Tokens per shape are fixed (batch * seq = 16k, 32 heads) so
 every shape fills the GPU.
 
-    python bench/attention.py --out bench/results/attention-h200.json [--sweep]
+    python bench/attention.py --out bench/results/attention-h200.json [--sweep] [--host]
+    python bench/attention.py --sweep-only --sweep --host --shapes hd40,hd256 --out ...
+
+--sweep times whole configurations (see sweep_candidates) against every SDPA backend at the
+shapes of SWEEP_SHAPES; --host shows where one call's time goes at the training pass's shape.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import argparse
 import datetime
 import json
 import math
+import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -73,21 +79,21 @@ def time_ms(run, inputs):
                                    return_mode="median")
 
 
-def make_inputs(batch, heads, kv_heads, seq, head_dim, mode, seed):
+def make_inputs(batch, heads, kv_heads, seq, head_dim, mode, seed, dtype=torch.bfloat16):
     generator = torch.Generator(device="cuda").manual_seed(seed)
-    q = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
-                    generator=generator)
-    k, v = (torch.randn(batch, kv_heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
+    q = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=dtype, generator=generator)
+    k, v = (torch.randn(batch, kv_heads, seq, head_dim, device="cuda", dtype=dtype,
                         generator=generator) for _ in range(2))
     for tensor in (q, k, v):
         tensor.requires_grad_(mode == "fwd+bwd")
     return q, k, v
 
 
-def measure(provider, batch, heads, seq, head_dim, causal, mode, config=None, kv_heads=None):
+def measure(provider, batch, heads, seq, head_dim, causal, mode, config=None, kv_heads=None,
+            dtype=torch.bfloat16):
     kv_heads = kv_heads or heads
     q, k, v = make_inputs(batch, heads, kv_heads, seq, head_dim, mode,
-                          hash((provider, seq, head_dim, causal, mode)) % 2**31)
+                          hash((provider, seq, head_dim, causal, mode)) % 2**31, dtype)
     try:
         run = make_runner(provider, q, k, v, causal, mode, config)
         milliseconds = time_ms(run, [q, k, v])
@@ -108,144 +114,278 @@ def check_against_sdpa(batch, heads, seq, head_dim, causal):
 
 
 # ----------------------------------------------------------------------------------------------
-# --sweep: tiles per kernel at the shapes the issue found slowest, compiled in parallel first.
+# --sweep: whole configurations (tiles, tensor descriptors, warp specialization, atomic dQ) at
+# the shapes issue 18 found slowest, each SDPA backend beside them in the same run. Worker
+# processes compile and check every candidate first (a candidate that fails to compile, crashes
+# or disagrees with SDPA-math is not timed), then one process times them one after another.
 # ----------------------------------------------------------------------------------------------
 
-# (name, batch, heads, kv_heads, seq, head_dim, causal)
+# (name, batch, heads, kv_heads, seq, head_dim, causal, dtype)
 SWEEP_SHAPES = [
-    ("hd80-train", 4, 32, 32, 256, 80, True),  # the training pass's own shape
-    ("hd256", 4, 32, 32, 4096, 256, True),
-    ("hd128-gqa4", 4, 32, 8, 4096, 128, True),
-    ("hd112-full", 4, 32, 32, 4096, 112, False),
-    ("hd64-s1024", 16, 32, 32, 1024, 64, True),
-    ("hd40", 4, 32, 32, 4096, 40, True),
+    ("hd80-train", 4, 32, 32, 256, 80, True, "bf16"),  # the training pass's own shape
+    ("hd80", 4, 32, 32, 4096, 80, True, "bf16"),
+    ("hd256", 4, 32, 32, 4096, 256, True, "bf16"),
+    ("hd128-gqa4", 4, 32, 8, 4096, 128, True, "bf16"),
+    ("hd128-gqa4-fp16", 4, 32, 8, 4096, 128, True, "fp16"),
+    ("hd112-full", 4, 32, 32, 4096, 112, False, "bf16"),
+    ("hd64-s1024", 16, 32, 32, 1024, 64, True, "bf16"),
+    ("hd40", 4, 32, 32, 4096, 40, True, "bf16"),
+    ("hd128-gqa8-s16k", 1, 32, 4, 16384, 128, True, "bf16"),
 ]
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 T = KernelTiles
-SWEEP_TILES = {
-    # forward: block_m queries x block_n keys; dK/dV: block_m queries walked per block_n keys;
-    # dQ: block_m queries, walking block_n keys.
-    "narrow": {
-        "forward": [T(128, 64, 4, 3), T(128, 64, 8, 3), T(128, 128, 8, 3), T(128, 128, 8, 2),
-                    T(64, 64, 4, 3), T(128, 32, 4, 4), T(64, 32, 4, 4), T(128, 64, 4, 4)],
-        "backward_dkdv": [T(64, 128, 8, 3), T(32, 128, 4, 3), T(32, 64, 4, 3), T(64, 64, 4, 3),
-                          T(32, 128, 8, 3), T(16, 64, 4, 4), T(64, 128, 4, 2)],
-        "backward_dq": [T(128, 64, 8, 3), T(128, 32, 4, 5), T(64, 64, 4, 3), T(64, 32, 4, 3),
-                        T(128, 32, 8, 3), T(64, 64, 4, 4)],
-    },
-    "wide": {  # head_dim > 128
-        "forward": [T(64, 64, 4, 2), T(128, 64, 8, 2), T(128, 32, 8, 2), T(128, 32, 8, 3),
-                    T(64, 32, 4, 3), T(128, 64, 8, 1), T(64, 64, 8, 2)],
-        "backward_dkdv": [T(32, 32, 4, 2), T(16, 64, 4, 2), T(32, 64, 8, 2), T(16, 64, 8, 2),
-                          T(32, 64, 4, 2), T(64, 64, 8, 1), T(16, 32, 4, 3)],
-        "backward_dq": [T(64, 32, 8, 2), T(64, 64, 8, 2), T(128, 32, 8, 2), T(64, 32, 4, 2),
-                        T(32, 64, 4, 2), T(128, 64, 8, 1)],
-    },
-}
 
 
-def sweep_jobs():
-    """Every (shape, kernel, candidate config) the sweep times, the default tiles first."""
-    jobs = []
-    for shape in SWEEP_SHAPES:
-        head_dim = shape[5]
-        base = select_config(torch.cuda.get_device_capability(), head_dim)
-        tiles = SWEEP_TILES["wide" if head_dim > 128 else "narrow"]
-        jobs.append((shape, "default", base))
-        for kernel, candidates in tiles.items():
-            for candidate in candidates:
-                if candidate != getattr(base, kernel) and _legal(kernel, candidate):
-                    jobs.append((shape, kernel, replace(base, **{kernel: candidate})))
-    return jobs
+# Shapes that get only the main variants (the full list runs at the other shapes).
+SHORT_SWEEP = {"hd80-train", "hd128-gqa4-fp16", "hd128-gqa8-s16k"}
+SHORT_CANDIDATES = {"shipped", "pointer", "tma", "tma-atomic", "fwd-tma-64x64w4s3", "fwd-ws-128x128w4s2",
+                    "fwd-ws-128x64w4s2", "atomic-32x64w8s2", "atomic-64x64w8s2", "dkdv-32x64w8s2"}
 
 
-def _legal(kernel, tiles):
-    """The causal split into off-diagonal and diagonal loops needs the outer tile to be a whole
-    number of inner tiles (outer: block_m for the forward and dQ, block_n for dK/dV)."""
-    if kernel == "backward_dkdv":
-        return tiles.block_n % tiles.block_m == 0
-    return tiles.block_m % tiles.block_n == 0
+def sweep_candidates(shape):
+    """(name, config) pairs: the shipped config first, then variants of it (a variant equal to
+    an earlier one is left out)."""
+    head_dim = shape[5]
+    base = select_config(torch.cuda.get_device_capability(), head_dim)
+    tma = replace(base, tma=True)
+    with_forward = lambda tiles: replace(tma, forward=tiles)  # noqa: E731
+    with_dkdv = lambda tiles, **kw: replace(tma, backward_dkdv=tiles, **kw)  # noqa: E731
+    pointer = replace(base, tma=False, atomic_dq=False,
+                      forward=replace(base.forward, warp_specialize=False))
+    options = [("shipped", base), ("pointer", pointer), ("tma", tma),
+               ("tma-atomic", replace(tma, atomic_dq=True))]
+    if head_dim <= 128:
+        options += [
+            ("fwd-tma-128x128w8s2", with_forward(T(128, 128, 8, 2))),
+            ("fwd-tma-128x64w8s3", with_forward(T(128, 64, 8, 3))),
+            ("fwd-tma-64x64w4s3", with_forward(T(64, 64, 4, 3))),
+            ("fwd-ws-128x128w4s2", with_forward(T(128, 128, 4, 2, True))),
+            ("fwd-ws-128x64w4s2", with_forward(T(128, 64, 4, 2, True))),
+            ("fwd-ws-128x64w4s3", with_forward(T(128, 64, 4, 3, True))),
+            ("dkdv-32x64w8s2", with_dkdv(T(32, 64, 8, 2))),
+            ("dkdv-64x64w8s2", with_dkdv(T(64, 64, 8, 2))),
+            ("dkdv-32x128w8s2", with_dkdv(T(32, 128, 8, 2))),
+            ("atomic-32x64w8s2", with_dkdv(T(32, 64, 8, 2), atomic_dq=True)),
+            ("atomic-64x64w8s2", with_dkdv(T(64, 64, 8, 2), atomic_dq=True)),
+            ("atomic-64x64w8s3", with_dkdv(T(64, 64, 8, 3), atomic_dq=True)),
+            ("atomic-64x128w8s2", with_dkdv(T(64, 128, 8, 2), atomic_dq=True)),
+            ("dq-tma-128x64w8s2", replace(tma, backward_dq=T(128, 64, 8, 2))),
+            ("dq-tma-64x64w4s3", replace(tma, backward_dq=T(64, 64, 4, 3))),
+        ]
+    else:
+        options += [
+            ("fwd-tma-128x32w8s3", with_forward(T(128, 32, 8, 3))),
+            ("fwd-tma-64x64w4s2", with_forward(T(64, 64, 4, 2))),
+            ("fwd-ws-64x64w4s2", with_forward(T(64, 64, 4, 2, True))),
+            ("fwd-ws-64x32w4s3", with_forward(T(64, 32, 4, 3, True))),
+            ("dkdv-32x64w8s2", with_dkdv(T(32, 64, 8, 2))),
+            ("atomic-32x64w8s2", with_dkdv(T(32, 64, 8, 2), atomic_dq=True)),
+            ("atomic-64x64w8s1", with_dkdv(T(64, 64, 8, 1), atomic_dq=True)),
+            ("dq-tma-64x64w8s2", replace(tma, backward_dq=T(64, 64, 8, 2))),
+        ]
+    if shape[0] in SHORT_SWEEP:
+        options = [(name, config) for name, config in options if name in SHORT_CANDIDATES]
+    unique, seen = [], []
+    for name, config in options:
+        if config not in seen:
+            unique.append((name, config))
+            seen.append(config)
+    return unique
 
 
-def _run_job(shape, kernel, config):
-    """Time one job; its forward or forward+backward only (the kernel it varies)."""
-    _, batch, heads, kv_heads, seq, head_dim, causal = shape
-    mode = "fwd" if kernel == "forward" else "fwd+bwd"
-    row = measure("triton", batch, heads, seq, head_dim, causal, mode, config, kv_heads)
-    if kernel == "default" and "error" not in row:
-        row["fwd_only"] = measure("triton", batch, heads, seq, head_dim, causal, "fwd", config,
-                                  kv_heads)
-    return row
+def sweep_jobs(names=None):
+    return [(shape, name, config) for shape in SWEEP_SHAPES if not names or shape[0] in names
+            for name, config in sweep_candidates(shape)]
 
 
-def _agreement(shape, config, reference):
-    """max |ours - SDPA math in fp32| over out, dq, dk, dv on a slice of the shape."""
-    _, _, heads, kv_heads, _, head_dim, causal = shape
-    # 512: whole tiles like the timed shapes, so the same compiled kernels are checked.
-    q, k, v = make_inputs(1, heads, kv_heads, 512, head_dim, "fwd+bwd", 7)
+def _job_key(shape, name):
+    return f"{shape[0]}/{name}"
+
+
+def _agreement(shape, config):
+    """max |ours - SDPA math in fp32| / max |ref| over out, dq, dk, dv, on batch 1 and two KV
+    heads of the shape (same sequence, so the same compiled kernels run)."""
+    _, _, heads, kv_heads, seq, head_dim, causal, dtype = shape
+    group = heads // kv_heads
+    # Capped: SDPA-math's float32 scores at 16k would take tens of GB per worker. The sequence
+    # is a run-time argument, so the same compiled kernels run at 4096 (whole tiles either way).
+    q, k, v = make_inputs(1, 2 * group, 2, min(seq, 4096), head_dim, "fwd+bwd", 7, DTYPES[dtype])
     grad = torch.randn(q.shape, device="cuda", dtype=q.dtype,
                        generator=torch.Generator(device="cuda").manual_seed(8))
     out = flash_attention(q, k, v, causal=causal, config=config)
     out.backward(grad)
     ours = [out.detach(), q.grad, k.grad, v.grad]
-    if reference is None:
-        q32, k32, v32 = (t.detach().float().requires_grad_() for t in (q, k, v))
-        with sdpa_kernel(SDPBackend.MATH):
-            ref = scaled_dot_product_attention(q32, k32, v32, is_causal=causal,
-                                               enable_gqa=heads != kv_heads)
-        ref.backward(grad.float())
-        reference = [ref.detach(), q32.grad, k32.grad, v32.grad]
-    error = max(((a.float() - b).abs().max() / b.abs().max()).item() for a, b in zip(ours, reference))
-    return error, reference
+    q32, k32, v32 = (t.detach().float().requires_grad_() for t in (q, k, v))
+    with sdpa_kernel(SDPBackend.MATH):
+        ref = scaled_dot_product_attention(q32, k32, v32, is_causal=causal, enable_gqa=group > 1)
+    ref.backward(grad.float())
+    reference = [ref.detach(), q32.grad, k32.grad, v32.grad]
+    return max(((a.float() - b).abs().max() / b.abs().max()).item() for a, b in zip(ours, reference))
 
 
-def compile_worker(index, workers):
-    """Run one call of every index-th job: fills the shared Triton cache in parallel."""
-    for number, (shape, kernel, config) in enumerate(sweep_jobs()):
-        if number % workers == index:
-            _, batch, heads, kv_heads, seq, head_dim, causal = shape
-            try:
-                q, k, v = make_inputs(batch, heads, kv_heads, seq, head_dim, "fwd+bwd", 0)
-                flash_attention(q, k, v, causal=causal, config=config).sum().backward()
-            except Exception as error:  # noqa: BLE001 - the timing pass records it
-                print(f"compile {shape[0]} {kernel}: {type(error).__name__}", flush=True)
+def check_worker(index, workers, names, out_dir):
+    """Compile and check every index-th job; results go to a JSON file the timing pass reads.
+    A CUDA error leaves this process's context unusable: record it and stop."""
+    results = {}
+    path = os.path.join(out_dir, f"attention-check-{index}.json")
+    for number, (shape, name, config) in enumerate(sweep_jobs(names)):
+        if number % workers != index:
+            continue
+        _, batch, heads, kv_heads, seq, head_dim, causal, dtype = shape
+        start = time.time()
+        try:
+            q, k, v = make_inputs(batch, heads, kv_heads, seq, head_dim, "fwd+bwd", 0, DTYPES[dtype])
+            flash_attention(q, k, v, causal=causal, config=config).sum().backward()
+            error = _agreement(shape, config)
+            results[_job_key(shape, name)] = {"ok": error < 0.02, "max_rel_error": error,
+                                              "check_s": round(time.time() - start, 1)}
+        except Exception as exc:  # noqa: BLE001 - recorded, the job is then skipped
+            message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else ''}"
+            results[_job_key(shape, name)] = {"ok": False, "error": message}
+            if "CUDA" in message or "cuda" in message:
+                break
+        finally:
+            with open(path, "w") as handle:
+                json.dump(results, handle)
 
 
-def run_sweep(results, deadline, workers):
+def run_sweep(results, timing_seconds, workers, names, check_seconds):
+    import tempfile
+
     start = time.time()
-    processes = [subprocess.Popen([sys.executable, __file__, "--compile-worker", f"{i}/{workers}"])
+    out_dir = tempfile.mkdtemp(prefix="attention-sweep-")
+    names_arg = ",".join(names or [])
+    processes = [subprocess.Popen([sys.executable, __file__, "--check-worker", f"{i}/{workers}",
+                                   "--check-dir", out_dir, "--shapes", names_arg])
                  for i in range(workers)]
-    for process in processes:
-        process.wait()
-    print(f"sweep: parallel compile {time.time() - start:.1f} s over {workers} processes",
+    for process in processes:  # a worker stuck in a kernel is stopped; its rest goes unchecked
+        try:
+            process.wait(timeout=max(1.0, start + check_seconds - time.time()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            print(f"sweep: check worker {process.pid} stopped after {check_seconds:.0f} s", flush=True)
+    checks = {}
+    for i in range(workers):
+        try:
+            with open(os.path.join(out_dir, f"attention-check-{i}.json")) as handle:
+                checks.update(json.load(handle))
+        except (OSError, ValueError):
+            pass
+    print(f"sweep: compile and check {time.time() - start:.1f} s over {workers} processes",
           flush=True)
-    references = {}
+    deadline = time.time() + timing_seconds
     done_sdpa = set()
-    for shape, kernel, config in sweep_jobs():
+    for shape, name, config in sweep_jobs(names):
         if time.time() > deadline:
             print("sweep: out of time budget, stopping", flush=True)
             return
-        name, batch, heads, kv_heads, seq, head_dim, causal = shape
-        if name not in done_sdpa:  # every SDPA backend at this shape, same run, before our tiles
-            done_sdpa.add(name)
+        label, batch, heads, kv_heads, seq, head_dim, causal, dtype = shape
+        if label not in done_sdpa:  # every SDPA backend at this shape, same run, before ours
+            done_sdpa.add(label)
             for provider in SDPA_BACKENDS:
                 for mode in ("fwd", "fwd+bwd"):
-                    row = measure(provider, batch, heads, seq, head_dim, causal, mode, None, kv_heads)
-                    row.update(shape=name, kernel=provider, mode=mode)
+                    row = measure(provider, batch, heads, seq, head_dim, causal, mode, None, kv_heads,
+                                  DTYPES[dtype])
+                    row.update(shape=label, kernel=provider, mode=mode)
                     results.append(row)
-                    print(f"sweep {name:<12}{provider:<14}{mode:8s}{row.get('ms', float('nan')):8.3f} ms "
-                          f"{row.get('error', '')}", flush=True)
-        row = _run_job(shape, kernel, config)
-        try:
-            row["max_rel_error"], references[shape] = _agreement(shape, config, references.get(shape))
-        except Exception as error:  # noqa: BLE001
-            row["agreement_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
-        row.update(shape=name, kernel=kernel, config=asdict(config))
+        check = checks.get(_job_key(shape, name), {"ok": False, "error": "not checked (worker died)"})
+        row = {"shape": label, "kernel": name, "config": asdict(config), "check": check}
+        if check.get("ok"):
+            row["fwd"] = measure("triton", batch, heads, seq, head_dim, causal, "fwd", config, kv_heads,
+                                 DTYPES[dtype])
+            row["fwd+bwd"] = measure("triton", batch, heads, seq, head_dim, causal, "fwd+bwd", config,
+                                     kv_heads, DTYPES[dtype])
         results.append(row)
-        fwd_only = row.get("fwd_only", {}).get("ms")
-        print(f"sweep {name:<12}{kernel:<14}{row.get('ms', float('nan')):8.3f} ms "
-              f"{row.get('tflops', float('nan')):6.0f} TF err {row.get('max_rel_error', float('nan')):.1e} "
-              f"{row.get('error', '')} {getattr(config, kernel) if kernel != 'default' else f'fwd {fwd_only}'}",
-              flush=True)
+        print(f"sweep {label:<16}{name:<22}"
+              f"{row.get('fwd', {}).get('ms', math.nan):8.3f}{row.get('fwd+bwd', {}).get('ms', math.nan):9.3f} ms "
+              f"err {check.get('max_rel_error', math.nan):.1e} {check.get('error', '')}", flush=True)
+
+
+def print_sweep_table(rows):
+    """Per shape: best SDPA backend, the shipped config and the fastest candidate, fwd and
+    fwd+bwd, with ratios (best SDPA time / ours: above 1 means faster than every backend)."""
+    by_shape = {}
+    for row in rows:
+        by_shape.setdefault(row["shape"], []).append(row)
+    print("\nshape            mode     best-sdpa        ms   shipped   x   best-candidate              ms    x")
+    for label, shape_rows in by_shape.items():
+        for mode in ("fwd", "fwd+bwd"):
+            sdpa = [(r["ms"], r["kernel"]) for r in shape_rows
+                    if r["kernel"] in SDPA_BACKENDS and r["mode"] == mode and "ms" in r]
+            ours = [(r[mode]["ms"], r["kernel"]) for r in shape_rows
+                    if mode in r and "ms" in r[mode]]
+            if not sdpa or not ours:
+                continue
+            best_sdpa, best_ours = min(sdpa), min(ours)
+            shipped = next((ms for ms, name in ours if name == "shipped"), math.nan)
+            print(f"{label:<17}{mode:8s} {best_sdpa[1]:<12}{best_sdpa[0]:8.3f} {shipped:8.3f} "
+                  f"{best_sdpa[0] / shipped:5.2f}  {best_ours[1]:<22}{best_ours[0]:8.3f} "
+                  f"{best_sdpa[0] / best_ours[0]:5.2f}")
+
+
+# ----------------------------------------------------------------------------------------------
+# --host: where the time of one small call goes (the training pass's shape is launch-bound).
+# ----------------------------------------------------------------------------------------------
+
+
+def host_profile(batch=4, heads=32, seq=256, head_dim=80, causal=True):
+    """Per provider: one call timed as the training pass times it (events around a single call,
+    the GPU idle before it; median of 21), the same call back to back (mean of 200, host-bound),
+    and the device time of its kernels (torch.profiler); then cProfile of our calls."""
+    import cProfile
+    import io
+    import pstats
+
+    report = {}
+    q, k, v = make_inputs(batch, heads, heads, seq, head_dim, "fwd+bwd", 3)
+    for provider in ("triton", "sdpa-cudnn", "sdpa-flash"):
+        for mode in ("fwd", "fwd+bwd"):
+            run = make_runner(provider, q, k, v, causal, mode)
+            for _ in range(5):
+                run()
+            torch.cuda.synchronize()
+            single = []
+            for _ in range(21):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                run()
+                end.record()
+                end.synchronize()
+                single.append(start.elapsed_time(end))
+            begin = time.perf_counter()
+            for _ in range(200):
+                run()
+            torch.cuda.synchronize()
+            back_to_back = (time.perf_counter() - begin) / 200 * 1000
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                for _ in range(20):
+                    run()
+                torch.cuda.synchronize()
+            kernels = {}
+            for event in prof.key_averages():
+                device_us = getattr(event, "self_device_time_total", None)
+                if device_us is None:
+                    device_us = getattr(event, "self_cuda_time_total", 0)
+                if device_us > 0:
+                    kernels[event.key[:80]] = round(device_us / 20, 2)
+            report[f"{provider} {mode}"] = {
+                "single_call_ms": statistics.median(single), "back_to_back_ms": back_to_back,
+                "device_us_per_call": round(sum(kernels.values()), 2), "kernels_us": kernels}
+            print(f"host {provider:<12}{mode:8s} single {statistics.median(single):.3f} ms, "
+                  f"back-to-back {back_to_back:.3f} ms, device {sum(kernels.values()):.1f} us", flush=True)
+    for mode in ("fwd", "fwd+bwd"):
+        run = make_runner("triton", q, k, v, causal, mode)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(200):
+            run()
+        profiler.disable()
+        torch.cuda.synchronize()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(14)
+        report[f"cprofile triton {mode}"] = text.getvalue()
+    return report
 
 
 def environment():
@@ -274,15 +414,20 @@ def main(argv=None):
     parser.add_argument("--seqs", type=int, nargs="+", default=[1024, 4096, 16384])
     parser.add_argument("--tokens", type=int, default=16384, help="batch * seq per shape")
     parser.add_argument("--heads", type=int, default=32)
-    parser.add_argument("--sweep", action="store_true", help="also time tile variants")
-    parser.add_argument("--sweep-seconds", type=float, default=240)
+    parser.add_argument("--sweep", action="store_true", help="also time whole-config candidates")
+    parser.add_argument("--sweep-seconds", type=float, default=240, help="timing budget")
+    parser.add_argument("--check-seconds", type=float, default=300, help="compile-and-check budget")
     parser.add_argument("--sweep-only", action="store_true", help="skip the main table")
+    parser.add_argument("--shapes", default="", help="sweep only these shape names (comma-separated)")
+    parser.add_argument("--host", action="store_true", help="profile one call at the training shape")
     parser.add_argument("--compile-workers", type=int, default=12)
-    parser.add_argument("--compile-worker", help=argparse.SUPPRESS)
+    parser.add_argument("--check-worker", help=argparse.SUPPRESS)
+    parser.add_argument("--check-dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.compile_worker:
-        index, workers = map(int, args.compile_worker.split("/"))
-        compile_worker(index, workers)
+    names = [name for name in args.shapes.split(",") if name]
+    if args.check_worker:
+        index, workers = map(int, args.check_worker.split("/"))
+        check_worker(index, workers, names, args.check_dir)
         return
     if not torch.cuda.is_available():
         sys.exit("bench/attention.py needs a CUDA GPU")
@@ -290,7 +435,7 @@ def main(argv=None):
     env = environment()
     print(json.dumps(env), flush=True)
     providers = ["triton", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient"]
-    rows, sweep_rows = [], []
+    rows, sweep_rows, host = [], [], {}
     for head_dim in ([] if args.sweep_only else args.head_dims):
         for seq in args.seqs:
             batch = max(1, args.tokens // seq)
@@ -314,14 +459,20 @@ def main(argv=None):
                               f"{row.get('tflops', float('nan')):8.1f} {row.get('error', '')}",
                               flush=True)
     try:
+        if args.host:
+            host = host_profile()
         if args.sweep:
-            run_sweep(sweep_rows, time.time() + args.sweep_seconds, args.compile_workers)
+            run_sweep(sweep_rows, args.sweep_seconds, args.compile_workers, names,
+                      args.check_seconds)
     finally:  # what was measured before a failure is still written
         if args.out:
             with open(args.out, "w") as handle:
-                json.dump({"environment": env, "results": rows, "sweep": sweep_rows}, handle,
-                          indent=1)
-    print_table(rows)
+                json.dump({"environment": env, "results": rows, "sweep": sweep_rows, "host": host},
+                          handle, indent=1)
+    if rows:
+        print_table(rows)
+    if sweep_rows:
+        print_sweep_table(sweep_rows)
 
 
 def print_table(rows):

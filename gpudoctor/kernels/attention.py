@@ -24,6 +24,7 @@ forward+backward 1.56-1.71x faster than padding (docs/benchmarks.md). Other head
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -82,6 +83,63 @@ def _store_tile(base, tile, rows, cols, stride_row, stride_col, row_limit, col_l
             tl.store(ptrs, tile)
 
 
+@triton.jit
+def _descriptor(base, rows, stride_row, head_dim, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
+    """A tensor descriptor over one head's (rows x head_dim) matrix, for Hopper's copy engine
+    (TMA). Blocks that cross the sequence end or head_dim load zero-filled and store clipped, in
+    hardware, so the descriptor path needs no masks and no zero-padded copies of the inputs.
+    Built on the device (one per program and tensor): Triton 3.6 warp-specializes Hopper loops
+    only over device-side descriptors (its fused-attention tutorial picks them for that case)."""
+    return tl.make_tensor_descriptor(base, shape=[rows, head_dim], strides=[stride_row, 1],
+                                     block_shape=[BLOCK_ROWS, BLOCK_COLS])
+
+
+@triton.jit
+def _load_rows(src, row0, col0, rows, cols, stride_row, stride_col, row_limit, col_limit,
+               CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, USE_TMA: tl.constexpr):
+    """The tile at (row0, col0): ``src`` is a descriptor from _descriptor (USE_TMA) or the head's
+    base pointer, with ``rows``/``cols`` the tile's indices (row0 + arange, col0 + arange)."""
+    if USE_TMA:
+        tile = src.load([row0, col0])
+    else:
+        tile = _load_tile(src, rows, cols, stride_row, stride_col, row_limit, col_limit,
+                          CHECK_ROWS, CHECK_COLS)
+    return tile
+
+
+@triton.jit
+def _store_rows(dst, tile, row0, col0, rows, cols, stride_row, stride_col, row_limit, col_limit,
+                CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, USE_TMA: tl.constexpr):
+    if USE_TMA:
+        dst.store([row0, col0], tile)
+    else:
+        _store_tile(dst, tile, rows, cols, stride_row, stride_col, row_limit, col_limit,
+                    CHECK_ROWS, CHECK_COLS)
+
+
+@triton.jit
+def _accumulate_rows(dst, tile, row0, col0, rows, cols, stride_row, row_limit, col_limit,
+                     CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, TMA_REDUCE: tl.constexpr):
+    """dst[rows, cols] += tile (float32): one bulk reduce-add of the whole tile through the copy
+    engine (TMA_REDUCE; dst a descriptor), else element atomics (dst a pointer). Relaxed: only
+    atomicity matters, the kernel's end orders the sums before anyone reads them."""
+    if TMA_REDUCE:
+        dst.atomic_add([row0, col0], tile)
+    else:
+        ptrs = dst + rows[:, None] * stride_row + cols[None, :]
+        if CHECK_ROWS:
+            if CHECK_COLS:
+                tl.atomic_add(ptrs, tile, mask=(rows[:, None] < row_limit) & (cols[None, :] < col_limit),
+                              sem="relaxed")
+            else:
+                tl.atomic_add(ptrs, tile, mask=rows[:, None] < row_limit, sem="relaxed")
+        else:
+            if CHECK_COLS:
+                tl.atomic_add(ptrs, tile, mask=cols[None, :] < col_limit, sem="relaxed")
+            else:
+                tl.atomic_add(ptrs, tile, sem="relaxed")
+
+
 # ----------------------------------------------------------------------------------------------
 # Forward
 # ----------------------------------------------------------------------------------------------
@@ -89,62 +147,64 @@ def _store_tile(base, tile, rows, cols, stride_row, stride_col, row_limit, col_l
 
 @triton.jit
 def _forward_key_block(
-    acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+    acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
+    k_main_src, k_tail_src, v_main_src, v_tail_src,
     stride_kn, stride_kd, stride_vn, stride_vd,
     offs_m, offs_n, offs_d_main, offs_d_tail, start_n, seq_k, qk_scale,
-    head_dim, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
-    BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
+    head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    TAIL_PADDED: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
+    USE_TMA: tl.constexpr,
 ):
     """One key block of the online softmax: update the running max, sum and accumulators."""
-    if True:
-        cols = start_n + offs_n
-        k_main = _load_tile(k_base, cols, offs_d_main, stride_kn, stride_kd, seq_k, head_dim,
-                            KEY_END_MASK, MAIN_PADDED)
-        scores = tl.dot(q_main, tl.trans(k_main))
-        if HAS_TAIL:
-            k_tail = _load_tile(k_base, cols, offs_d_tail, stride_kn, stride_kd, seq_k, head_dim,
-                                KEY_END_MASK, True)
-            scores = tl.dot(q_tail, tl.trans(k_tail), scores)
-        if CAUSAL_MASK or KEY_END_MASK:
-            if CAUSAL_MASK:
-                keep = offs_m[:, None] >= cols[None, :]
-                if KEY_END_MASK:
-                    keep = keep & (cols[None, :] < seq_k)
-            else:
-                keep = (cols[None, :] < seq_k) & (offs_m[:, None] >= 0)
-            # A large finite negative rather than -inf: exp2 of it is 0, and (max - max) never
-            # becomes inf - inf = NaN. Every real row meets an unmasked key in its first block.
-            scores = scores * qk_scale + tl.where(keep, 0.0, -1.0e6)
-            new_max = tl.maximum(row_max, tl.max(scores, 1))
-            scores = scores - new_max[:, None]
+    cols = start_n + offs_n
+    k_main = _load_rows(k_main_src, start_n, 0, cols, offs_d_main, stride_kn, stride_kd, seq_k,
+                        head_dim, KEY_END_MASK, MAIN_PADDED, USE_TMA)
+    scores = tl.dot(q_main, tl.trans(k_main))
+    if HAS_TAIL:
+        k_tail = _load_rows(k_tail_src, start_n, D_MAIN, cols, offs_d_tail, stride_kn, stride_kd,
+                            seq_k, head_dim, KEY_END_MASK, TAIL_PADDED, USE_TMA)
+        scores = tl.dot(q_tail, tl.trans(k_tail), scores)
+    if CAUSAL_MASK or KEY_END_MASK:
+        if CAUSAL_MASK:
+            keep = offs_m[:, None] >= cols[None, :]
+            if KEY_END_MASK:
+                keep = keep & (cols[None, :] < seq_k)
         else:
-            new_max = tl.maximum(row_max, tl.max(scores, 1) * qk_scale)
-            scores = scores * qk_scale - new_max[:, None]
-        probs = tl.math.exp2(scores)
-        correction = tl.math.exp2(row_max - new_max)
-        row_sum = row_sum * correction + tl.sum(probs, 1)
-        acc_main = acc_main * correction[:, None]
-        v_main = _load_tile(v_base, cols, offs_d_main, stride_vn, stride_vd, seq_k, head_dim,
-                            KEY_END_MASK, MAIN_PADDED)
-        probs_lowp = probs.to(v_main.dtype)
-        acc_main = tl.dot(probs_lowp, v_main, acc_main)
-        if HAS_TAIL:
-            acc_tail = acc_tail * correction[:, None]
-            v_tail = _load_tile(v_base, cols, offs_d_tail, stride_vn, stride_vd, seq_k, head_dim,
-                                KEY_END_MASK, True)
-            acc_tail = tl.dot(probs_lowp, v_tail, acc_tail)
-        row_max = new_max
-    return acc_main, acc_tail, row_sum, row_max
+            keep = (cols[None, :] < seq_k) & (offs_m[:, None] >= 0)
+        # A large finite negative rather than -inf: exp2 of it is 0, and (max - max) never
+        # becomes inf - inf = NaN. Every real row meets an unmasked key in its first block.
+        scores = scores * qk_scale + tl.where(keep, 0.0, -1.0e6)
+        new_max = tl.maximum(row_max, tl.max(scores, 1))
+        scores = scores - new_max[:, None]
+    else:
+        new_max = tl.maximum(row_max, tl.max(scores, 1) * qk_scale)
+        scores = scores * qk_scale - new_max[:, None]
+    probs = tl.math.exp2(scores)
+    correction = tl.math.exp2(row_max - new_max)
+    row_sum = row_sum * correction + tl.sum(probs, 1)
+    acc_main = acc_main * correction[:, None]
+    v_main = _load_rows(v_main_src, start_n, 0, cols, offs_d_main, stride_vn, stride_vd, seq_k,
+                        head_dim, KEY_END_MASK, MAIN_PADDED, USE_TMA)
+    probs_lowp = probs.to(v_main.dtype)
+    acc_main = tl.dot(probs_lowp, v_main, acc_main)
+    if HAS_TAIL:
+        acc_tail = acc_tail * correction[:, None]
+        v_tail = _load_rows(v_tail_src, start_n, D_MAIN, cols, offs_d_tail, stride_vn, stride_vd,
+                            seq_k, head_dim, KEY_END_MASK, TAIL_PADDED, USE_TMA)
+        acc_tail = tl.dot(probs_lowp, v_tail, acc_tail)
+    return acc_main, acc_tail, row_sum, new_max
 
 
 @triton.jit
 def _forward_key_blocks(
-    acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+    acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
+    k_main_src, k_tail_src, v_main_src, v_tail_src,
     stride_kn, stride_kd, stride_vn, stride_vd,
     offs_m, offs_n, offs_d_main, offs_d_tail, key_lo, key_hi, seq_k, qk_scale,
-    head_dim, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
-    BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
-    INTERPRETED: tl.constexpr,
+    head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    TAIL_PADDED: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr,
+    KEY_END_MASK: tl.constexpr, INTERPRETED: tl.constexpr, USE_TMA: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
 ):
     if INTERPRETED:
         # Triton 3.6's interpreter turns range() bounds into int(1-element array), which
@@ -152,20 +212,32 @@ def _forward_key_blocks(
         start_n = key_lo
         while start_n < key_hi:
             acc_main, acc_tail, row_sum, row_max = _forward_key_block(
-                acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+                acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
+                k_main_src, k_tail_src, v_main_src, v_tail_src,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
-                offs_d_tail, start_n, seq_k, qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N,
-                CAUSAL_MASK, KEY_END_MASK)
+                offs_d_tail, start_n, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL,
+                TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, USE_TMA)
             start_n += BLOCK_N
+    elif WARP_SPECIALIZE:
+        # Hopper: Triton splits the loop into a producer (the TMA loads) and consumer warps.
+        for start_n in tl.range(key_lo, key_hi, BLOCK_N, warp_specialize=True):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            acc_main, acc_tail, row_sum, row_max = _forward_key_block(
+                acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
+                k_main_src, k_tail_src, v_main_src, v_tail_src,
+                stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
+                offs_d_tail, start_n, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL,
+                TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, USE_TMA)
     else:
         # A for loop, so that Triton software-pipelines the K/V loads (num_stages).
         for start_n in range(key_lo, key_hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             acc_main, acc_tail, row_sum, row_max = _forward_key_block(
-                acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+                acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
+                k_main_src, k_tail_src, v_main_src, v_tail_src,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
-                offs_d_tail, start_n, seq_k, qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N,
-                CAUSAL_MASK, KEY_END_MASK)
+                offs_d_tail, start_n, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL,
+                TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, USE_TMA)
     return acc_main, acc_tail, row_sum, row_max
 
 
@@ -178,14 +250,20 @@ def _attention_forward_kernel(
     stride_ob, stride_oh, stride_om, stride_od,
     num_heads, kv_group_size, seq_q, seq_k, qk_scale,
     head_dim, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
-    MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
+    USE_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
 ):
     # head_dim is a run-time argument (one compiled kernel serves every head_dim padded to the
     # same width); the hint keeps the column masks 8 elements wide, i.e. 16-byte loads.
     head_dim = tl.multiple_of(head_dim, 8)
-    start_m = tl.program_id(0) * BLOCK_M
+    if CAUSAL:
+        # Longest first: the last query block of a head sees the most keys. Blocks run roughly
+        # in launch order, so the short ones fill the tail of the grid instead of the long ones.
+        start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
+    else:
+        start_m = tl.program_id(0) * BLOCK_M
     batch_head = tl.program_id(1)
     batch = batch_head // num_heads
     head = batch_head % num_heads
@@ -195,17 +273,32 @@ def _attention_forward_kernel(
     k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
     o_base = O + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
+    if USE_TMA:
+        q_main_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_MAIN)
+        k_main_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_MAIN)
+        v_main_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_MAIN)
+        o_main_src = _descriptor(o_base, seq_q, stride_om, head_dim, BLOCK_M, D_MAIN)
+        if HAS_TAIL:
+            q_tail_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_TAIL)
+            k_tail_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_TAIL)
+            v_tail_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_TAIL)
+            o_tail_src = _descriptor(o_base, seq_q, stride_om, head_dim, BLOCK_M, D_TAIL)
+        else:  # never read: the tail code is compiled out
+            q_tail_src, k_tail_src, v_tail_src, o_tail_src = q_main_src, k_main_src, v_main_src, o_main_src
+    else:
+        q_main_src, k_main_src, v_main_src, o_main_src = q_base, k_base, v_base, o_base
+        q_tail_src, k_tail_src, v_tail_src, o_tail_src = q_base, k_base, v_base, o_base
 
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d_main = tl.arange(0, D_MAIN)
     offs_d_tail = D_MAIN + tl.arange(0, D_TAIL)
 
-    q_main = _load_tile(q_base, offs_m, offs_d_main, stride_qm, stride_qd, seq_q, head_dim,
-                        CHECK_M, MAIN_PADDED)
+    q_main = _load_rows(q_main_src, start_m, 0, offs_m, offs_d_main, stride_qm, stride_qd, seq_q,
+                        head_dim, CHECK_M, MAIN_PADDED, USE_TMA)
     if HAS_TAIL:
-        q_tail = _load_tile(q_base, offs_m, offs_d_tail, stride_qm, stride_qd, seq_q, head_dim,
-                            CHECK_M, True)
+        q_tail = _load_rows(q_tail_src, start_m, D_MAIN, offs_m, offs_d_tail, stride_qm, stride_qd,
+                            seq_q, head_dim, CHECK_M, TAIL_PADDED, USE_TMA)
     else:
         q_tail = q_main  # never read: the tail code is compiled out
     acc_main = tl.zeros([BLOCK_M, D_MAIN], dtype=tl.float32)
@@ -213,39 +306,55 @@ def _attention_forward_kernel(
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     row_max = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
 
-    if CAUSAL:
+    if WARP_SPECIALIZE:
+        # Triton 3.6's Hopper warp specialization fails to compile a kernel with a second loop
+        # after the specialized one (seen here: NVGPUWarpSpecialization pass failure), so this
+        # variant runs one loop with the causal and key-end masks on every block.
+        key_end = tl.minimum(start_m + BLOCK_M, seq_k) if CAUSAL else seq_k
+        acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
+            acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
+            k_main_src, k_tail_src, v_main_src, v_tail_src,
+            stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
+            0, key_end, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED,
+            BLOCK_N, CAUSAL, CHECK_N, INTERPRETED, USE_TMA, True)
+    elif CAUSAL:
         # Keys left of this query block are visible to every row: no mask in that loop.
         acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
-            acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+            acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
+            k_main_src, k_tail_src, v_main_src, v_tail_src,
             stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
-            0, start_m, seq_k, qk_scale,
-            head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
+            0, start_m, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED,
+            BLOCK_N, False, False, INTERPRETED, USE_TMA, False)
         acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
-            acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+            acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
+            k_main_src, k_tail_src, v_main_src, v_tail_src,
             stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
-            start_m, tl.minimum(start_m + BLOCK_M, seq_k), seq_k, qk_scale,
-            head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, True, CHECK_N, INTERPRETED)
+            start_m, tl.minimum(start_m + BLOCK_M, seq_k), seq_k, qk_scale, head_dim, D_MAIN,
+            MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_N, True, CHECK_N, INTERPRETED, USE_TMA,
+            False)
     else:
         full_key_end = (seq_k // BLOCK_N) * BLOCK_N
         acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
-            acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+            acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
+            k_main_src, k_tail_src, v_main_src, v_tail_src,
             stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
-            0, full_key_end, seq_k, qk_scale,
-            head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
+            0, full_key_end, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED,
+            BLOCK_N, False, False, INTERPRETED, USE_TMA, False)
         if CHECK_N:
             acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
-                acc_main, acc_tail, row_sum, row_max, q_main, q_tail, k_base, v_base,
+                acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
+                k_main_src, k_tail_src, v_main_src, v_tail_src,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
-                offs_d_tail, full_key_end, seq_k, seq_k, qk_scale,
-                head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, True, INTERPRETED)
+                offs_d_tail, full_key_end, seq_k, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED,
+                HAS_TAIL, TAIL_PADDED, BLOCK_N, False, True, INTERPRETED, USE_TMA, False)
 
     out_main = acc_main / row_sum[:, None]
-    _store_tile(o_base, out_main.to(O.dtype.element_ty), offs_m, offs_d_main, stride_om, stride_od,
-                seq_q, head_dim, CHECK_M, MAIN_PADDED)
+    _store_rows(o_main_src, out_main.to(O.dtype.element_ty), start_m, 0, offs_m, offs_d_main,
+                stride_om, stride_od, seq_q, head_dim, CHECK_M, MAIN_PADDED, USE_TMA)
     if HAS_TAIL:
         out_tail = acc_tail / row_sum[:, None]
-        _store_tile(o_base, out_tail.to(O.dtype.element_ty), offs_m, offs_d_tail, stride_om,
-                    stride_od, seq_q, head_dim, CHECK_M, True)
+        _store_rows(o_tail_src, out_tail.to(O.dtype.element_ty), start_m, D_MAIN, offs_m,
+                    offs_d_tail, stride_om, stride_od, seq_q, head_dim, CHECK_M, TAIL_PADDED, USE_TMA)
     # Base-2 log-sum-exp of the scaled scores; the backward recomputes P = exp2(S*scale - lse).
     lse_ptrs = LSE + batch_head.to(tl.int64) * seq_q + offs_m
     lse = row_max + tl.math.log2(row_sum)
@@ -287,81 +396,111 @@ def _backward_delta_kernel(
 @triton.jit
 def _backward_dkdv_query_block(
     dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
-    q_base, do_base, lse_base, delta_base,
+    q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
+    lse_base, delta_base,
     stride_qm, stride_qd, stride_dom, stride_dod,
-    offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale,
-    head_dim, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
-    BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr, QUERY_END_MASK: tl.constexpr,
+    offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale, softmax_scale,
+    head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    TAIL_PADDED: tl.constexpr, CAUSAL_MASK: tl.constexpr, QUERY_END_MASK: tl.constexpr,
+    USE_TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
 ):
-    if True:
-        rows = start_m + offs_m_in_block
-        q_main = _load_tile(q_base, rows, offs_d_main, stride_qm, stride_qd, seq_q, head_dim,
-                            QUERY_END_MASK, MAIN_PADDED)
-        do_main = _load_tile(do_base, rows, offs_d_main, stride_dom, stride_dod, seq_q, head_dim,
-                             QUERY_END_MASK, MAIN_PADDED)
-        if QUERY_END_MASK:
-            # lse = +inf makes P^T exactly 0 for rows past the end of the sequence.
-            lse = tl.load(lse_base + rows, mask=rows < seq_q, other=float("inf"))
-            delta = tl.load(delta_base + rows, mask=rows < seq_q, other=0.0)
-        else:
-            lse = tl.load(lse_base + rows)
-            delta = tl.load(delta_base + rows)
-        scores_t = tl.dot(k_main, tl.trans(q_main))
+    rows = start_m + offs_m_in_block
+    q_main = _load_rows(q_main_src, start_m, 0, rows, offs_d_main, stride_qm, stride_qd, seq_q,
+                        head_dim, QUERY_END_MASK, MAIN_PADDED, USE_TMA)
+    do_main = _load_rows(do_main_src, start_m, 0, rows, offs_d_main, stride_dom, stride_dod, seq_q,
+                         head_dim, QUERY_END_MASK, MAIN_PADDED, USE_TMA)
+    if QUERY_END_MASK:
+        # lse = +inf makes P^T exactly 0 for rows past the end of the sequence.
+        lse = tl.load(lse_base + rows, mask=rows < seq_q, other=float("inf"))
+        delta = tl.load(delta_base + rows, mask=rows < seq_q, other=0.0)
+    else:
+        lse = tl.load(lse_base + rows)
+        delta = tl.load(delta_base + rows)
+    scores_t = tl.dot(k_main, tl.trans(q_main))
+    if HAS_TAIL:
+        q_tail = _load_rows(q_tail_src, start_m, D_MAIN, rows, offs_d_tail, stride_qm, stride_qd,
+                            seq_q, head_dim, QUERY_END_MASK, TAIL_PADDED, USE_TMA)
+        do_tail = _load_rows(do_tail_src, start_m, D_MAIN, rows, offs_d_tail, stride_dom,
+                             stride_dod, seq_q, head_dim, QUERY_END_MASK, TAIL_PADDED, USE_TMA)
+        scores_t = tl.dot(k_tail, tl.trans(q_tail), scores_t)
+    probs_t = tl.math.exp2(scores_t * qk_scale - lse[None, :])
+    if CAUSAL_MASK:
+        probs_t = tl.where(rows[None, :] >= offs_n[:, None], probs_t, 0.0)
+    probs_t_lowp = probs_t.to(do_main.dtype)
+    dv_main = tl.dot(probs_t_lowp, do_main, dv_main)
+    dprobs_t = tl.dot(v_main, tl.trans(do_main))
+    if HAS_TAIL:
+        dv_tail = tl.dot(probs_t_lowp, do_tail, dv_tail)
+        dprobs_t = tl.dot(v_tail, tl.trans(do_tail), dprobs_t)
+    dscores_t = (probs_t * (dprobs_t - delta[None, :])).to(q_main.dtype)
+    dk_main = tl.dot(dscores_t, q_main, dk_main)
+    if HAS_TAIL:
+        dk_tail = tl.dot(dscores_t, q_tail, dk_tail)
+    if ATOMIC_DQ:
+        # dQ's share of this (key block, query block) pair, summed across key blocks in
+        # float32 by the copy engine (or atomics): 5 matrix products per pair instead of the
+        # 7 that a separate dQ kernel needs (it recomputes S and dP).
+        dscores = tl.trans(dscores_t)
+        dq_main = tl.dot(dscores, k_main) * softmax_scale
+        _accumulate_rows(dq_main_dst, dq_main, start_m, 0, rows, offs_d_main, head_dim, seq_q,
+                         head_dim, QUERY_END_MASK, MAIN_PADDED, TMA_REDUCE)
         if HAS_TAIL:
-            q_tail = _load_tile(q_base, rows, offs_d_tail, stride_qm, stride_qd, seq_q, head_dim,
-                                QUERY_END_MASK, True)
-            do_tail = _load_tile(do_base, rows, offs_d_tail, stride_dom, stride_dod, seq_q,
-                                 head_dim, QUERY_END_MASK, True)
-            scores_t = tl.dot(k_tail, tl.trans(q_tail), scores_t)
-        probs_t = tl.math.exp2(scores_t * qk_scale - lse[None, :])
-        if CAUSAL_MASK:
-            probs_t = tl.where(rows[None, :] >= offs_n[:, None], probs_t, 0.0)
-        probs_t_lowp = probs_t.to(do_main.dtype)
-        dv_main = tl.dot(probs_t_lowp, do_main, dv_main)
-        dprobs_t = tl.dot(v_main, tl.trans(do_main))
-        if HAS_TAIL:
-            dv_tail = tl.dot(probs_t_lowp, do_tail, dv_tail)
-            dprobs_t = tl.dot(v_tail, tl.trans(do_tail), dprobs_t)
-        dscores_t = (probs_t * (dprobs_t - delta[None, :])).to(q_main.dtype)
-        dk_main = tl.dot(dscores_t, q_main, dk_main)
-        if HAS_TAIL:
-            dk_tail = tl.dot(dscores_t, q_tail, dk_tail)
+            dq_tail = tl.dot(dscores, k_tail) * softmax_scale
+            _accumulate_rows(dq_tail_dst, dq_tail, start_m, D_MAIN, rows, offs_d_tail, head_dim,
+                             seq_q, head_dim, QUERY_END_MASK, TAIL_PADDED, TMA_REDUCE)
     return dk_main, dk_tail, dv_main, dv_tail
 
 
 @triton.jit
 def _backward_dkdv_query_blocks(
     dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
-    q_base, do_base, lse_base, delta_base,
+    q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
+    lse_base, delta_base,
     stride_qm, stride_qd, stride_dom, stride_dod,
     offs_n, offs_m_in_block, offs_d_main, offs_d_tail, query_lo, query_hi, seq_q, qk_scale,
-    head_dim, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
-    BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr, QUERY_END_MASK: tl.constexpr,
-    INTERPRETED: tl.constexpr,
+    softmax_scale, head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr,
+    HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr, BLOCK_M: tl.constexpr,
+    CAUSAL_MASK: tl.constexpr, QUERY_END_MASK: tl.constexpr, INTERPRETED: tl.constexpr,
+    USE_TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
 ):
     if INTERPRETED:  # see _forward_key_blocks
         start_m = query_lo
         while start_m < query_hi:
             dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_block(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
-                q_base, do_base, lse_base, delta_base, stride_qm, stride_qd, stride_dom,
-                stride_dod, offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q,
-                qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_M, CAUSAL_MASK, QUERY_END_MASK)
+                q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
+                lse_base, delta_base, stride_qm, stride_qd, stride_dom, stride_dod,
+                offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale,
+                softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL_MASK,
+                QUERY_END_MASK, USE_TMA, ATOMIC_DQ, TMA_REDUCE)
             start_m += BLOCK_M
+    elif WARP_SPECIALIZE:
+        for start_m in tl.range(query_lo, query_hi, BLOCK_M, warp_specialize=True):
+            start_m = tl.multiple_of(start_m, BLOCK_M)
+            dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_block(
+                dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
+                q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
+                lse_base, delta_base, stride_qm, stride_qd, stride_dom, stride_dod,
+                offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale,
+                softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL_MASK,
+                QUERY_END_MASK, USE_TMA, ATOMIC_DQ, TMA_REDUCE)
     else:
         for start_m in range(query_lo, query_hi, BLOCK_M):
             start_m = tl.multiple_of(start_m, BLOCK_M)
             dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_block(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
-                q_base, do_base, lse_base, delta_base, stride_qm, stride_qd, stride_dom,
-                stride_dod, offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q,
-                qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_M, CAUSAL_MASK, QUERY_END_MASK)
+                q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
+                lse_base, delta_base, stride_qm, stride_qd, stride_dom, stride_dod,
+                offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale,
+                softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL_MASK,
+                QUERY_END_MASK, USE_TMA, ATOMIC_DQ, TMA_REDUCE)
     return dk_main, dk_tail, dv_main, dv_tail
 
 
 @triton.jit
 def _attention_backward_dkdv_kernel(
-    Q, K, V, DO, DK, DV, LSE, DELTA,
+    Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
     stride_qb, stride_qh, stride_qm, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -370,12 +509,16 @@ def _attention_backward_dkdv_kernel(
     stride_dvb, stride_dvh, stride_dvn, stride_dvd,
     num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
     head_dim, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
-    MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
+    USE_TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
 ):
     """One program owns one key block of one KV head and sums over every query head that
-    shares it, so dK/dV need neither atomics nor a second reduction pass."""
+    shares it, so dK/dV need neither atomics nor a second reduction pass. With ATOMIC_DQ it
+    also adds each pair's dQ share into DQ_ACC (float32, contiguous (batch, heads, seq_q,
+    head_dim), zeroed by the launcher); without, the dQ kernel computes dQ on its own."""
     # (see _attention_forward_kernel)
     head_dim = tl.multiple_of(head_dim, 8)
     start_n = tl.program_id(0) * BLOCK_N
@@ -390,15 +533,33 @@ def _attention_backward_dkdv_kernel(
 
     k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
-    k_main = _load_tile(k_base, offs_n, offs_d_main, stride_kn, stride_kd, seq_k, head_dim,
-                        CHECK_N, MAIN_PADDED)
-    v_main = _load_tile(v_base, offs_n, offs_d_main, stride_vn, stride_vd, seq_k, head_dim,
-                        CHECK_N, MAIN_PADDED)
+    dk_base = DK + batch.to(tl.int64) * stride_dkb + kv_head.to(tl.int64) * stride_dkh
+    dv_base = DV + batch.to(tl.int64) * stride_dvb + kv_head.to(tl.int64) * stride_dvh
+    if USE_TMA:
+        k_main_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_MAIN)
+        v_main_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_MAIN)
+        dk_main_dst = _descriptor(dk_base, seq_k, stride_dkn, head_dim, BLOCK_N, D_MAIN)
+        dv_main_dst = _descriptor(dv_base, seq_k, stride_dvn, head_dim, BLOCK_N, D_MAIN)
+        if HAS_TAIL:
+            k_tail_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_TAIL)
+            v_tail_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_TAIL)
+            dk_tail_dst = _descriptor(dk_base, seq_k, stride_dkn, head_dim, BLOCK_N, D_TAIL)
+            dv_tail_dst = _descriptor(dv_base, seq_k, stride_dvn, head_dim, BLOCK_N, D_TAIL)
+        else:
+            k_tail_src, v_tail_src, dk_tail_dst, dv_tail_dst = k_main_src, v_main_src, dk_main_dst, dv_main_dst
+    else:
+        k_main_src, v_main_src, dk_main_dst, dv_main_dst = k_base, v_base, dk_base, dv_base
+        k_tail_src, v_tail_src, dk_tail_dst, dv_tail_dst = k_base, v_base, dk_base, dv_base
+
+    k_main = _load_rows(k_main_src, start_n, 0, offs_n, offs_d_main, stride_kn, stride_kd, seq_k,
+                        head_dim, CHECK_N, MAIN_PADDED, USE_TMA)
+    v_main = _load_rows(v_main_src, start_n, 0, offs_n, offs_d_main, stride_vn, stride_vd, seq_k,
+                        head_dim, CHECK_N, MAIN_PADDED, USE_TMA)
     if HAS_TAIL:
-        k_tail = _load_tile(k_base, offs_n, offs_d_tail, stride_kn, stride_kd, seq_k, head_dim,
-                            CHECK_N, True)
-        v_tail = _load_tile(v_base, offs_n, offs_d_tail, stride_vn, stride_vd, seq_k, head_dim,
-                            CHECK_N, True)
+        k_tail = _load_rows(k_tail_src, start_n, D_MAIN, offs_n, offs_d_tail, stride_kn, stride_kd,
+                            seq_k, head_dim, CHECK_N, TAIL_PADDED, USE_TMA)
+        v_tail = _load_rows(v_tail_src, start_n, D_MAIN, offs_n, offs_d_tail, stride_vn, stride_vd,
+                            seq_k, head_dim, CHECK_N, TAIL_PADDED, USE_TMA)
     else:
         k_tail = k_main  # never read
         v_tail = v_main
@@ -417,108 +578,146 @@ def _attention_backward_dkdv_kernel(
         q_base = Q + batch.to(tl.int64) * stride_qb + head.to(tl.int64) * stride_qh
         do_base = DO + batch.to(tl.int64) * stride_dob + head.to(tl.int64) * stride_doh
         row_base = (batch * num_heads + head).to(tl.int64) * seq_q
+        # DQ_ACC is contiguous: this head's rows start at row_base and are head_dim apart.
+        dq_base = DQ_ACC + row_base * head_dim
+        if USE_TMA:
+            q_main_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_MAIN)
+            do_main_src = _descriptor(do_base, seq_q, stride_dom, head_dim, BLOCK_M, D_MAIN)
+            if HAS_TAIL:
+                q_tail_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_TAIL)
+                do_tail_src = _descriptor(do_base, seq_q, stride_dom, head_dim, BLOCK_M, D_TAIL)
+            else:
+                q_tail_src, do_tail_src = q_main_src, do_main_src
+        else:
+            q_main_src, q_tail_src, do_main_src, do_tail_src = q_base, q_base, do_base, do_base
+        if TMA_REDUCE:
+            dq_main_dst = _descriptor(dq_base, seq_q, head_dim, head_dim, BLOCK_M, D_MAIN)
+            if HAS_TAIL:
+                dq_tail_dst = _descriptor(dq_base, seq_q, head_dim, head_dim, BLOCK_M, D_TAIL)
+            else:
+                dq_tail_dst = dq_main_dst
+        else:
+            dq_main_dst, dq_tail_dst = dq_base, dq_base
         if CAUSAL:
             # Query blocks on the diagonal of this key block need the causal mask; the ones
             # below it see every key of the block.
             diagonal_end = tl.minimum(start_n + BLOCK_N, seq_q)
             dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_blocks(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
-                q_base, do_base, LSE + row_base, DELTA + row_base,
-                stride_qm, stride_qd, stride_dom, stride_dod,
+                q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
+                LSE + row_base, DELTA + row_base, stride_qm, stride_qd, stride_dom, stride_dod,
                 offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_n, diagonal_end,
-                seq_q, qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_M, True, CHECK_M, INTERPRETED)
+                seq_q, qk_scale, softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL,
+                TAIL_PADDED, BLOCK_M, True, CHECK_M, INTERPRETED, USE_TMA, ATOMIC_DQ, TMA_REDUCE,
+                WARP_SPECIALIZE)
             below_start = start_n + BLOCK_N
         else:
             below_start = 0
         dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_blocks(
             dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
-            q_base, do_base, LSE + row_base, DELTA + row_base,
-            stride_qm, stride_qd, stride_dom, stride_dod,
+            q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
+            LSE + row_base, DELTA + row_base, stride_qm, stride_qd, stride_dom, stride_dod,
             offs_n, offs_m_in_block, offs_d_main, offs_d_tail, below_start, full_query_end,
-            seq_q, qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_M, False, False, INTERPRETED)
+            seq_q, qk_scale, softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED,
+            BLOCK_M, False, False, INTERPRETED, USE_TMA, ATOMIC_DQ, TMA_REDUCE, WARP_SPECIALIZE)
         if CHECK_M:
             dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_blocks(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
-                q_base, do_base, LSE + row_base, DELTA + row_base,
-                stride_qm, stride_qd, stride_dom, stride_dod,
+                q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
+                LSE + row_base, DELTA + row_base, stride_qm, stride_qd, stride_dom, stride_dod,
                 offs_n, offs_m_in_block, offs_d_main, offs_d_tail,
-                tl.maximum(below_start, full_query_end), seq_q,
-                seq_q, qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_M, False, True, INTERPRETED)
+                tl.maximum(below_start, full_query_end), seq_q, seq_q, qk_scale, softmax_scale,
+                head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_M, False, True,
+                INTERPRETED, USE_TMA, ATOMIC_DQ, TMA_REDUCE, False)
 
-    dk_base = DK + batch.to(tl.int64) * stride_dkb + kv_head.to(tl.int64) * stride_dkh
-    dv_base = DV + batch.to(tl.int64) * stride_dvb + kv_head.to(tl.int64) * stride_dvh
-    _store_tile(dk_base, (dk_main * softmax_scale).to(DK.dtype.element_ty), offs_n, offs_d_main,
-                stride_dkn, stride_dkd, seq_k, head_dim, CHECK_N, MAIN_PADDED)
-    _store_tile(dv_base, dv_main.to(DV.dtype.element_ty), offs_n, offs_d_main,
-                stride_dvn, stride_dvd, seq_k, head_dim, CHECK_N, MAIN_PADDED)
+    _store_rows(dk_main_dst, (dk_main * softmax_scale).to(DK.dtype.element_ty), start_n, 0, offs_n,
+                offs_d_main, stride_dkn, stride_dkd, seq_k, head_dim, CHECK_N, MAIN_PADDED, USE_TMA)
+    _store_rows(dv_main_dst, dv_main.to(DV.dtype.element_ty), start_n, 0, offs_n, offs_d_main,
+                stride_dvn, stride_dvd, seq_k, head_dim, CHECK_N, MAIN_PADDED, USE_TMA)
     if HAS_TAIL:
-        _store_tile(dk_base, (dk_tail * softmax_scale).to(DK.dtype.element_ty), offs_n,
-                    offs_d_tail, stride_dkn, stride_dkd, seq_k, head_dim, CHECK_N, True)
-        _store_tile(dv_base, dv_tail.to(DV.dtype.element_ty), offs_n, offs_d_tail,
-                    stride_dvn, stride_dvd, seq_k, head_dim, CHECK_N, True)
+        _store_rows(dk_tail_dst, (dk_tail * softmax_scale).to(DK.dtype.element_ty), start_n, D_MAIN,
+                    offs_n, offs_d_tail, stride_dkn, stride_dkd, seq_k, head_dim, CHECK_N,
+                    TAIL_PADDED, USE_TMA)
+        _store_rows(dv_tail_dst, dv_tail.to(DV.dtype.element_ty), start_n, D_MAIN, offs_n,
+                    offs_d_tail, stride_dvn, stride_dvd, seq_k, head_dim, CHECK_N, TAIL_PADDED,
+                    USE_TMA)
 
 
 @triton.jit
 def _backward_dq_key_block(
-    dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
+    dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta,
+    k_main_src, k_tail_src, v_main_src, v_tail_src,
     stride_kn, stride_kd, stride_vn, stride_vd,
     offs_m, offs_n_in_block, offs_d_main, offs_d_tail, start_n, seq_k, qk_scale,
-    head_dim, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
-    BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
+    head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    TAIL_PADDED: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
+    USE_TMA: tl.constexpr,
 ):
-    if True:
-        cols = start_n + offs_n_in_block
-        k_main = _load_tile(k_base, cols, offs_d_main, stride_kn, stride_kd, seq_k, head_dim,
-                            KEY_END_MASK, MAIN_PADDED)
-        v_main = _load_tile(v_base, cols, offs_d_main, stride_vn, stride_vd, seq_k, head_dim,
-                            KEY_END_MASK, MAIN_PADDED)
-        scores = tl.dot(q_main, tl.trans(k_main))
-        dprobs = tl.dot(do_main, tl.trans(v_main))
-        if HAS_TAIL:
-            k_tail = _load_tile(k_base, cols, offs_d_tail, stride_kn, stride_kd, seq_k, head_dim,
-                                KEY_END_MASK, True)
-            v_tail = _load_tile(v_base, cols, offs_d_tail, stride_vn, stride_vd, seq_k, head_dim,
-                                KEY_END_MASK, True)
-            scores = tl.dot(q_tail, tl.trans(k_tail), scores)
-            dprobs = tl.dot(do_tail, tl.trans(v_tail), dprobs)
-        probs = tl.math.exp2(scores * qk_scale - lse[:, None])
-        if CAUSAL_MASK:
-            probs = tl.where(offs_m[:, None] >= cols[None, :], probs, 0.0)
-        if KEY_END_MASK:
-            probs = tl.where(cols[None, :] < seq_k, probs, 0.0)
-        dscores = (probs * (dprobs - delta[:, None])).to(k_main.dtype)
-        dq_main = tl.dot(dscores, k_main, dq_main)
-        if HAS_TAIL:
-            dq_tail = tl.dot(dscores, k_tail, dq_tail)
+    cols = start_n + offs_n_in_block
+    k_main = _load_rows(k_main_src, start_n, 0, cols, offs_d_main, stride_kn, stride_kd, seq_k,
+                        head_dim, KEY_END_MASK, MAIN_PADDED, USE_TMA)
+    v_main = _load_rows(v_main_src, start_n, 0, cols, offs_d_main, stride_vn, stride_vd, seq_k,
+                        head_dim, KEY_END_MASK, MAIN_PADDED, USE_TMA)
+    scores = tl.dot(q_main, tl.trans(k_main))
+    dprobs = tl.dot(do_main, tl.trans(v_main))
+    if HAS_TAIL:
+        k_tail = _load_rows(k_tail_src, start_n, D_MAIN, cols, offs_d_tail, stride_kn, stride_kd,
+                            seq_k, head_dim, KEY_END_MASK, TAIL_PADDED, USE_TMA)
+        v_tail = _load_rows(v_tail_src, start_n, D_MAIN, cols, offs_d_tail, stride_vn, stride_vd,
+                            seq_k, head_dim, KEY_END_MASK, TAIL_PADDED, USE_TMA)
+        scores = tl.dot(q_tail, tl.trans(k_tail), scores)
+        dprobs = tl.dot(do_tail, tl.trans(v_tail), dprobs)
+    probs = tl.math.exp2(scores * qk_scale - lse[:, None])
+    if CAUSAL_MASK:
+        probs = tl.where(offs_m[:, None] >= cols[None, :], probs, 0.0)
+    if KEY_END_MASK:
+        probs = tl.where(cols[None, :] < seq_k, probs, 0.0)
+    dscores = (probs * (dprobs - delta[:, None])).to(k_main.dtype)
+    dq_main = tl.dot(dscores, k_main, dq_main)
+    if HAS_TAIL:
+        dq_tail = tl.dot(dscores, k_tail, dq_tail)
     return dq_main, dq_tail
 
 
 @triton.jit
 def _backward_dq_key_blocks(
-    dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
+    dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta,
+    k_main_src, k_tail_src, v_main_src, v_tail_src,
     stride_kn, stride_kd, stride_vn, stride_vd,
     offs_m, offs_n_in_block, offs_d_main, offs_d_tail, key_lo, key_hi, seq_k, qk_scale,
-    head_dim, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
-    BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
-    INTERPRETED: tl.constexpr,
+    head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    TAIL_PADDED: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr,
+    KEY_END_MASK: tl.constexpr, INTERPRETED: tl.constexpr, USE_TMA: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
 ):
     if INTERPRETED:  # see _forward_key_blocks
         start_n = key_lo
         while start_n < key_hi:
             dq_main, dq_tail = _backward_dq_key_block(
-                dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
+                dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta,
+                k_main_src, k_tail_src, v_main_src, v_tail_src,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n_in_block,
-                offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, head_dim, MAIN_PADDED,
-                HAS_TAIL, BLOCK_N, CAUSAL_MASK, KEY_END_MASK)
+                offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED,
+                HAS_TAIL, TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, USE_TMA)
             start_n += BLOCK_N
+    elif WARP_SPECIALIZE:
+        for start_n in tl.range(key_lo, key_hi, BLOCK_N, warp_specialize=True):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            dq_main, dq_tail = _backward_dq_key_block(
+                dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta,
+                k_main_src, k_tail_src, v_main_src, v_tail_src,
+                stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n_in_block,
+                offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED,
+                HAS_TAIL, TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, USE_TMA)
     else:
         for start_n in range(key_lo, key_hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             dq_main, dq_tail = _backward_dq_key_block(
-                dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
+                dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta,
+                k_main_src, k_tail_src, v_main_src, v_tail_src,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n_in_block,
-                offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, head_dim, MAIN_PADDED,
-                HAS_TAIL, BLOCK_N, CAUSAL_MASK, KEY_END_MASK)
+                offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED,
+                HAS_TAIL, TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, USE_TMA)
     return dq_main, dq_tail
 
 
@@ -532,14 +731,18 @@ def _attention_backward_dq_kernel(
     stride_dqb, stride_dqh, stride_dqm, stride_dqd,
     num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
     head_dim, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
-    MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
+    MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
+    USE_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
 ):
     """dQ in its own kernel, one program per query block: no atomics, deterministic."""
     # (see _attention_forward_kernel)
     head_dim = tl.multiple_of(head_dim, 8)
-    start_m = tl.program_id(0) * BLOCK_M
+    if CAUSAL:  # longest first (see _attention_forward_kernel)
+        start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
+    else:
+        start_m = tl.program_id(0) * BLOCK_M
     batch_head = tl.program_id(1)
     batch = batch_head // num_heads
     head = batch_head % num_heads
@@ -554,15 +757,36 @@ def _attention_backward_dq_kernel(
     do_base = DO + batch.to(tl.int64) * stride_dob + head.to(tl.int64) * stride_doh
     k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
-    q_main = _load_tile(q_base, offs_m, offs_d_main, stride_qm, stride_qd, seq_q, head_dim,
-                        CHECK_M, MAIN_PADDED)
-    do_main = _load_tile(do_base, offs_m, offs_d_main, stride_dom, stride_dod, seq_q, head_dim,
-                         CHECK_M, MAIN_PADDED)
+    dq_base = DQ + batch.to(tl.int64) * stride_dqb + head.to(tl.int64) * stride_dqh
+    if USE_TMA:
+        q_main_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_MAIN)
+        do_main_src = _descriptor(do_base, seq_q, stride_dom, head_dim, BLOCK_M, D_MAIN)
+        k_main_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_MAIN)
+        v_main_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_MAIN)
+        dq_main_dst = _descriptor(dq_base, seq_q, stride_dqm, head_dim, BLOCK_M, D_MAIN)
+        if HAS_TAIL:
+            q_tail_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_TAIL)
+            do_tail_src = _descriptor(do_base, seq_q, stride_dom, head_dim, BLOCK_M, D_TAIL)
+            k_tail_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_TAIL)
+            v_tail_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_TAIL)
+            dq_tail_dst = _descriptor(dq_base, seq_q, stride_dqm, head_dim, BLOCK_M, D_TAIL)
+        else:
+            q_tail_src, do_tail_src, k_tail_src, v_tail_src = q_main_src, do_main_src, k_main_src, v_main_src
+            dq_tail_dst = dq_main_dst
+    else:
+        q_main_src, q_tail_src, do_main_src, do_tail_src = q_base, q_base, do_base, do_base
+        k_main_src, k_tail_src, v_main_src, v_tail_src = k_base, k_base, v_base, v_base
+        dq_main_dst, dq_tail_dst = dq_base, dq_base
+
+    q_main = _load_rows(q_main_src, start_m, 0, offs_m, offs_d_main, stride_qm, stride_qd, seq_q,
+                        head_dim, CHECK_M, MAIN_PADDED, USE_TMA)
+    do_main = _load_rows(do_main_src, start_m, 0, offs_m, offs_d_main, stride_dom, stride_dod, seq_q,
+                         head_dim, CHECK_M, MAIN_PADDED, USE_TMA)
     if HAS_TAIL:
-        q_tail = _load_tile(q_base, offs_m, offs_d_tail, stride_qm, stride_qd, seq_q, head_dim,
-                            CHECK_M, True)
-        do_tail = _load_tile(do_base, offs_m, offs_d_tail, stride_dom, stride_dod, seq_q,
-                             head_dim, CHECK_M, True)
+        q_tail = _load_rows(q_tail_src, start_m, D_MAIN, offs_m, offs_d_tail, stride_qm, stride_qd,
+                            seq_q, head_dim, CHECK_M, TAIL_PADDED, USE_TMA)
+        do_tail = _load_rows(do_tail_src, start_m, D_MAIN, offs_m, offs_d_tail, stride_dom,
+                             stride_dod, seq_q, head_dim, CHECK_M, TAIL_PADDED, USE_TMA)
     else:
         q_tail = q_main  # never read
         do_tail = do_main
@@ -578,36 +802,40 @@ def _attention_backward_dq_kernel(
 
     if CAUSAL:
         dq_main, dq_tail = _backward_dq_key_blocks(
-            dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
-            stride_kn, stride_kd, stride_vn, stride_vd,
+            dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta,
+            k_main_src, k_tail_src, v_main_src, v_tail_src, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_n_in_block, offs_d_main, offs_d_tail, 0, start_m, seq_k, qk_scale,
-            head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
+            head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_N, False, False,
+            INTERPRETED, USE_TMA, WARP_SPECIALIZE)
         dq_main, dq_tail = _backward_dq_key_blocks(
-            dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
-            stride_kn, stride_kd, stride_vn, stride_vd,
+            dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta,
+            k_main_src, k_tail_src, v_main_src, v_tail_src, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_n_in_block, offs_d_main, offs_d_tail,
             start_m, tl.minimum(start_m + BLOCK_M, seq_k), seq_k, qk_scale,
-            head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, True, CHECK_N, INTERPRETED)
+            head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_N, True, CHECK_N,
+            INTERPRETED, USE_TMA, WARP_SPECIALIZE)
     else:
         full_key_end = (seq_k // BLOCK_N) * BLOCK_N
         dq_main, dq_tail = _backward_dq_key_blocks(
-            dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
-            stride_kn, stride_kd, stride_vn, stride_vd,
+            dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta,
+            k_main_src, k_tail_src, v_main_src, v_tail_src, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_n_in_block, offs_d_main, offs_d_tail, 0, full_key_end, seq_k, qk_scale,
-            head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, False, INTERPRETED)
+            head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_N, False, False,
+            INTERPRETED, USE_TMA, WARP_SPECIALIZE)
         if CHECK_N:
             dq_main, dq_tail = _backward_dq_key_blocks(
-                dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta, k_base, v_base,
-                stride_kn, stride_kd, stride_vn, stride_vd,
-                offs_m, offs_n_in_block, offs_d_main, offs_d_tail, full_key_end, seq_k, seq_k,
-                qk_scale, head_dim, MAIN_PADDED, HAS_TAIL, BLOCK_N, False, True, INTERPRETED)
+                dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta,
+                k_main_src, k_tail_src, v_main_src, v_tail_src, stride_kn, stride_kd, stride_vn,
+                stride_vd, offs_m, offs_n_in_block, offs_d_main, offs_d_tail, full_key_end, seq_k,
+                seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_N,
+                False, True, INTERPRETED, USE_TMA, False)
 
-    dq_base = DQ + batch.to(tl.int64) * stride_dqb + head.to(tl.int64) * stride_dqh
-    _store_tile(dq_base, (dq_main * softmax_scale).to(DQ.dtype.element_ty), offs_m, offs_d_main,
-                stride_dqm, stride_dqd, seq_q, head_dim, CHECK_M, MAIN_PADDED)
+    _store_rows(dq_main_dst, (dq_main * softmax_scale).to(DQ.dtype.element_ty), start_m, 0, offs_m,
+                offs_d_main, stride_dqm, stride_dqd, seq_q, head_dim, CHECK_M, MAIN_PADDED, USE_TMA)
     if HAS_TAIL:
-        _store_tile(dq_base, (dq_tail * softmax_scale).to(DQ.dtype.element_ty), offs_m,
-                    offs_d_tail, stride_dqm, stride_dqd, seq_q, head_dim, CHECK_M, True)
+        _store_rows(dq_tail_dst, (dq_tail * softmax_scale).to(DQ.dtype.element_ty), start_m, D_MAIN,
+                    offs_m, offs_d_tail, stride_dqm, stride_dqd, seq_q, head_dim, CHECK_M,
+                    TAIL_PADDED, USE_TMA)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -623,6 +851,10 @@ class KernelTiles:
     block_n: int
     num_warps: int
     num_stages: int
+    # Hopper, tensor descriptors only: Triton 3.6 splits the main loop into producer (TMA) and
+    # consumer warps (tl.range(warp_specialize=True)); the kernel then runs more warps than
+    # num_warps.
+    warp_specialize: bool = False
 
 
 @dataclass(frozen=True)
@@ -634,10 +866,17 @@ class AttentionConfig:
     backward_dq: KernelTiles
     # Compute a non-power-of-two head_dim as main + tail slices instead of padding it.
     split_head_dim: bool = True
+    # Load and store through tensor descriptors (Hopper's TMA; also Triton's interpreter). Used
+    # only where tensor_descriptors_usable() holds; elsewhere the pointer kernels run instead.
+    tma: bool = False
+    # Backward with deterministic=False: dQ summed in float32 by the dK/dV kernel (TMA
+    # reduce-add, or atomics) instead of a separate dQ kernel; 5 matrix products per block pair
+    # instead of 7, not bitwise reproducible.
+    atomic_dq: bool = False
 
 
-def _tiles(block_m, block_n, num_warps, num_stages):
-    return KernelTiles(block_m, block_n, num_warps, num_stages)
+def _tiles(block_m, block_n, num_warps, num_stages, warp_specialize=False):
+    return KernelTiles(block_m, block_n, num_warps, num_stages, warp_specialize)
 
 
 # Interpreter: smallest legal tiles, so that the CPU tests stay fast and exercise the block edges.
@@ -676,6 +915,11 @@ _ARCH_CONFIGS: dict[str, dict[int, AttentionConfig]] = {
         128: AttentionConfig(_tiles(64, 64, 4, 2), _tiles(32, 64, 4, 2), _tiles(64, 32, 4, 2)),
         256: AttentionConfig(_tiles(64, 32, 4, 1), _tiles(16, 32, 4, 1), _tiles(32, 32, 4, 1)),
     },
+    "sm100": {  # sm100, sm120, ...: the sm86 tiles (see _architecture_family)
+        64: AttentionConfig(_tiles(128, 64, 4, 2), _tiles(32, 64, 4, 2), _tiles(64, 32, 4, 2)),
+        128: AttentionConfig(_tiles(64, 64, 4, 2), _tiles(32, 64, 4, 2), _tiles(64, 32, 4, 2)),
+        256: AttentionConfig(_tiles(64, 32, 4, 1), _tiles(16, 32, 4, 1), _tiles(32, 32, 4, 1)),
+    },
     "sm75": {  # Turing: 64 KB of shared memory, no cp.async (so one stage), fp16 only
         64: AttentionConfig(_tiles(64, 64, 4, 1), _tiles(32, 64, 4, 1), _tiles(64, 32, 4, 1)),
         128: AttentionConfig(_tiles(64, 32, 4, 1), _tiles(16, 32, 4, 1), _tiles(32, 32, 4, 1)),
@@ -686,8 +930,13 @@ _ARCH_CONFIGS: dict[str, dict[int, AttentionConfig]] = {
 
 def _architecture_family(capability: tuple[int, int]) -> str:
     major, minor = capability
-    if major >= 9:
+    if major == 9:
         return "sm90"
+    if major >= 10:
+        # Blackwell and later were never measured here, and sm120 (RTX 50xx) has only ~100 KB
+        # of shared memory per block: the sm86 tiles fit every one of them, and the first-use
+        # autotune (attention_autotune.py) picks among them and their neighbours.
+        return "sm100"
     if (major, minor) == (8, 0):
         return "sm80"
     if major == 8:
@@ -731,25 +980,36 @@ def _next_power_of_2(value: int) -> int:
     return 1 << (value - 1).bit_length()
 
 
-def head_dim_slices(head_dim: int, split: bool = True) -> tuple[int, int, bool]:
+def head_dim_slices(head_dim: int, split: bool = True, tma: bool = False) -> tuple[int, int, bool]:
     """(main width, tail width, has tail); without a tail, main is head_dim padded to the next
-    power of two (its extra columns masked).
+    power of two (its extra columns masked, or zero-filled by the copy engine).
 
-    A split is used only when the remainder after the largest power of two is itself a power of
-    two of at least 16 (the smallest tl.dot width), so that neither slice needs a column mask:
-    48 = 32+16, 80 = 64+16, 96 = 64+32, 144 = 128+16, 160 = 128+32, 192 = 128+64. A partially
-    masked tail (40 = 32+16 with 8 columns masked, also 72, 88, 136, 152) was seen on an H200
-    with Triton 3.6 to make the compiled forward read shared memory out of bounds
+    Pointer kernels split only when the remainder after the largest power of two is itself a
+    power of two of at least 16 (the smallest tl.dot width), so that neither slice needs a
+    column mask: 48 = 32+16, 80 = 64+16, 96 = 64+32, 144 = 128+16, 160 = 128+32, 192 = 128+64.
+    A partially masked tail (40 = 32+16 with 8 columns masked, also 72, 88, 136, 152) was seen
+    on an H200 with Triton 3.6 to make the compiled forward read shared memory out of bounds
     (compute-sanitizer: invalid __shared__ read inside a reduction) or return wrong values,
     while the padded form of the same head dims passed; so those head dims are padded.
+
+    Through tensor descriptors (``tma``) a partial tail needs no mask at all (the copy engine
+    zero-fills the columns past head_dim), so the tail is the remainder rounded up to a power of
+    two whenever that is narrower than padding: 40 = 32+16 (48 wide instead of 64), 72 = 64+16,
+    88 = 64+32, 136 = 128+16, 152 = 128+32, 168..184 = 128+64 (192 instead of 256).
     """
     padded = _next_power_of_2(head_dim)
     main = padded if padded == head_dim else padded // 2
     remainder = head_dim - main
-    tail_fills_exactly = remainder >= MIN_DOT_WIDTH and remainder == _next_power_of_2(remainder)
-    if main == head_dim or not split or not tail_fills_exactly:
+    if main == head_dim or not split:
         return padded, MIN_DOT_WIDTH, False
-    return main, remainder, True
+    if tma:
+        tail = max(MIN_DOT_WIDTH, _next_power_of_2(remainder))
+        if main + tail < padded:
+            return main, tail, True
+        return padded, MIN_DOT_WIDTH, False
+    if remainder >= MIN_DOT_WIDTH and remainder == _next_power_of_2(remainder):
+        return main, remainder, True
+    return padded, MIN_DOT_WIDTH, False
 
 
 # ----------------------------------------------------------------------------------------------
@@ -825,9 +1085,63 @@ def validate_inputs(q, k, v, causal: bool, softmax_scale) -> None:
 
 
 def _slice_constants(head_dim: int, config: AttentionConfig) -> dict:
-    d_main, d_tail, has_tail = head_dim_slices(head_dim, config.split_head_dim)
-    return dict(head_dim=head_dim, D_MAIN=d_main, D_TAIL=d_tail,
-                MAIN_PADDED=d_main > head_dim, HAS_TAIL=has_tail)
+    d_main, d_tail, has_tail = head_dim_slices(head_dim, config.split_head_dim, config.tma)
+    return dict(head_dim=head_dim, D_MAIN=d_main, D_TAIL=d_tail, MAIN_PADDED=d_main > head_dim,
+                HAS_TAIL=has_tail, TAIL_PADDED=has_tail and d_main + d_tail > head_dim)
+
+
+def _descriptor_ready(tensor: torch.Tensor) -> bool:
+    """The copy engine needs a 16-byte aligned base, 16-byte multiples between rows (and between
+    the batches and heads a descriptor's base moves by) and a contiguous last dimension."""
+    if tensor.stride(-1) != 1 or tensor.data_ptr() % 16:
+        return False
+    itemsize = tensor.element_size()
+    return all(size == 1 or (stride * itemsize) % 16 == 0
+               for size, stride in zip(tensor.shape[:-1], tensor.stride()[:-1]))
+
+
+def tensor_descriptors_usable(*tensors: torch.Tensor) -> bool:
+    """Whether the descriptor (TMA) kernels can run on these tensors here: Hopper (sm90; later
+    architectures were never run here), or Triton's interpreter, with a Triton that has
+    device-side descriptors (3.4+), on descriptor-ready layouts."""
+    if not hasattr(tl, "make_tensor_descriptor"):
+        return False
+    first = tensors[0]
+    if first.device.type == "cuda":
+        if _interpreting() or torch.cuda.get_device_capability(first.device)[0] != 9:
+            return False
+    elif not _interpreting():
+        return False
+    return all(_descriptor_ready(tensor) for tensor in tensors)
+
+
+def _without_descriptors(config: AttentionConfig) -> AttentionConfig:
+    plain = lambda tiles: dataclasses.replace(tiles, warp_specialize=False)  # noqa: E731
+    return dataclasses.replace(config, tma=False, forward=plain(config.forward),
+                               backward_dkdv=plain(config.backward_dkdv),
+                               backward_dq=plain(config.backward_dq))
+
+
+def usable_config(config: AttentionConfig, *tensors: torch.Tensor) -> AttentionConfig:
+    """``config``, or the same tiles on the pointer kernels where descriptors cannot be used."""
+    if config.tma and not tensor_descriptors_usable(*tensors):
+        return _without_descriptors(config)
+    if not config.tma and any(getattr(config, kernel).warp_specialize
+                              for kernel in ("forward", "backward_dkdv", "backward_dq")):
+        return _without_descriptors(config)  # warp specialization needs the descriptor loads
+    return config
+
+
+def _scratch(size: int, alignment: int, stream) -> torch.Tensor:
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _device_descriptors_need_scratch(tensor: torch.Tensor) -> None:
+    """Device-side descriptors live in a global scratch buffer that Triton asks its allocator for
+    at each launch. Set for this context (a ContextVar in Triton): a caller's own allocator is
+    replaced by this one, which does the same through torch's caching allocator."""
+    if tensor.device.type == "cuda":
+        triton.set_allocator(_scratch)
 
 
 def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: AttentionConfig):
@@ -837,6 +1151,9 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
+    config = usable_config(config, q, k, v, out)
+    if config.tma:
+        _device_descriptors_need_scratch(q)
     tiles = config.forward
     grid = (triton.cdiv(seq_q, tiles.block_m), batch * num_heads)
     _attention_forward_kernel[grid](
@@ -845,7 +1162,7 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
         num_heads, num_heads // num_kv_heads, seq_q, seq_k, softmax_scale * LOG2_E,
         CAUSAL=causal, BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
         CHECK_M=seq_q % tiles.block_m != 0, CHECK_N=seq_k % tiles.block_n != 0,
-        INTERPRETED=_interpreting(),
+        INTERPRETED=_interpreting(), USE_TMA=config.tma, WARP_SPECIALIZE=tiles.warp_specialize,
         num_warps=tiles.num_warps, num_stages=tiles.num_stages,
         **_slice_constants(head_dim, config),
     )
@@ -853,17 +1170,27 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
 
 
 def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale: float,
-                       config: AttentionConfig):
+                       config: AttentionConfig, deterministic: bool = True):
+    """(dq, dk, dv). ``deterministic=False`` lets a config with ``atomic_dq`` sum dQ in float32
+    inside the dK/dV kernel (faster; the sums' order, hence the last bits, vary run to run)."""
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     kv_group_size = num_heads // num_kv_heads
     grad_out = grad_out.contiguous()
-    dq = torch.empty_like(q, memory_format=torch.contiguous_format)
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     delta = torch.empty_like(lse)
     qk_scale = softmax_scale * LOG2_E
+    config = usable_config(config, q, k, v, grad_out, out, dk, dv)
+    atomic_dq = config.atomic_dq and not deterministic
+    interpreted = _interpreting()
+    if config.tma:
+        _device_descriptors_need_scratch(q)
     slices = _slice_constants(head_dim, config)
+    if atomic_dq:
+        dq_sum = torch.zeros((batch, num_heads, seq_q, head_dim), device=q.device, dtype=torch.float32)
+    else:
+        dq = torch.empty_like(q, memory_format=torch.contiguous_format)
 
     delta_block = 64 if q.is_cuda else 16
     _backward_delta_kernel[(triton.cdiv(seq_q, delta_block), batch * num_heads)](
@@ -872,14 +1199,19 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     )
     tiles = config.backward_dkdv
     _attention_backward_dkdv_kernel[(triton.cdiv(seq_k, tiles.block_n), batch * num_kv_heads)](
-        q, k, v, grad_out, dk, dv, lse, delta,
+        q, k, v, grad_out, dk, dv, dq_sum if atomic_dq else dk, lse, delta,
         *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dk.stride(), *dv.stride(),
         num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
         CAUSAL=causal, BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
         CHECK_M=seq_q % tiles.block_m != 0, CHECK_N=seq_k % tiles.block_n != 0,
-        INTERPRETED=_interpreting(),
+        INTERPRETED=interpreted, USE_TMA=config.tma, ATOMIC_DQ=atomic_dq,
+        # Triton's interpreter has no descriptor reduce-add: element atomics there.
+        TMA_REDUCE=atomic_dq and config.tma and not interpreted,
+        WARP_SPECIALIZE=tiles.warp_specialize,
         num_warps=tiles.num_warps, num_stages=tiles.num_stages, **slices,
     )
+    if atomic_dq:
+        return dq_sum.to(q.dtype), dk, dv
     tiles = config.backward_dq
     _attention_backward_dq_kernel[(triton.cdiv(seq_q, tiles.block_m), batch * num_heads)](
         q, k, v, grad_out, dq, lse, delta,
@@ -887,17 +1219,18 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
         num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
         CAUSAL=causal, BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
         CHECK_M=seq_q % tiles.block_m != 0, CHECK_N=seq_k % tiles.block_n != 0,
-        INTERPRETED=_interpreting(),
+        INTERPRETED=interpreted, USE_TMA=config.tma, WARP_SPECIALIZE=tiles.warp_specialize,
         num_warps=tiles.num_warps, num_stages=tiles.num_stages, **slices,
     )
     return dq, dk, dv
 
 
 def padded_width(head_dim: int, config: AttentionConfig) -> int:
-    """The head_dim the kernels run at: head_dim itself when it is a power of two or splits into
-    main + tail slices, else the next power of two (the inputs are zero-padded to it)."""
-    d_main, _, has_tail = head_dim_slices(head_dim, config.split_head_dim)
-    return head_dim if has_tail else d_main
+    """The head_dim the kernels run at: head_dim itself when it is a power of two, splits into
+    main + tail slices or runs on descriptors (which zero-fill), else the next power of two (the
+    inputs are zero-padded to it)."""
+    d_main, _, has_tail = head_dim_slices(head_dim, config.split_head_dim, config.tma)
+    return head_dim if has_tail or config.tma else d_main
 
 
 def _pad_head_dim(tensor: torch.Tensor, width: int) -> torch.Tensor:
@@ -905,14 +1238,15 @@ def _pad_head_dim(tensor: torch.Tensor, width: int) -> torch.Tensor:
 
 
 class _FlashAttentionFunction(torch.autograd.Function):
-    """Head dims that neither are a power of two nor split (40, 72, 112, 136, ...) run on inputs
-    zero-padded to the next power of two: zero columns add nothing to q k^T, and the extra output
-    and gradient columns (zeros) are cut off. Measured on the H200 (issue 18): the in-kernel
-    column mask (``MAIN_PADDED``) ran hd40 at 104 TFLOP/s forward+backward against 337 for hd64,
-    so the copies cost far less than the masked loads."""
+    """On the pointer kernels, head dims that neither are a power of two nor split (40, 72, 112,
+    136, ...) run on inputs zero-padded to the next power of two: zero columns add nothing to
+    q k^T, and the extra output and gradient columns (zeros) are cut off. Measured on the H200
+    (issue 18): the in-kernel column mask (``MAIN_PADDED``) ran hd40 at 104 TFLOP/s
+    forward+backward against 337 for hd64, so the copies cost far less than the masked loads.
+    The descriptor kernels need neither: the copy engine zero-fills past head_dim."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, softmax_scale, config):
+    def forward(ctx, q, k, v, causal, softmax_scale, config, deterministic):
         head_dim = q.shape[-1]
         width = padded_width(head_dim, config)
         if width != head_dim:
@@ -922,6 +1256,7 @@ class _FlashAttentionFunction(torch.autograd.Function):
         ctx.causal = causal
         ctx.softmax_scale = softmax_scale
         ctx.config = config
+        ctx.deterministic = deterministic
         ctx.head_dim = head_dim
         return out if width == head_dim else out[..., :head_dim].contiguous()
 
@@ -931,10 +1266,10 @@ class _FlashAttentionFunction(torch.autograd.Function):
         if q.shape[-1] != ctx.head_dim:
             grad_out = _pad_head_dim(grad_out, q.shape[-1])
         dq, dk, dv = attention_backward(grad_out, q, k, v, out, lse, ctx.causal,
-                                        ctx.softmax_scale, ctx.config)
+                                        ctx.softmax_scale, ctx.config, ctx.deterministic)
         if q.shape[-1] != ctx.head_dim:
             dq, dk, dv = (t[..., :ctx.head_dim] for t in (dq, dk, dv))
-        return dq, dk, dv, None, None, None
+        return dq, dk, dv, None, None, None, None
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
@@ -946,19 +1281,24 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     dividing heads. head_dim: a multiple of 8 from 32 to 256. dtype: float16, or bfloat16 on
     sm80+. Causal attention needs seq_q == seq_k. softmax_scale defaults to 1/sqrt(head_dim).
 
-    ``deterministic``: accepted for API parity with FlashAttention. This backward never uses
-    atomics (dQ has its own kernel and dK/dV sum their query heads inside one program), so it
-    is bitwise reproducible either way. ``config`` overrides the per-architecture tiles
-    (benchmarks and tuning only).
+    ``deterministic``: as in FlashAttention. True: the backward never uses atomics (dQ has its
+    own kernel and dK/dV sum their query heads inside one program), so it is bitwise
+    reproducible. False (the default): where the configuration says so (``atomic_dq``), dQ is
+    summed in float32 by atomic adds inside the dK/dV kernel, which saves two of the backward's
+    seven matrix products per block pair; its last bits then vary from run to run. ``config``
+    overrides the per-architecture tiles (benchmarks and tuning only).
     """
     validate_inputs(q, k, v, causal, softmax_scale)
-    del deterministic  # always deterministic, see above
     head_dim = q.shape[-1]
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(head_dim)
     if config is None:
         config = _autotuned_or_guessed(q, k, v, bool(causal), float(softmax_scale), _device_capability(q), head_dim)
-    return _FlashAttentionFunction.apply(q, k, v, bool(causal), float(softmax_scale), config)
+    # Decided here, before padding: the pointer kernels need padded inputs where the
+    # descriptor kernels do not.
+    config = usable_config(config, q, k, v)
+    return _FlashAttentionFunction.apply(q, k, v, bool(causal), float(softmax_scale), config,
+                                         bool(deterministic))
 
 
 def reference_attention(q, k, v, causal: bool = True, softmax_scale: float | None = None,
@@ -982,4 +1322,4 @@ def reference_attention(q, k, v, causal: bool = True, softmax_scale: float | Non
 
 __all__ = ["AttentionConfig", "KernelTiles", "flash_attention", "reference_attention",
            "select_config", "head_dim_slices", "padded_width", "validate_inputs", "attention_forward",
-           "attention_backward"]
+           "attention_backward", "tensor_descriptors_usable", "usable_config"]

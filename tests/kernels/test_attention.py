@@ -12,12 +12,18 @@ import random
 import pytest
 import torch
 
+import dataclasses
+
+from gpudoctor.kernels import attention as attention_module
 from gpudoctor.kernels.attention import (
     AttentionConfig,
+    KernelTiles,
     flash_attention,
     head_dim_slices,
     reference_attention,
     select_config,
+    tensor_descriptors_usable,
+    usable_config,
 )
 
 
@@ -44,12 +50,13 @@ def _relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     return ((actual - expected).norm() / expected.norm()).item()
 
 
-def _compare_with_reference(shape, causal, dtype, device, reference_dtype, tolerance, config=None):
+def _compare_with_reference(shape, causal, dtype, device, reference_dtype, tolerance, config=None,
+                            deterministic=False):
     batch, heads, kv_heads, seq_q, seq_k, head_dim = shape
     seed = _fresh_seed()
     q, k, v, grad_out = _make_inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype,
                                      device, seed)
-    out = flash_attention(q, k, v, causal=causal, config=config)
+    out = flash_attention(q, k, v, causal=causal, config=config, deterministic=deterministic)
     out.backward(grad_out)
 
     q_ref, k_ref, v_ref = (t.detach().to(reference_dtype).requires_grad_() for t in (q, k, v))
@@ -131,6 +138,102 @@ def test_head_dim_slices():
     assert head_dim_slices(136) == (256, 16, False)
 
 
+def test_head_dim_slices_on_tensor_descriptors():
+    """The copy engine zero-fills past head_dim: a partial tail whenever it is narrower than
+    padding to the next power of two, and never padding on the host."""
+    assert head_dim_slices(40, tma=True) == (32, 16, True)  # 48 wide instead of 64
+    assert head_dim_slices(72, tma=True) == (64, 16, True)
+    assert head_dim_slices(88, tma=True) == (64, 32, True)
+    assert head_dim_slices(80, tma=True) == (64, 16, True)
+    assert head_dim_slices(136, tma=True) == (128, 16, True)
+    assert head_dim_slices(176, tma=True) == (128, 64, True)
+    assert head_dim_slices(112, tma=True) == (128, 16, False)  # 64+64 is no narrower than 128
+    assert head_dim_slices(56, tma=True) == (64, 16, False)
+    assert head_dim_slices(64, tma=True) == (64, 16, False)
+    config = dataclasses.replace(select_config(None, 40), tma=True)
+    assert attention_module.padded_width(40, config) == 40
+    assert attention_module.padded_width(112, config) == 112
+
+
+# Interpreter cases for the descriptor (TMA) kernels: partial tails (40 = 32+16, 72 = 64+16,
+# 88 = 64+32, 136 = 128+16, 176 = 128+64), a zero-filled main slice (112, 56), GQA, ragged and
+# cross-attention lengths.
+TMA_CASES = [
+    ((1, 2, 1, 37, 37, 40), True),
+    ((1, 4, 2, 33, 33, 72), True),
+    ((1, 2, 1, 19, 45, 88), False),
+    ((1, 2, 2, 45, 19, 112), False),
+    ((1, 2, 2, 29, 29, 56), True),
+    ((1, 1, 1, 18, 18, 136), True),
+    ((1, 1, 1, 17, 17, 176), False),
+    ((2, 2, 2, 29, 29, 80), False),
+]
+
+
+@pytest.mark.parametrize("atomic_dq", [False, True], ids=["dq-kernel", "atomic-dq"])
+@pytest.mark.parametrize("shape,causal", TMA_CASES,
+                         ids=[f"{'x'.join(map(str, s))}-{'causal' if c else 'full'}" for s, c in TMA_CASES])
+def test_tensor_descriptor_kernels_match_float64_reference(shape, causal, atomic_dq, device):
+    """The descriptor path (Hopper's TMA; on the CPU Triton's interpreter, which emulates the
+    zero-fill and clipping) and the atomic-dQ backward compute the same function."""
+    if device == "cuda" and not tensor_descriptors_usable(torch.empty(8, device="cuda")):
+        pytest.skip("tensor descriptors run on sm90 only")
+    base = select_config(None if device == "cpu" else torch.cuda.get_device_capability(), shape[-1])
+    config = dataclasses.replace(base, tma=True, atomic_dq=atomic_dq)
+    _compare_with_reference(shape, causal, torch.float16, device, torch.float64, tolerance=5e-3,
+                            config=config, deterministic=False)
+
+
+def test_warp_specialized_forward_in_the_interpreter(device):
+    """The warp-specialized forward runs one loop with the masks on every block (see the
+    kernel); the interpreter checks that loop's arithmetic, causal and ragged."""
+    if device != "cpu":
+        pytest.skip("the GPU tests run the warp-specialized tiles of the GPU")
+    tiles = KernelTiles(16, 16, 4, 1, warp_specialize=True)
+    config = AttentionConfig(tiles, KernelTiles(16, 16, 4, 1), KernelTiles(16, 16, 4, 1), tma=True)
+    for shape, causal in (((1, 2, 1, 37, 37, 80), True), ((1, 2, 2, 21, 45, 40), False)):
+        _compare_with_reference(shape, causal, torch.float16, device, torch.float64, tolerance=5e-3,
+                                config=config)
+
+
+def test_atomic_dq_only_when_not_deterministic(device, monkeypatch):
+    """deterministic=True keeps the separate dQ kernel (bitwise reproducible) even when the
+    config allows atomic dQ; deterministic=False skips it."""
+    launched = []
+    real = attention_module._attention_backward_dq_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            launched.append(grid)
+            return real[grid]
+
+    monkeypatch.setattr(attention_module, "_attention_backward_dq_kernel", Spy())
+    config = dataclasses.replace(select_config(None if device == "cpu" else torch.cuda.get_device_capability(), 64),
+                                 atomic_dq=True)
+    q, k, v, grad_out = _make_inputs(1, 2, 1, 20, 20, 64, torch.float16, device, _fresh_seed())
+    flash_attention(q, k, v, config=config, deterministic=True).backward(grad_out)
+    assert len(launched) == 1
+    flash_attention(q, k, v, config=config, deterministic=False).backward(grad_out)
+    assert len(launched) == 1
+
+
+def test_descriptor_path_falls_back_on_unaligned_inputs(device):
+    """A view whose rows are not 16-byte aligned cannot feed the copy engine: the pointer kernels
+    run instead (padding included), and the result is still right."""
+    base = select_config(None if device == "cpu" else torch.cuda.get_device_capability(), 40)
+    config = dataclasses.replace(base, tma=True)
+    storage = torch.randn(1, 2, 23, 41, dtype=torch.float16).to(device)
+    q = storage[..., 1:]  # base pointer 2 bytes past an aligned one, rows 82 bytes apart
+    assert not attention_module._descriptor_ready(q)
+    assert usable_config(config, q, q, q).tma is False
+    q = q.detach().requires_grad_()
+    out = flash_attention(q, q, q, causal=True, config=config)
+    expected = reference_attention(q.detach().double(), q.detach().double(), q.detach().double())
+    assert _relative_error(out.detach(), expected) < 5e-3
+    aligned = torch.randn(1, 2, 23, 40, dtype=torch.float16).to(device)
+    assert attention_module._descriptor_ready(aligned)
+
+
 def test_backward_is_deterministic(device):
     seed = _fresh_seed()
     q, k, v, grad_out = _make_inputs(1, 4, 2, 40, 40, 80, torch.float16, device, seed)
@@ -193,7 +296,7 @@ def test_cpu_tensors_without_interpreter_raise(monkeypatch):
 
 
 def test_configs_cover_every_architecture_and_head_dim():
-    for capability in [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0)]:
+    for capability in [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)]:
         for head_dim in range(32, 257, 8):
             config = select_config(capability, head_dim)
             for tiles, outer_is_m in ((config.forward, True), (config.backward_dkdv, False),
@@ -257,6 +360,41 @@ def test_gpu_every_head_dim(head_dim, causal, layout):
                                  split_head_dim=False)
     _compare_with_reference((1, 4, 2, 333, 333, head_dim), causal, torch.float16, "cuda",
                             torch.float32, tolerance=GPU_TOLERANCE[torch.float16], config=config)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("head_dim", range(32, 257, 8))
+def test_gpu_every_head_dim_on_tensor_descriptors(head_dim, causal):
+    """Every head_dim on the descriptor kernels with the atomic-dQ backward (partial tails
+    zero-filled by the copy engine: the case that broke the masked pointer kernels), odd
+    length, fp16."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    if not tensor_descriptors_usable(torch.empty(8, device="cuda")):
+        pytest.skip("tensor descriptors run on sm90 only")
+    config = dataclasses.replace(select_config(torch.cuda.get_device_capability(), head_dim),
+                                 tma=True, atomic_dq=True)
+    _compare_with_reference((1, 4, 2, 333, 333, head_dim), causal, torch.float16, "cuda",
+                            torch.float32, tolerance=GPU_TOLERANCE[torch.float16], config=config)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("head_dim", [64, 80, 128, 256])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_gpu_warp_specialized_and_atomic_dq(head_dim, causal, dtype):
+    """The Hopper-only variants at realistic lengths (ragged 1000, whole 4096), GQA."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    if not tensor_descriptors_usable(torch.empty(8, device="cuda")):
+        pytest.skip("tensor descriptors run on sm90 only")
+    base = select_config(torch.cuda.get_device_capability(), head_dim)
+    forward = KernelTiles(128, 64, 4, 2, warp_specialize=True)
+    config = dataclasses.replace(base, forward=forward, tma=True, atomic_dq=True)
+    for seq in (1000, 4096):
+        _compare_with_reference((2, 4, 2, seq, seq, head_dim), causal, dtype, "cuda", torch.float32,
+                                tolerance=GPU_TOLERANCE[dtype], config=config)
 
 
 @pytest.mark.gpu
