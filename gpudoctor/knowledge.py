@@ -28,6 +28,9 @@ class Rule:
     references: tuple[str, ...]
     # what a passing static check established, in words (`check -v`: "✓ id: <verified>")
     verified: str = ""
+    # the problem makes Triton's JIT fail (compile, launcher build or load): the training pass
+    # names it as the cause of a triton-jit-failed when the log diagnosis finds it
+    breaks_triton_jit: bool = False
 
 
 RULES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules")
@@ -63,6 +66,7 @@ def load_catalogue() -> dict[str, Rule]:
             fix=raw["fix"],
             references=tuple(raw["references"]),
             verified=raw.get("verified", ""),
+            breaks_triton_jit=bool(raw.get("breaks_triton_jit", False)),
         )
         if rule.id in rules:
             raise ValueError(f"duplicate rule id in catalogue.toml: {rule.id}")

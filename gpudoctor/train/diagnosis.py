@@ -22,10 +22,14 @@ from ..remedies import Machine, fixes_for
 from ..remedies.training import RERUN_AFTER_FIX
 from .protocol import INSTALL_HINT
 
-# Rules that explain why Triton's JIT failed; the log matcher reports them from compiler output.
-JIT_CAUSES = ("libcuda-unversioned-missing", "libcuda-not-in-linker-cache", "libcuda-stub-at-runtime",
-              "c-compiler-missing", "triton-cache-unwritable", "cuda-home-missing", "triton-arch-unsupported",
-              "torch-arch-unsupported", "driver-too-old", "nvcc-host-compiler-unsupported")
+
+
+def jit_causes() -> frozenset[str]:
+    """Rules that explain why Triton's JIT failed (``breaks_triton_jit`` in the catalogue); the log
+    matcher reports them from the compiler's output."""
+    from ..knowledge import load_catalogue
+
+    return frozenset(rule.id for rule in load_catalogue().values() if rule.breaks_triton_jit)
 
 
 @dataclass
@@ -51,7 +55,8 @@ def _cause_fixes(cause: str, log_findings: list[Finding], compiler: str | None, 
 def _jit_finding(stage: str, failure: dict, log_findings: list[Finding], machine: Machine | None = None) -> list[Finding]:
     cause = failure.get("cause")
     if cause is None:
-        cause = next((f.id for f in log_findings if f.id in JIT_CAUSES), None)
+        causes = jit_causes()
+        cause = next((f.id for f in log_findings if f.id in causes), None)
     what = f"{failure.get('error_type', 'error')}: {failure.get('message', '')}".strip()
     if cause:
         message = f"Triton's JIT failed in the {stage} stage because of {cause} ({what})."
