@@ -86,7 +86,7 @@ def code_fix_plan(findings: Iterable[Finding]) -> list[FileEdit]:
         with open(path, "rb") as handle:
             original = handle.read()
         text = original.decode("utf-8")
-        result = (edit_python if is_python(path) else edit_config)(text, edits)
+        result = edit_python(text, edits) if is_python(path) else edit_config(text, edits, path)
         diff = "".join(difflib.unified_diff(text.splitlines(keepends=True), result.new_text.splitlines(keepends=True),
                                             fromfile=path, tofile=path))
         action = EditFile(path, sha256_hex(original), result.new_text) if result.new_text != text else None

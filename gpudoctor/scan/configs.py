@@ -3,8 +3,9 @@ HfArgumentParser.parse_json_file reads, TOML), each with its line.
 
 YAML: PyYAML is not a dependency, so this reads the block-mapping subset such configs use
 (``key: value`` lines, nesting by indentation, comments, ``- item`` lists skipped); flow mappings,
-anchors and multi-document files are read as far as their ``key:`` lines go. Keys are all a scan
-needs: values are never interpreted here."""
+anchors and multi-document files are read as far as their ``key:`` lines go. A key's value is kept
+only when it is a plain scalar on the key's own line (``bf16: true``, ``model_name_or_path: org/name``),
+the few values the model-shape and precision judgements read; anything else is None, never guessed."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
-_YAML_KEY = re.compile(r"^(?P<indent>[ ]*)(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*:(?:[ \t]|$)")
+_YAML_KEY = re.compile(r"^(?P<indent>[ ]*)(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*:(?:[ \t]+(?P<value>.*)|$)")
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,12 @@ class ConfigKey:
     key: str
     line: int
     depth: int  # 0: top level
+    value: object = None  # a scalar value (str, bool, int, float) when the key has one on its line
+
+
+def key_values(config: "ConfigFile") -> dict:
+    """Top-level key -> (value, line), for the keys that have a scalar value."""
+    return {k.key: (k.value, k.line) for k in config.keys if k.depth == 0 and k.value is not None}
 
 
 @dataclass(frozen=True)
@@ -65,8 +72,31 @@ def yaml_keys(text: str):
         indent = len(match.group("indent"))
         while indents and indents[-1] >= indent:
             indents.pop()
-        yield ConfigKey(match.group("key"), number, len(indents))
+        yield ConfigKey(match.group("key"), number, len(indents), _yaml_scalar(match.group("value") or ""))
         indents.append(indent)
+
+
+def _yaml_scalar(text: str):
+    """The plain scalars training configs use (true/false, numbers, strings, quoted or not);
+    None for no value, a block (| >), a flow collection or an anchor/alias."""
+    if text[:1] in ("'", '"'):
+        quote = text[0]
+        end = text.find(quote, 1)
+        return text[1:end] if end > 0 else None
+    text = re.split(r"\s#", text, maxsplit=1)[0].strip()
+    if not text or text[0] in "|>[{&*!":
+        return None
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("null", "~"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def json_keys(text: str):
@@ -74,18 +104,18 @@ def json_keys(text: str):
     found in the text in document order after the previous one."""
     data = json.loads(text)
     position = 0
-    for key, depth in _walk(data, 0):
+    for key, depth, value in _walk(data, 0):
         found = text.find(json.dumps(key), position)
         if found < 0:
             continue
         position = found + 1
-        yield ConfigKey(key, text.count("\n", 0, found) + 1, depth)
+        yield ConfigKey(key, text.count("\n", 0, found) + 1, depth, value)
 
 
 def _walk(value, depth):
     if isinstance(value, dict):
         for key, item in value.items():
-            yield str(key), depth
+            yield str(key), depth, item if isinstance(item, (str, bool, int, float)) else None
             yield from _walk(item, depth + 1)
     elif isinstance(value, list):
         for item in value:
@@ -95,7 +125,7 @@ def _walk(value, depth):
 def toml_keys(text: str):
     data = tomllib.loads(text)
     lines = text.splitlines()
-    for key, depth in _walk(data, 0):
+    for key, depth, value in _walk(data, 0):
         pattern = re.compile(rf"^\s*\"?{re.escape(key)}\"?\s*=")
         line = next((n for n, l in enumerate(lines, 1) if pattern.match(l)), 0)
-        yield ConfigKey(key, line, depth)
+        yield ConfigKey(key, line, depth, value)

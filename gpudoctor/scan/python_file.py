@@ -3,14 +3,25 @@
 Only what the syntax says without doubt: which imported name a call goes to (``from trl import
 SFTTrainer`` then ``SFTTrainer(...)``, or ``trl.SFTTrainer(...)`` after ``import trl``) and the
 keyword names it passes, with their literal values where they are literals. A call through a
-variable, ``**kwargs`` or a name never imported is not resolved: no guess, no finding."""
+variable, ``**kwargs`` or a name never imported is not resolved: no guess, no finding.
+
+Besides the resolved calls, a few facts the static forms of the diagnosis rules need: method
+calls by name on any receiver (``model.gradient_checkpointing_enable()``: the receiver is a
+variable, so only the method name is known), the names a file binds exactly once to a string
+literal (``model_id = "microsoft/phi-2"``, so ``from_pretrained(model_id)`` names its model), and
+the top-level packages it imports."""
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+import fnmatch
+from dataclasses import dataclass, field
 
 _NOT_LITERAL = object()
+
+# Method calls recorded whatever their receiver: the diagnosis rules ask only whether the script
+# makes them (and where). A fixed set keeps the walk cheap.
+WATCHED_METHODS = frozenset({"gradient_checkpointing_enable", "enable_input_require_grads"})
 
 
 @dataclass(frozen=True)
@@ -19,6 +30,9 @@ class KeywordSite:
     line: int
     column: int
     value: object = _NOT_LITERAL  # the literal value, or NOT_LITERAL
+    # a dotted name (``torch.bfloat16``, ``model_id``) or the resolved callee of a call written
+    # inline (``quantization_config=BitsAndBytesConfig(...)`` -> "transformers.BitsAndBytesConfig")
+    expr: str = ""
 
     @property
     def literal(self) -> bool:
@@ -27,10 +41,15 @@ class KeywordSite:
 
 @dataclass(frozen=True)
 class CallSite:
-    qualified: str  # "trl.SFTTrainer", "unsloth.FastLanguageModel.get_peft_model"
+    qualified: str  # "trl.SFTTrainer", "unsloth.FastLanguageModel.get_peft_model"; ".half" for a method
     line: int
     keywords: tuple[KeywordSite, ...]
     has_star_kwargs: bool  # ``**kwargs``: keywords not seen here may be passed too
+    # the first positional arguments, as sites named "0", "1" (a literal value or a dotted name)
+    positional: tuple[KeywordSite, ...] = ()
+
+    def keyword(self, name: str) -> KeywordSite | None:
+        return next((k for k in self.keywords if k.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -38,6 +57,9 @@ class PythonFile:
     path: str
     calls: tuple[CallSite, ...]
     error: str = ""  # a syntax error: the file was not read (said, not skipped silently)
+    methods: tuple[CallSite, ...] = ()  # WATCHED_METHODS calls, receiver unknown
+    strings: dict = field(default_factory=dict)  # name -> str literal, for names bound exactly once
+    packages: frozenset = frozenset()  # top-level packages imported ("transformers", "peft")
 
 
 def read_python(path: str, source: bytes | None = None) -> PythonFile:
@@ -54,15 +76,34 @@ def read_python(path: str, source: bytes | None = None) -> PythonFile:
     imports = _imports(tree)
     if not imports:
         return PythonFile(path, ())
-    calls = []
+    calls, methods = [], []
+    bound: dict[str, int] = {}
+    literal_strings: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             qualified = _resolve(node.func, imports)
             if qualified is not None:
-                calls.append(CallSite(qualified, node.lineno, tuple(_keywords(node)),
-                                      any(k.arg is None for k in node.keywords)))
+                calls.append(_call_site(qualified, node, imports))
+            elif isinstance(node.func, ast.Attribute) and node.func.attr in WATCHED_METHODS:
+                methods.append(_call_site("." + node.func.attr, node, imports))
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound[node.id] = bound.get(node.id, 0) + 1
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if (len(targets) == 1 and isinstance(targets[0], ast.Name) and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)):
+                literal_strings[targets[0].id] = node.value.value
     calls.sort(key=lambda c: c.line)
-    return PythonFile(path, tuple(calls))
+    methods.sort(key=lambda c: c.line)
+    # a name bound twice (or also a loop variable, a parameter...) has no one value: not used
+    strings = {name: value for name, value in literal_strings.items() if bound.get(name) == 1}
+    packages = frozenset(target.split(".", 1)[0] for target in imports.values())
+    return PythonFile(path, tuple(calls), methods=tuple(methods), strings=strings, packages=packages)
+
+
+def _call_site(qualified: str, node: ast.Call, imports: dict[str, str]) -> CallSite:
+    return CallSite(qualified, node.lineno, tuple(_keywords(node, imports)), any(k.arg is None for k in node.keywords),
+                    tuple(_positional(node.args)))
 
 
 def _imports(tree: ast.AST) -> dict[str, str]:
@@ -94,19 +135,52 @@ def _resolve(func: ast.expr, imports: dict[str, str]) -> str | None:
     return ".".join([imports[func.id], *reversed(parts)])
 
 
-def _keywords(call: ast.Call):
+def _dotted(node: ast.expr) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _literal(node: ast.expr):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _NOT_LITERAL
+
+
+def _keywords(call: ast.Call, imports: dict[str, str]):
     for keyword in call.keywords:
         if keyword.arg is None:
             continue
-        try:
-            value = ast.literal_eval(keyword.value)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            value = _NOT_LITERAL
-        yield KeywordSite(keyword.arg, keyword.lineno, keyword.col_offset, value)
+        value = _literal(keyword.value)
+        expr = ""
+        if value is _NOT_LITERAL:
+            if isinstance(keyword.value, ast.Call):
+                expr = _resolve(keyword.value.func, imports) or ""
+            else:
+                expr = _dotted(keyword.value)
+        yield KeywordSite(keyword.arg, keyword.lineno, keyword.col_offset, value, expr)
+
+
+def _positional(args: list[ast.expr]):
+    for index, arg in enumerate(args[:2]):  # the model name or path is the first; nothing needs more
+        value = _literal(arg)
+        yield KeywordSite(str(index), arg.lineno, arg.col_offset, value, _dotted(arg) if value is _NOT_LITERAL else "")
 
 
 def matches(qualified: str, pattern: str) -> bool:
     """``pattern`` "trl.SFTTrainer" matches "trl.SFTTrainer" and "trl.trainer.sft_trainer.SFTTrainer":
-    the same top-level package, the same name at the end."""
+    the same top-level package, the same name at the end. A ``*`` in the tail globs within one
+    name: "transformers.AutoModel*.from_pretrained" matches AutoModelForCausalLM.from_pretrained."""
     top, _, tail = pattern.partition(".")
-    return qualified.split(".", 1)[0] == top and (qualified == pattern or qualified.endswith("." + tail))
+    if qualified.split(".", 1)[0] != top:
+        return False
+    if "*" in tail:
+        names = tail.split(".")
+        return len(qualified.split(".")) > len(names) and fnmatch.fnmatchcase(
+            ".".join(qualified.split(".")[-len(names):]), tail)
+    return qualified == pattern or qualified.endswith("." + tail)

@@ -43,9 +43,12 @@ def test_seed_script_names_all_three_with_file_and_line(tmp_path):
     assert (evaluation.evidence["line"], tokenizer.evidence["line"], dropout.evidence["line"]) == (45, 28, 20)
     assert evaluation.message.startswith("train.py:45: ")
     assert evaluation.severity.value == "error" and dropout.severity.value == "warning"
-    # trl 0.12 still accepts tokenizer= with a warning (removed in 0.14); the moved arguments raise
+    # trl 0.12 still accepts tokenizer= (removed in 0.14) and the SFTConfig arguments (removed in 0.13:
+    # the 0.12.0 wheel wraps SFTTrainer.__init__ in _deprecate_arguments(version="0.13.0"), 0.13.0 has none)
     assert tokenizer.severity.value == "warning"
-    assert found[("trl-sfttrainer-api-change", "dataset_text_field")].severity.value == "error"
+    assert found[("trl-sfttrainer-api-change", "dataset_text_field")].severity.value == "warning"
+    later = _by_kwarg(scan_paths([str(project)], _versions(transformers="4.46.0", trl="0.13.0")))
+    assert later[("trl-sfttrainer-api-change", "dataset_text_field")].severity.value == "error"
     assert all(f.evidence["file"] == str(project / "train.py") for f in result.findings)
 
 
@@ -203,4 +206,6 @@ def test_every_rule_the_scan_reports_says_so_in_the_catalogue():
     rules = {c.rule for c in knowledge.changes} | {knowledge.fast_path.rule}
     catalogue = load_catalogue()
     assert all("scan" in catalogue[r].detected_by for r in rules)
-    assert all(c.source.startswith("https://") and c.deprecated_in <= c.removed_in for c in knowledge.changes)
+    assert all(c.source.startswith("https://") and (c.removed_in is None or c.deprecated_in <= c.removed_in)
+               for c in knowledge.changes)
+    assert all(f.source.startswith("https://") for f in knowledge.facts.values())
