@@ -1,7 +1,10 @@
 """``gpudoctor scan``: read a training project (Python with ``ast``, configs as data; nothing is
 imported or run) and find, before the first step, the code failures the seeds lost hours to:
-keywords a library removed or renamed in the installed version, and Unsloth settings that turn
-its fast path off. ``code_fix_plan`` turns the findings' edits into file edits (libcst)."""
+keywords a library removed or renamed in the installed version, Unsloth settings that turn its
+fast path off, what the code asks of the GPU (the model's real head_dim under FlashAttention,
+bf16, 4-bit loading) judged against this machine's Facts, and the static forms of two
+diagnosis rules (checkpointing a PEFT model without input grads, fp16 weights under GradScaler).
+``code_fix_plan`` turns the findings' edits into file edits (libcst)."""
 
 from __future__ import annotations
 
@@ -10,16 +13,20 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..model import EditFile, Finding, sort_findings
+from ..model import CheckResult, CheckStatus, EditFile, Finding, sort_findings
+from . import sites
+from .against_gpu import judge_against_gpu
 from .changes import Knowledge, load_knowledge
 from .codemod import edit_config, edit_python
 from .configs import read_config
+from .diagnosis import diagnosis_judgements
 from .python_file import read_python
-from .rules import config_findings, python_findings
-from .versions import NEWEST_KNOWN, Versions, installed_versions
+from .rules import config_dialect, config_findings, python_findings, shown_path
+from .versions import NEWEST_KNOWN, Versions, installed_versions, versions_from_packages
 from .walk import MAX_FILE_BYTES, is_python, project_files
 
-__all__ = ["ScanResult", "FileEdit", "scan_paths", "code_fix_plan", "installed_versions", "Versions"]
+__all__ = ["ScanResult", "FileEdit", "scan_paths", "code_fix_plan", "installed_versions", "Versions",
+           "versions_from_packages"]
 
 
 @dataclass(frozen=True)
@@ -29,16 +36,43 @@ class ScanResult:
     config_files: int
     not_read: tuple[tuple[str, str], ...]  # (path, why): said, never passed over silently
     assumed: tuple[str, ...]  # packages judged at the newest known version (not installed)
+    # the judgements against the machine and the static diagnosis forms, one per place in the code:
+    # pass, fail, or skip with the reason (no GPU facts, no config.json, a model named by a variable)
+    checks: tuple[CheckResult, ...] = ()
 
 
-def scan_paths(paths: Sequence[str], versions: Versions | None = None, knowledge: Knowledge | None = None) -> ScanResult:
+class _Recorded:
+    """The versions, remembering which packages were judged at the newest known release."""
+
+    def __init__(self, versions: Versions) -> None:
+        self.versions = versions
+        self.assumed: set[str] = set()
+
+    def of(self, package: str):
+        version = self.versions.of(package)
+        if version.source == NEWEST_KNOWN:
+            self.assumed.add(package)
+        return version
+
+
+def scan_paths(paths: Sequence[str], versions: Versions | None = None, knowledge: Knowledge | None = None,
+               facts=None, env: Mapping[str, str] | None = None, no_facts_reason: str = "") -> ScanResult:
+    """Scan files and directories. ``facts`` (a ``gpudoctor.facts.Facts``, probing lazily) is the
+    machine the code is judged against: the installed packages decide the keyword versions when
+    ``versions`` is not given, and the GPU the model-shape/precision/quantization judgements; None
+    skips those judgements with ``no_facts_reason``. ``env`` finds the Hugging Face cache."""
     knowledge = knowledge or load_knowledge()
-    versions = versions if versions is not None else installed_versions(newest_known=knowledge.newest_known)
+    if versions is None:
+        versions = _versions_from(facts, knowledge)
+    recorded = _Recorded(versions)
+    env = os.environ if env is None else env
     findings: list[Finding] = []
+    checks: list[CheckResult] = []
     not_read: list[tuple[str, str]] = []
+    loads, precisions, quantizations = [], [], []
     counts = {"python": 0, "config": 0}
+    root = paths[0] if len(paths) == 1 and os.path.isdir(paths[0]) else ""
     for path in project_files(paths):
-        root = paths[0] if len(paths) == 1 and os.path.isdir(paths[0]) else ""
         try:
             if os.path.getsize(path) > MAX_FILE_BYTES:
                 not_read.append((path, f"larger than {MAX_FILE_BYTES} bytes"))
@@ -48,18 +82,54 @@ def scan_paths(paths: Sequence[str], versions: Versions | None = None, knowledge
                 source = read_python(path)
                 if source.error:
                     not_read.append((path, source.error))
-                findings.extend(python_findings(source, knowledge, versions, root))
+                checks.extend(_each_a_check(python_findings(source, knowledge, recorded, root), findings))
+                if source.calls:
+                    shown = shown_path(path, root)
+                    found, judged = diagnosis_judgements(source, shown, knowledge, recorded)
+                    findings.extend(found)
+                    checks.extend(judged)
+                    loads.extend(sites.python_loads(source, shown))
+                    precisions.extend(sites.python_precision(source, shown, knowledge.training_arguments))
+                    quantizations.extend(sites.python_quantization(source, shown))
             else:
                 counts["config"] += 1
                 config = read_config(path)
                 if config.error:
                     not_read.append((path, config.error))
-                findings.extend(config_findings(config, knowledge, versions, root))
+                checks.extend(_each_a_check(config_findings(config, knowledge, recorded, root), findings))
+                dialect = config_dialect(config)
+                if dialect is not None:
+                    shown = shown_path(path, root)
+                    loads.extend(sites.config_loads(config, shown, dialect))
+                    precisions.extend(sites.config_precision(config, shown))
+                    quantizations.extend(sites.config_quantization(config, shown, dialect))
         except OSError as exc:
             not_read.append((path, exc.strerror or str(exc)))
-    used = {f.evidence.get("package") for f in findings if f.evidence.get("version_source") == NEWEST_KNOWN}
+    found, judged = judge_against_gpu(loads, precisions, quantizations, facts, env, no_facts_reason)
+    findings.extend(found)
+    checks.extend(judged)
     return ScanResult(tuple(sort_findings(findings)), counts["python"], counts["config"], tuple(not_read),
-                      tuple(sorted(p for p in used if p)))
+                      tuple(sorted(recorded.assumed)), tuple(checks))
+
+
+def _each_a_check(found: list[Finding], findings: list[Finding]) -> list[CheckResult]:
+    """A keyword or key finding is its own failed check (reporters group findings by their
+    check's area: these belong with the training code, not with the log findings)."""
+    findings.extend(found)
+    return [CheckResult(f.id, CheckStatus.FAIL, f.message, 0.0, (f,)) for f in found]
+
+
+def _versions_from(facts, knowledge: Knowledge) -> Versions:
+    """The inspected environment's packages, through the Facts the checks use when given (one
+    probe for both), else the live host's."""
+    if facts is not None:
+        from ..facts import ProbeFailure
+
+        try:
+            return versions_from_packages(facts.get("packages"), knowledge.newest_known)
+        except ProbeFailure:
+            return versions_from_packages(None, knowledge.newest_known)  # every package judged at newest known
+    return installed_versions(newest_known=knowledge.newest_known)
 
 
 @dataclass(frozen=True)

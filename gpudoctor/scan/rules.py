@@ -29,7 +29,7 @@ LLAMAFACTORY_MARKERS = frozenset({"stage", "finetuning_type", "template"})
 
 def python_findings(source: PythonFile, knowledge: Knowledge, versions: Versions, root: str = "") -> list[Finding]:
     findings: list[Finding] = []
-    shown = _shown_path(source.path, root)
+    shown = shown_path(source.path, root)
     for call in source.calls:
         for change in knowledge.changes:
             if any(matches(call.qualified, pattern) for pattern in change.callables):
@@ -56,7 +56,7 @@ def config_findings(config: ConfigFile, knowledge: Knowledge, versions: Versions
     dialect = config_dialect(config)
     if dialect is None:
         return []
-    shown = _shown_path(config.path, root)
+    shown = shown_path(config.path, root)
     top = {k.key for k in config.keys if k.depth == 0}
     findings = []
     for key in config.keys:
@@ -178,7 +178,7 @@ def _fast_path_findings(call: CallSite, fast, path: str, shown: str) -> Iterable
         yield Finding(fast.rule, rule.severity, rule.title, message, values, fixes_for(fast.rule, values))
 
 
-def _shown_path(path: str, root: str) -> str:
+def shown_path(path: str, root: str) -> str:
     if root:
         relative = os.path.relpath(path, root)
         if not relative.startswith(".."):
