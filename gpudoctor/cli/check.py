@@ -27,6 +27,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--exit-zero", action="store_true", help="always exit 0 unless gpudoctor itself fails")
     parser.add_argument("--snapshot", metavar="DIR", help="replay a recorded snapshot instead of this machine")
     parser.add_argument("--log", action="append", default=[], metavar="FILE", help="also diagnose a failure log")
+    parser.add_argument("--scan", action="append", default=[], metavar="PATH",
+                        help="also scan the training code and configs at PATH (as `gpudoctor scan`), judged against "
+                        "this machine; repeatable")
     parser.add_argument("--require", action="append", default=[], metavar="FEATURE",
                         help="a feature the training needs: bf16, flash-attn, head_dim=N (repeatable)")
     parser.add_argument("--python", metavar="PATH",
@@ -72,7 +75,8 @@ def run(args) -> int:
 
     try:
         # without --log, an id only logs report (cuda-oom) would run no check and pass silently
-        args.only = rule_ids(args.only, detector=None if args.log else "static", option="--only")
+        args.only = rule_ids(args.only, detector=None if args.log or getattr(args, "scan", None) else "static",
+                             option="--only")
         args.skip = rule_ids(args.skip, option="--skip")
     except SelectionError as exc:
         raise UsageError(str(exc)) from None
@@ -132,6 +136,11 @@ def run(args) -> int:
         extra = [f for f in train_pass.findings if f.id not in static_ids]
         report = Report(tuple(sort_findings(list(report.findings) + extra)),
                         tuple(report.checks) + tuple(train_pass.checks), report.facts)
+    scan_section = None
+    if getattr(args, "scan", None):  # the training code, judged against the same Facts (issue 17)
+        from .scan import with_scan
+
+        report, scan_section = with_scan(report, args.scan, facts, args.only, args.skip)
     from ..report.base import ReportView
     from ..report.summary import machine_summary
 
@@ -145,6 +154,8 @@ def run(args) -> int:
     # each --require feature: met, NOT met, or cannot verify here (a gate never assumes)
     verdicts = verify_requirements(requirements, report.checks, report.facts)
     extra = {"train": train_pass.data} if train_pass is not None else {}
+    if scan_section is not None:
+        extra["scan"] = scan_section
     if verdicts:
         extra["requirements"] = [v.to_json() for v in verdicts]
     if not args.snapshot:  # fix-aware: a finding the env file fixes, in a shell that has not loaded it

@@ -60,10 +60,7 @@ def _validate_selection(args) -> None:
         args.only, args.skip = selection(args.only, args.skip, detector="scan" if args.code is not None else "static")
     except SelectionError as exc:
         raise UsageError(str(exc)) from None
-    if args.skip and args.code is not None:
-        # `fix --code` selects its edits in cli/scan.py, which reads --only alone: refuse rather
-        # than edit what the user asked to leave alone
-        raise UsageError("--skip does not apply to --code yet; name the edits to make with --only")
+    # `fix --code` selects its edits with both --only and --skip (cli/scan.run_fix_code)
 
 
 def _diagnosis(args):
