@@ -19,6 +19,7 @@ from typing import Iterable
 
 from . import cuda_errors
 from .cleaning import joined_context, strip_ansi, unescaped_pieces
+from .gated_find import gate_of, line_starts
 from .signatures import Signature
 
 # Short literals that most keywords contain: one str.find pass each per chunk. Chosen so that
@@ -78,6 +79,7 @@ class Matcher:
             by_trigger.setdefault(trigger, [])
         # Highest weight first so that, on a line two signatures claim, evidence is stable.
         self.by_trigger = {t: sorted(s, key=lambda x: -x.weight) for t, s in by_trigger.items()}
+        self.gates = {t: gate_of(t) for t in self.by_trigger}  # each literal's rarest byte (gated_find.py)
 
     @staticmethod
     def trigger_for(keyword: str) -> str:
@@ -138,16 +140,12 @@ class Scanner:
     def _scan(self, block: bytes, search_from: int) -> None:
         positions: list[tuple[int, bytes]] = []
         size = len(block)
+        gates = self._matcher.gates
         for trigger in self._matcher.by_trigger:
-            # Occurrences wholly before search_from were found when that text was scanned.
-            pos = block.find(trigger, max(0, search_from - len(trigger) + 1))
-            while pos != -1:
-                positions.append((pos, trigger))
-                # One visit per line and trigger: resume after the end of this line.
-                line_end = block.find(b"\n", pos)
-                if line_end == -1:
-                    break
-                pos = block.find(trigger, line_end)
+            # Occurrences wholly before search_from were found when that text was scanned; one
+            # visit per line and trigger (line_starts resumes after each hit's line).
+            start = max(0, search_from - len(trigger) + 1)
+            positions.extend((pos, trigger) for pos in line_starts(block, trigger, gates[trigger], start))
         if not positions:
             return
         positions.sort()

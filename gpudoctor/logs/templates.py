@@ -74,7 +74,15 @@ def _stalled_rank(values: Mapping[str, str], arg: str) -> str:
             f" process group, it fell behind, so read its log first.")
 
 
+def _head_dims(values: Mapping[str, str], arg: str) -> str:
+    # flash-attn 1.0-2.3 name a limit ("head dim > 64"); 2.4-2.5 name the cases ("head dim 256 with dropout, ...")
+    if values.get(arg):
+        return f"> {values[arg]}"
+    return values.get("head_dim_case") or "?"
+
+
 DERIVERS: dict[str, Callable[[Mapping[str, str], str], str]] = {
+    "head_dims": _head_dims,
     "stalled_rank": _stalled_rank,
     "cuda_version": _cuda_version,
     "suffix_nvml": _suffix_nvml,

@@ -156,6 +156,50 @@ def test_nccl_timeout_names_the_rank_that_fell_behind():
     ("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", "cuda-oom"),
     ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
      "NVIDIA driver is installed and running.", "no-nvidia-driver"),
+    # issue 15, second pass: each line is the library's format string filled in as it prints it
+    # FlashAttention 1 (a TORCH_CHECK without a message, as torch prints it), 2 and 3
+    ("RuntimeError: Expected is_sm8x || is_sm75 to be true, but got false.  (Could this error message be improved?  "
+     "If so, please report an enhancement request to PyTorch.)", "flash-attn-arch-unsupported"),
+    ("RuntimeError: Expected is_sm90 || is_sm8x || is_sm75 to be true, but got false.", "flash-attn-arch-unsupported"),
+    ("RuntimeError: Expected (head_size % 8 == 0) && (head_size <= 128) to be true, but got false.",
+     "flash-attn-head-dim-unsupported"),
+    ("RuntimeError: FlashAttention only supports Turing GPUs or newer.", "flash-attn-arch-unsupported"),
+    ("RuntimeError: FlashAttentionHopper only supports Hopper GPUs or newer.", "flash-attn-arch-unsupported"),
+    ("RuntimeError: FlashAttention forward only supports head dimension at most 256", "flash-attn-head-dim-unsupported"),
+    ("RuntimeError: FlashAttention backward for head dim 256 with dropout, or head dim 224 with/without dropout "
+     "requires A100/A800 or H100/H800", "flash-attn-head-dim-unsupported"),
+    ("ImportError: /venv/lib/python3.11/site-packages/flash_attn_3/_C.abi3.so: undefined symbol: "
+     "_ZN3c104cuda9SetDeviceEab", "flash-attn-abi-mismatch"),
+    # NCCL's transports and torch's NCCL timeouts
+    ("node1:1234:1300 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<51234> with "
+     "error 12, opcode 0, len 0, vendor err 129", "nccl-failure"),
+    ("node1:1234:1300 [0] NCCL WARN NET/IB: Got completion from peer 10.0.0.2<51234> with status=IBV_WC_RETRY_EXC_ERR(12) "
+     "opcode=IBV_WC_SEND(0) vendor_err=129", "nccl-failure"),
+    ("node2:88:120 [3] misc/socket.cc:538 NCCL WARN socketProgress: Connection closed by remote peer node1<58490>",
+     "nccl-failure"),
+    ("node2:88:120 [3] misc/socket.cc:484 NCCL WARN Net : Connect to 10.1.1.2<36477> failed : Connection refused",
+     "nccl-failure"),
+    ("node2:88:88 [0] bootstrap.cc:45 NCCL WARN Bootstrap : no socket interface found", "nccl-failure"),
+    ("[rank1]:[E1003 18:37:01.833621509 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 1] Timeout at NCCL work: "
+     "6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.", "nccl-timeout"),
+    ("[rank6]:[E703 21:51:54.112142364 ProcessGroupNCCL.cpp:1987] [PG ID 0 PG GUID 0(default_pg) Rank 6] Received a "
+     "dump signal due to a collective timeout from  rank 7 and we will try our best to dump the debug info.",
+     "nccl-timeout"),
+    ("RuntimeError: [Rank 0] Caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran "
+     "for 1800297 milliseconds before timing out.", "nccl-timeout"),
+    # TRL on Python <= 3.9 (no class name), Unsloth, xFormers, bitsandbytes 0.46+, Triton, pynvml
+    ("TypeError: __init__() got an unexpected keyword argument 'dataset_text_field'", "trl-sfttrainer-api-change"),
+    ("ImportError: Unsloth: Xformers was not installed correctly.", "xformers-abi-mismatch"),
+    ("ImportError: Unsloth: You have torch = 2.1.2 but xformers = 0.0.26.post1.", "xformers-abi-mismatch"),
+    ("WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:\n"
+     "    PyTorch 2.2.1+cu118 with CUDA 1108 (you have 2.2.2+cu121)", "xformers-abi-mismatch"),
+    ("RuntimeError: Attempted to use bitsandbytes native library functionality but it's not available.",
+     "bitsandbytes-cuda-setup"),
+    ("RuntimeError: Method 'cquantize_blockwise_fp16_nf4' not available in CPU-only version of bitsandbytes.",
+     "bitsandbytes-cuda-setup"),
+    ("RuntimeError: libcuda.so cannot found!\nPlease make sure GPU is set up and then run \"/sbin/ldconfig\" (requires "
+     "sudo) to refresh the linker cache.", "libcuda-not-in-linker-cache"),
+    ("pynvml.NVMLError_LibRmVersionMismatch: RM has detected an NVML/RM version mismatch.", "driver-library-mismatch"),
 ])
 def test_tool_wordings_name_their_rule(text, rule):
     assert ids(text.split("\n"))[:1] == [rule]

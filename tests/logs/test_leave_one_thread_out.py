@@ -19,6 +19,11 @@ def _scores():
     return tuple(score())
 
 
+@functools.lru_cache(maxsize=None)
+def _strict_scores():
+    return tuple(score(strict=True))
+
+
 def test_every_fixture_is_diagnosed_with_every_signature():
     assert [s.rule for s in _scores() if s.in_sample != s.fixtures] == []
 
@@ -32,12 +37,21 @@ def test_new_rules_generalize_to_threads_they_were_not_written_for():
 
 
 def test_held_out_score_does_not_fall_below_the_recorded_floor():
-    # 99/144 (69%) when the table in docs/diagnosis.md was written; a change that overfits
-    # signatures to single threads lowers it.
+    # 143/144 when the table in docs/diagnosis.md was last written: the signatures whose wording is a
+    # library's own message are never held out, so a miss here is a rule left with thread-only wordings.
     scores = _scores()
     hits, threads = sum(s.hits for s in scores), sum(s.threads for s in scores)
-    assert hits / threads >= 0.63, f"{hits}/{threads}"
+    assert hits / threads >= 0.97, f"{hits}/{threads}"
+
+
+def test_strict_held_out_score_does_not_fall_below_the_recorded_floor():
+    # 100/144 (69%) with every wording first read from the held-out thread removed too (issue 15's
+    # first measurement, before the re-derivation, was 99/144); a signature fitted to one thread lowers it.
+    scores = _strict_scores()
+    hits, threads = sum(s.hits for s in scores), sum(s.threads for s in scores)
+    assert hits / threads >= 0.69, f"{hits}/{threads}"
 
 
 def test_docs_show_the_current_table():
-    assert markdown_table(list(_scores())) in DOCS.read_text(), "regenerate: cd tests/logs && python loto.py --write-docs"
+    assert markdown_table(list(_scores()), list(_strict_scores())) in DOCS.read_text(), \
+        "regenerate: cd tests/logs && python loto.py --write-docs"

@@ -142,3 +142,44 @@ def test_memory_is_flat_as_the_stream_grows():
     large = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert large <= small * 1.2 + 65536
+
+
+# -- the gated literal search the scanner uses (gpudoctor/logs/gated_find.py) -----------------
+
+def _plain_line_starts(block: bytes, literal: bytes, start: int) -> list[int]:
+    found, pos = [], block.find(literal, start)
+    while pos != -1:
+        found.append(pos)
+        line_end = block.find(b"\n", pos)
+        if line_end == -1:
+            break
+        pos = block.find(literal, line_end)
+    return found
+
+
+def test_gated_search_finds_exactly_what_a_plain_find_loop_finds():
+    import random
+
+    from gpudoctor.logs.gated_find import gate_of, line_starts
+    from gpudoctor.logs.matcher import Matcher
+    from gpudoctor.logs.signatures import load_signatures
+
+    rng = random.Random(15)
+    literals = list(Matcher(load_signatures()).by_trigger)
+    alphabet = b"abcdefVXqQzx `\n\r:;/.-_ CUDA rror NCCL"
+    for _ in range(300):
+        literal = rng.choice(literals)
+        pieces = [bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(rng.randint(1, 30))]
+        # literals planted whole, cut short, twice on one line, at the edges
+        block = b"".join(piece + rng.choice([literal, literal[:-1], literal + literal, b""]) for piece in pieces)
+        start = rng.randint(0, max(0, len(block) - 1))
+        assert line_starts(block, literal, gate_of(literal), start) == _plain_line_starts(block, literal, start)
+
+
+def test_gated_search_falls_back_when_the_gate_byte_is_common():
+    from gpudoctor.logs.gated_find import gate_of, line_starts
+
+    literal = b"NVML/RM version mismatch"
+    offset, byte = gate_of(literal)
+    block = (bytes([byte]) * 50_000 + b"\n") * 40 + b"x " + literal + b"\n" + bytes([byte]) * 1000 + literal
+    assert line_starts(block, literal, (offset, byte), 0) == _plain_line_starts(block, literal, 0)
