@@ -74,7 +74,7 @@ class PreflightResult:
     """What preflight saw. ``findings`` are built on demand (model import is not free)."""
 
     __slots__ = ("records", "blocking", "cached", "duration_ms", "env_changed", "checks", "options", "not_run",
-                 "unmet_requirements")
+                 "unmet_requirements", "scan")
 
     def __init__(self, entry: dict, cached: bool, duration_ms: float, env_changed: dict) -> None:
         self.records = entry["findings"]  # the findings as JSON records (report.json's form)
@@ -84,6 +84,8 @@ class PreflightResult:
         self.not_run = entry.get("not_run", "")  # why the checks could not run, if they could not
         # a required feature not met, or that could not be verified here, fails the gate
         self.unmet_requirements = [r for r in entry.get("requirements", ()) if r.get("status") != "met"]
+        # preflight(scan=True): {"script", "not_judged": [...], "error": why the scan was not done}
+        self.scan = entry.get("scan")
         self.cached, self.duration_ms, self.env_changed = cached, duration_ms, env_changed
 
     @property
@@ -96,7 +98,8 @@ class PreflightResult:
     def ok(self) -> bool:
         """No blocking finding, every required feature verified, and the checks did run: a gate
         must not assume."""
-        return not self.blocking and not self.not_run and not self.unmet_requirements
+        return (not self.blocking and not self.not_run and not self.unmet_requirements
+                and not (self.scan and self.scan.get("error")))
 
     def __repr__(self) -> str:
         return f"PreflightResult(ok={self.ok}, findings={len(self.records)}, cached={self.cached})"
@@ -112,14 +115,19 @@ def preflight(
     use_cache: bool = True,
     apply_env: bool = True,
     project_dir: str | None = None,
+    scan: bool = False,
 ) -> PreflightResult:
-    """Check the environment before training. See the module docstring."""
+    """Check the environment before training. See the module docstring. ``scan=True`` also scans
+    the calling script (``gpudoctor scan`` of the ``__main__`` file, in bounded time): its findings
+    join the checks' and block the same way; the cache entry is tied to the script's mtime."""
     start = time.perf_counter()
     env_changed = _apply_env_file() if apply_env else {}
 
     pyproject = _find_pyproject(project_dir)
     explicit = {"require": _as_list(require), "skip": _as_list(skip), "strict": strict,
                 "raise_on_error": raise_on_error, "quiet": quiet}
+    if scan:  # in the fingerprint: an edit of the script re-scans it
+        explicit["scan"] = _script_identity()
     key = _fingerprint(pyproject, explicit)
     cache_file = os.path.join(_cache_dir(), "preflight", key + ".json")
 
@@ -151,6 +159,8 @@ def preflight(
         from .report.preflight import PreflightReporter
 
         sys.stderr.write(PreflightReporter().render(result))
+        if result.scan:
+            sys.stderr.write(_scan_note(result.scan))
     blocking = result.blocking
     if config_error and options.get("raise_on_error", True):
         raise PreflightError(f"gpudoctor preflight: {config_error}", [])
@@ -402,13 +412,48 @@ def _run_checks(options: dict, requirements: dict | None) -> dict:
 
     report = diagnose(host, skip=options.get("skip") or None, requirements=requirements, facts=facts)
     findings = list(report.findings)
+    scan_section = None
+    if options.get("scan"):  # the calling script, judged against the same facts (bounded time, never raises)
+        from .model import sort_findings
+        from .scan.script import scan_script
+
+        scanned = scan_script(options["scan"][0], report.facts)
+        skipped = set(options.get("skip") or ())
+        findings = sort_findings(findings + [f for f in scanned.findings if f.id not in skipped])
+        scan_section = {"script": scanned.script, "not_judged": list(scanned.not_judged), "error": scanned.error}
     # Which findings block is decided here, with the model's severities, so the cached path
     # needs neither the model nor a copy of its ranks.
     blocking = {mode: [i for i, f in enumerate(findings) if f.severity.rank >= threshold.rank]
                 for mode, threshold in (("default", Severity.ERROR), ("strict", Severity.WARNING))}
     verdicts = [v.to_json() for v in verify_requirements(requirements, report.checks, facts)]
-    return {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": len(report.checks),
-            "findings": [finding_to_json(f) for f in findings], "blocking": blocking, "requirements": verdicts}
+    entry = {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": len(report.checks),
+             "findings": [finding_to_json(f) for f in findings], "blocking": blocking, "requirements": verdicts}
+    if scan_section is not None:
+        entry["scan"] = scan_section
+    return entry
+
+
+def _script_identity() -> list:
+    """[path, mtime_ns, size] of the script that called preflight (the ``__main__`` file, else
+    sys.argv[0]); [""] when there is none (an interactive session, python -c). Here, not in
+    gpudoctor.scan, because the cached path must not import the scanner."""
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None) or (sys.argv[0] if sys.argv else "")
+    if not main_file or main_file == "-c" or not os.path.isfile(main_file):
+        return [""]
+    path = os.path.abspath(main_file)
+    st = os.stat(path)
+    return [path, st.st_mtime_ns, st.st_size]
+
+
+def _scan_note(scan: dict) -> str:
+    """What preflight(scan=True) could not do, said under the summary (never a silent pass)."""
+    if scan.get("error"):
+        return f"  scan of {scan.get('script') or 'the script'} NOT done: {scan['error']}\n"
+    not_judged = scan.get("not_judged") or []
+    lines = [f"  not judged: {why}" for why in not_judged[:3]]
+    if len(not_judged) > 3:
+        lines.append(f"  ({len(not_judged) - 3} more: `gpudoctor scan {scan.get('script', '')}` lists them)")
+    return "".join(line + "\n" for line in lines)
 
 
 # -- findings ------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from ..model import CheckResult, CheckStatus, EditFile, Finding, sort_findings
 from . import sites
 from .against_gpu import judge_against_gpu
 from .changes import Knowledge, load_knowledge
-from .codemod import edit_config, edit_python
 from .configs import read_config
 from .diagnosis import diagnosis_judgements
 from .python_file import read_python
@@ -145,6 +144,7 @@ def code_fix_plan(findings: Iterable[Finding]) -> list[FileEdit]:
     """One EditFile per file, made from every finding's ``edit`` in that file at once (two
     findings in one file become one edit, so neither undoes the other)."""
     from ..fix.actions.edit_file import sha256_hex
+    from .codemod import edit_config, edit_python  # libcst: only fix --code pays for it
 
     by_file: dict[str, list[Mapping[str, Any]]] = {}
     for finding in findings:
