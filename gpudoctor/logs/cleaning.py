@@ -34,9 +34,12 @@ def unescaped_pieces(line: str) -> list[str]:
 
 JOIN_BEFORE = 2  # neighbouring lines joined to a trigger line: a wrapped message rarely spans more
 JOIN_AFTER = 3
-# Prefixes that build tools put before every line of a child's output: pip's and setuptools'
+# Prefixes that build tools and log collectors put before every line of a child's output: syslog /
+# journald's "Aug 12 10:38:34 host unit[pid]: ", torchrun's "[rank3]:", pip's and setuptools'
 # indentation, CMake's "  ", Docker BuildKit's "#12 3.456 ", rich's box-drawing border.
-_CONTINUATION_PREFIX = re.compile(r"^[ \t]{0,40}(?:#\d{1,4} \d{1,6}\.\d{1,4} )?[│┃|]?[ \t]{0,40}")
+_CONTINUATION_PREFIX = re.compile(
+    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,64} [\w./@-]{1,64}(?:\[\d{1,10}\])?: )?"
+    r"(?:\[(?:rank|default)\d{1,6}\]:)?[ \t]{0,40}(?:#\d{1,4} \d{1,6}\.\d{1,4} )?[│┃|]?[ \t]{0,40}")
 
 
 def joined_context(block: bytes, start: int, end: int, lo: int, hi: int) -> str | None:

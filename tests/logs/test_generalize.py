@@ -46,6 +46,16 @@ def test_docker_buildkit_prefixes_are_stripped_when_joining():
     assert "(11.8)" in finding.message
 
 
+def test_journald_and_torchrun_prefixes_are_stripped_when_joining():
+    # xFormers' warning spans two lines; a log collector or torchrun prefixes each of them
+    head = "WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:"
+    tail = "    PyTorch 2.10.0+cu128 with CUDA 1208 (you have 2.11.0+cu130)"
+    journald = "Aug 12 10:38:34 fileserver unsloth[4073658]: "
+    for prefix in (journald, "[rank3]:"):
+        [finding] = diagnose_lines([prefix + head, prefix + tail])
+        assert finding.id == "xformers-abi-mismatch" and "2.10.0+cu128" in finding.message
+
+
 def test_a_cause_inside_a_runtime_error_repr_is_found():
     line = ("Worker failed: RuntimeError('CUDA error: no kernel image is available for execution on the "
             "device\\nCUDA kernel errors might be asynchronously reported at some other API call')")
