@@ -15,6 +15,7 @@ from .probes.cuda_libs import probe_ld_path_libraries
 from .probes.dist_metadata import probe_dist_requirements
 from .probes.driver import probe_driver
 from .probes.health import probe_health
+from .probes.kernel_log import probe_kernel_log
 from .probes.libcuda import probe_libcuda, probe_triton_libcuda
 from .probes.linktest import probe_link
 from .probes.packages import probe_packages
@@ -36,7 +37,7 @@ class ProbeFailure(Exception):
 # interpreter, so the quick facts (env, dirs, requirements, runtime, triton_cc) are not here.
 # The first three wait on subprocesses: ldconfig then the link test (which also needs
 # packages), the compilers' version queries, and NVML's initialization in the driver.
-THREADED = ("link", "toolchain", "driver", "triton_libcuda", "libcuda", "packages", "system")
+THREADED = ("link", "toolchain", "driver", "triton_libcuda", "libcuda", "packages", "system", "kernel_log")
 
 
 class Facts:
@@ -50,6 +51,7 @@ class Facts:
             "system": lambda: probe_system(host),
             "driver": lambda: probe_driver(host),
             "health": lambda: probe_health(self.get("driver")),  # decoded from the driver's NVML session
+            "kernel_log": lambda: probe_kernel_log(host),  # the driver's Xid lines (dmesg, else journalctl -k)
             "packages": lambda: probe_packages(host),
             "toolchain": lambda: probe_toolchain(host),
             # ldconfig's part on its own: the link test needs only that, not the directory scan

@@ -49,6 +49,7 @@ CHECKS: tuple[Check, ...] = (
     Check("gpu-throttled", ("health",), health.check_gpu_throttled),
     Check("pcie-link-degraded", ("health",), health.check_pcie_link_degraded),
     Check("gpu-persistence-mode-off", ("health",), health.check_gpu_persistence_mode_off),
+    Check("gpu-xid-errors", ("kernel_log", "health"), health.check_gpu_xid_errors),
 )
 
 CHECKS_BY_ID = {check.id: check for check in CHECKS}

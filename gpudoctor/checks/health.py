@@ -128,3 +128,63 @@ def check_gpu_persistence_mode_off(health):
         {"gpus": [g.index for g in off]},
         fixes_for("gpu-persistence-mode-off"),
     )]
+
+
+_SEVERITY = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}
+
+
+def _ago(seconds: float | None) -> str:
+    """", last 5 min ago" (the log's stamp against /proc/uptime), or nothing when either is unknown."""
+    if seconds is None:
+        return ""
+    if seconds < 3600:
+        return f", last {seconds / 60:.0f} min ago"
+    return f", last {seconds / 3600:.1f} h ago" if seconds < 48 * 3600 else f", last {seconds / 86400:.1f} days ago"
+
+
+def check_gpu_xid_errors(kernel_log, health):
+    """The driver's Xid lines since it was loaded, per GPU (matched to NVML's list by PCI address),
+    judged by rules/xid.toml. Xids on an address NVML does not list are reported as warnings: the
+    GPU may have fallen off the bus, or belong to another container on the same host."""
+    from ..probes.kernel_log import pci_key, xid_kind
+
+    if kernel_log.unavailable:
+        raise Skip(f"{kernel_log.unavailable}; Xid errors were not checked")
+    events = kernel_log.since_driver_load
+    if not events and health.unavailable:
+        raise Skip(health.unavailable)  # no Xid, and no GPU to say it about
+    gpus = {pci_key(g.nvml.pci_bus_id): g for g in health.gpus if pci_key(g.nvml.pci_bus_id)}
+    by_address: dict = {}
+    for event in events:
+        kind = xid_kind(event)
+        if kind.severity != "ignore":
+            by_address.setdefault(event.pci, []).append((event, kind))
+    findings = []
+    for address, judged in sorted(by_address.items()):
+        gpu = gpus.get(address)
+        judged_as = max((_SEVERITY[k.severity] for _, k in judged), key=lambda s: s.rank)
+        # not known to be this machine's GPU: never an error
+        worst = Severity.WARNING if gpu is None and judged_as is Severity.ERROR else judged_as
+        summary = []
+        for code in dict.fromkeys(e.code for e, _ in judged):
+            same = [(e, k) for e, k in judged if e.code == code]
+            last, kind = same[-1]
+            what = kind.description if kind.mnemonic else "an Xid " + kind.description
+            count = f" x{len(same)}" if len(same) > 1 else ""
+            summary.append(f"Xid {code} ({what}){count}{_ago(kernel_log.age(last))}: {kind.advice}")
+        first = judged[0][0]
+        label = gpu.label if gpu else (f"PCI {first.pci_text}, a GPU NVML does not list here (fallen off the bus, "
+                                       "or another container's)")
+        findings.append(finding(
+            "gpu-xid-errors",
+            f"{label}: the NVIDIA driver logged " + "; ".join(summary) + ".",
+            {"gpu": gpu.index if gpu else None, "pci_bus_id": gpu.nvml.pci_bus_id if gpu else first.pci_text,
+             "xids": [{"code": e.code, "severity": k.severity, "nvidia_action": k.action, "seconds_ago": kernel_log.age(e),
+                       "line": e.line} for e, k in judged[-20:]],
+             "source": kernel_log.source, "driver_loaded_at_s": kernel_log.driver_loaded_at_s},
+            fixes_for("gpu-xid-errors", {"gpu_index": gpu.index if gpu else None, "pci": first.pci_text,
+                                         "severity": judged_as.value,
+                                         "reboot": any(e.code == 79 or "reboot" in (e.recovery_action or "").lower() for e, _ in judged)}),
+            severity=worst,
+        ))
+    return findings

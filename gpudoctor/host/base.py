@@ -141,6 +141,20 @@ class NvmlInfo:
 
 
 @dataclass(frozen=True)
+class KernelLog:
+    """What the kernel log says about the NVIDIA driver: its ``NVRM: Xid`` lines and the lines
+    where it was loaded, or why the log could not be read. Only those lines are kept (from
+    "NVRM:" on, after the log's own ``[seconds]`` stamp): the parsers read nothing else, and a
+    kernel log also carries host names, addresses and serial numbers a snapshot should not."""
+
+    source: str | None = None  # the command that answered: "dmesg" or "journalctl -k"
+    lines: tuple[str, ...] = ()  # the kept lines, oldest first (the last MAX_KEPT of them)
+    lines_read: int = 0  # kernel-log lines searched (a log that printed none is reported as unread)
+    first_stamp_s: float | None = None  # the oldest line's seconds since boot: how far back the log reaches
+    error: str | None = None  # why no source could be read (each source's answer), or "not recorded"
+
+
+@dataclass(frozen=True)
 class SystemInfo:
     machine: str
     kernel: str
@@ -168,6 +182,7 @@ class Host(Protocol):
     def stat(self, path: str) -> PathInfo: ...
     def run(self, argv: tuple[str, ...], timeout: float = DEFAULT_TIMEOUT_S) -> CommandResult: ...
     def nvml(self) -> NvmlInfo: ...
+    def kernel_log(self) -> KernelLog: ...
     def distributions(self) -> list[Distribution]: ...
     def system(self) -> SystemInfo: ...
     def disk_free(self, path: str) -> int | None: ...

@@ -19,6 +19,7 @@ from .base import (
     Distribution,
     FileRead,
     HostHelpers,
+    KernelLog,
     LinkResult,
     NvmlInfo,
     PathInfo,
@@ -176,6 +177,13 @@ class LiveHost(HostHelpers):
         if not box:
             return NvmlInfo(False, "timeout", f"NVML did not answer within {NVML_TIMEOUT_S:.0f} s")
         return box[0]
+
+    # -- the kernel log ------------------------------------------------------------------
+    def kernel_log(self) -> KernelLog:
+        """The NVIDIA driver's Xid and load lines (host/kernel_log.py: dmesg, else journalctl -k)."""
+        from .kernel_log import read_kernel_log
+
+        return read_kernel_log(self.run)
 
     # -- Python packages -----------------------------------------------------------------
     def distributions(self) -> list[Distribution]:

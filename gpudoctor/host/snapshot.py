@@ -23,6 +23,7 @@ from .base import (
     FileRead,
     HostError,
     HostHelpers,
+    KernelLog,
     LinkResult,
     NvmlDevice,
     NvmlHealth,
@@ -140,6 +141,9 @@ class SnapshotHost(HostHelpers):
             self._nvml = NvmlInfo(**{**asdict(self._nvml), "devices": devices, "health": health})
         else:
             self._nvml = NvmlInfo(False, "other", NOT_RECORDED)
+        # Recorded kernel-log lines (absent from snapshots older than the Xid check: not recorded)
+        kernel_log = data.get("kernel_log")
+        self._kernel_log = KernelLog(error=NOT_RECORDED) if kernel_log is None else _build(KernelLog, kernel_log)
         dists = data.get("distributions")
         self._dists = None if dists is None else [_build(Distribution, d) for d in dists]
         system = data.get("system")
@@ -166,6 +170,9 @@ class SnapshotHost(HostHelpers):
 
     def nvml(self) -> NvmlInfo:
         return self._nvml
+
+    def kernel_log(self) -> KernelLog:
+        return self._kernel_log
 
     def distributions(self) -> list[Distribution]:
         return list(self._dists or [])
@@ -233,6 +240,11 @@ class RecordingHost(HostHelpers):
     def nvml(self):
         result = self.inner.nvml()
         self.data["nvml"] = asdict(result)
+        return result
+
+    def kernel_log(self):
+        result = self.inner.kernel_log()  # already only the driver's lines (host/kernel_log.py)
+        self.data["kernel_log"] = asdict(result)
         return result
 
     def distributions(self):

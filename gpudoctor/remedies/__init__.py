@@ -76,6 +76,7 @@ REMEDIES: dict[str, Remedy] = {
     "gpu-throttled": hardware.gpu_throttled,
     "pcie-link-degraded": hardware.pcie_link_degraded,
     "gpu-persistence-mode-off": hardware.gpu_persistence_mode_off,
+    "gpu-xid-errors": hardware.gpu_xid_errors,
     "ranks-differ": hardware.ranks_differ,
     "rank-unreachable": hardware.rank_unreachable,
     "nccl-bandwidth-low": hardware.nccl_bandwidth_low,

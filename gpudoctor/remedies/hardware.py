@@ -42,6 +42,33 @@ def gpu_persistence_mode_off(v: Mapping[str, Any]) -> list[Fix]:
                 (SuggestCommand("sudo systemctl enable --now nvidia-persistenced"), SuggestCommand("sudo nvidia-smi -pm 1")))]
 
 
+def gpu_xid_errors(v: Mapping[str, Any]) -> list[Fix]:
+    """Nothing automatic: a reset or reboot ends every job on the GPU, which is the admin's call."""
+    index, pci = v.get("gpu_index"), v.get("pci", "?")
+    see = SuggestCommand("sudo dmesg | grep 'NVRM: Xid'")
+    if index is None:
+        return [Fix("manual", f"Find the GPU at PCI {pci}: if it is this machine's and NVML no longer lists it, it fell "
+                              "off the bus and the node needs a reboot; if it is another container's, tell its owner "
+                              "or the node's admin.",
+                    (SuggestCommand(f"lspci -s {pci}"), SuggestCommand("nvidia-smi --query-gpu=index,pci.bus_id --format=csv"), see))]
+    if v.get("severity") == "error":
+        if v.get("reboot"):  # a GPU that fell off the bus does not answer a reset
+            return [Fix("manual", "Drain the node (stop its jobs) and reboot it, as the Xid asks; if the GPU fails again "
+                                  "after that, report it to your admin or provider (power, seating, or the GPU itself).",
+                        (see,))]
+        return [Fix("manual", "Drain the GPU (stop the jobs on it) and reset it as root, as NVIDIA's catalog asks for "
+                              "this Xid (or reboot the node); if it comes back after that, report the GPU to your admin "
+                              "or provider for service.",
+                    (SuggestCommand(f"sudo nvidia-smi -r -i {index}"), see))]
+    if v.get("severity") == "warning":
+        return [Fix("manual", "Keep jobs off it if they die again; reset the GPU when convenient (as root) and watch its "
+                              "memory error counters: a count that grows means the GPU needs service.",
+                    (SuggestCommand(f"nvidia-smi -q -d ECC,ROW_REMAPPER -i {index}"), see))]
+    return [Fix("manual", "Most likely the application that ran then (NVIDIA: restart it); if it recurs with correct "
+                          "code, run it under compute-sanitizer to find the faulting kernel.",
+                (SuggestCommand("compute-sanitizer python your_script.py"), see))]
+
+
 def ranks_differ(v: Mapping[str, Any]) -> list[Fix]:
     return [Fix("manual", f"Make {v.get('subject', 'it')} the same everywhere ({v.get('agreeing', '?')}): {v.get('how', '')}.")]
 

@@ -58,6 +58,8 @@ def apply_patch(data: dict, patch: dict) -> None:
         env.pop(name, None)
     if "nvml" in patch:
         data["nvml"] = {**data.get("nvml", {}), **patch["nvml"]}
+    if "kernel_log" in patch:  # the recorded kernel-log fact (host.kernel_log()), replaced whole
+        data["kernel_log"] = patch["kernel_log"]
     for key in ("files", "dirs", "stats"):
         data.setdefault(key, {}).update(patch.get(key, {}))
     if "distributions" in patch:
