@@ -8,6 +8,7 @@ from ..knowledge import load_catalogue
 from ..model import CheckResult, CheckStatus, Finding
 from ..remedies import fixes_for
 from .nccl_parse import LOW_FRACTION, link_bandwidth
+from .nccl_topology import THROUGH_THE_CPU, describe, kind, weakest_pair
 
 CHECK_ID = "nccl-bandwidth-low"
 DISABLING_VARS = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_NET", "NCCL_P2P_LEVEL",
@@ -21,6 +22,23 @@ def _failure_id(timed_out: bool) -> str:
 
 def _size(n: int) -> str:
     return f"{n / 2**30:g} GB" if n >= 2**30 else f"{n / 2**20:g} MB"
+
+
+def measured_link(ranks: dict) -> dict | None:
+    """How the measured GPUs are connected, from `nvidia-smi topo -m` (recorded by local rank 0):
+    {"gpus": (a, b), "connection": "NV18"} for the farthest pair of them, else None (no matrix,
+    a GPU index unknown, ranks on several hosts)."""
+    topology = next((v["topology"] for v in ranks.values() if (v.get("topology") or {}).get("links")), None)
+    gpus = sorted({v.get("gpu_index") for v in ranks.values()}, key=lambda g: (g is None, g))
+    if topology is None or None in gpus or len(gpus) < 2:
+        return None
+    pair = weakest_pair(topology, gpus)
+    return None if pair is None else {"gpus": pair[:2], "connection": pair[2]}
+
+
+def _pair_text(link: dict) -> str:
+    a, b = link["gpus"]
+    return f"GPUs {a} and {b}: {link['connection']} ({describe(link['connection'])})"
 
 
 def judge_nccl(results: dict) -> tuple[list[Finding], list[CheckResult]]:
@@ -45,7 +63,12 @@ def judge_nccl(results: dict) -> tuple[list[Finding], list[CheckResult]]:
     if len(hosts) > 1:
         return [], [CheckResult(CHECK_ID, CheckStatus.SKIP, "ranks on several hosts: the network's bandwidth is not "
                                                             "known to gpudoctor, so the figures are shown, not judged")]
-    allowed = [link_bandwidth(v.get("links") or {}) for v in ranks.values()]
+    link = measured_link(ranks)
+    # NVML counts a GPU's active NVLinks whichever GPU they lead to: when the matrix says the
+    # measured pair is not joined by NVLink, their traffic is bound by PCIe.
+    pcie_only = link is not None and kind(link["connection"]) != "NV"
+    allowed = [link_bandwidth({**(v.get("links") or {}), **({"nvlink_active": 0} if pcie_only else {})})
+               for v in ranks.values()]
     if any(gbs is None for gbs, _ in allowed):
         return [], [CheckResult(CHECK_ID, CheckStatus.SKIP, "the GPUs' link bandwidth is unknown (NVML did not say)")]
     expected, basis = min(allowed)
@@ -54,8 +77,9 @@ def judge_nccl(results: dict) -> tuple[list[Finding], list[CheckResult]]:
     if measured >= LOW_FRACTION * expected:
         return [], [CheckResult(CHECK_ID, CheckStatus.PASS,
                                 f"all-reduce {_size(largest['bytes'])}: {measured:g} GB/s bus bandwidth, "
-                                f"{measured / expected:.0%} of {expected:g} GB/s ({basis})")]
-    causes = _likely_causes(ranks)
+                                f"{measured / expected:.0%} of {expected:g} GB/s ({basis})"
+                                + (f"; {_pair_text(link)}" if link else ""))]
+    causes = _likely_causes(ranks, link)
     low = finding(
         CHECK_ID,
         f"All-reduce of {_size(largest['bytes'])} reached {measured:g} GB/s bus bandwidth, {measured / expected:.0%} of "
@@ -63,14 +87,20 @@ def judge_nccl(results: dict) -> tuple[list[Finding], list[CheckResult]]:
                                                                  "no disabling setting found: check PCIe ACS/IOMMU."),
         {"measured_busbw_gbs": measured, "expected_gbs": expected, "basis": basis, "bytes": largest["bytes"],
          "transports": first.get("transports"), "p2p": first.get("p2p"), "causes": causes,
-         "nccl_env": first.get("nccl_env")},
+         "nccl_env": first.get("nccl_env"), "topology": link},
         fixes_for(CHECK_ID),
     )
     return [low], [CheckResult(CHECK_ID, CheckStatus.FAIL, low.message, findings=(low,))]
 
 
-def _likely_causes(ranks: dict) -> list[str]:
+def _likely_causes(ranks: dict, link: dict | None = None) -> list[str]:
     causes = []
+    if link and kind(link["connection"]) in THROUGH_THE_CPU:
+        a, b = link["gpus"]
+        code = link["connection"]
+        why = ("P2P crosses the CPU's root complex, which many CPUs forward slowly" if code == "PHB" else
+               "NCCL does not use P2P that far unless NCCL_P2P_LEVEL allows it, so the data goes through host memory")
+        causes.append(f"GPUs {a} and {b} are connected through {code} ({describe(code)}): {why}")
     env: dict = {}
     for v in ranks.values():
         env.update({k: val for k, val in (v.get("nccl_env") or {}).items() if k in DISABLING_VARS})
@@ -109,4 +139,11 @@ def nccl_lines(results: dict) -> list[str]:
     if first.get("p2p"):
         ok = sum(first["p2p"].values())
         lines.append(f"  P2P access: {ok} of {len(first['p2p'])} GPU pairs")
+    link = measured_link(ranks)
+    if link:
+        lines.append(f"  topology (nvidia-smi topo -m), farthest measured pair: {_pair_text(link)}")
+    else:
+        topology = next((v["topology"] for v in ranks.values() if v.get("topology")), None)
+        if topology and topology.get("error"):
+            lines.append(f"  topology: not read ({topology['error']})")
     return lines
