@@ -24,3 +24,22 @@ def code_edit(v: Mapping[str, Any], description: str, before: str, after: str) -
 def applies_with_fix_code(v: Mapping[str, Any]) -> str:
     """The sentence that tells a scan's reader how to have the edit made."""
     return " `gpudoctor fix --code` makes this edit (review it with --dry-run)." if v.get("edit") else ""
+
+
+def training_config_key_changed(v: Mapping[str, Any]) -> list:
+    """A fine-tuning tool's own config key removed or renamed (axolotl's schema): from a scan,
+    with ``key``, ``replacement`` (the new key, or "" when it is gone) and the ``edit`` when the
+    change is mechanical."""
+    from ..model import Fix
+
+    key = v.get("key") or "the key"
+    replacement = v.get("replacement")
+    if replacement and v.get("edit"):
+        summary = f"Rename `{key}:` to `{replacement}:`."
+    elif replacement:
+        summary = f"Replace `{key}:` with `{replacement}`."
+    else:
+        summary = f"Remove `{key}:`."
+    if v.get("note"):
+        summary += f" {v['note'][:1].upper()}{v['note'][1:]}."
+    return [Fix("code", summary + applies_with_fix_code(v), (code_edit(v, f"config key {key}", key, str(replacement or "")),))]

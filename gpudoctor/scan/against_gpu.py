@@ -113,7 +113,8 @@ def _flash_attn(load: ModelLoad, facts, env: Mapping[str, str], no_facts_reason:
              "config_json": config.path, "heads": shape.heads, "kv_heads": shape.kv_heads,
              "head_dim_from": shape.derived}
     edit = ({"op": "set_kwarg", "file": site.file, "line": site.line, "old": "attn_implementation", "new": "'sdpa'"}
-            if load.attn_site is not None and load.library == "transformers" else None)
+            if load.attn_site is not None and load.library == "transformers"
+            and load.attn_keyword == "attn_implementation" else None)
     return ([_located(f, site.where, f"attn_implementation=\"flash_attention_2\" with {model}", extra, edit)
              for f in found], f"head_dim {shape.head_dim} of {load.reference} runs with the installed flash-attn on "
                               "every GPU here")

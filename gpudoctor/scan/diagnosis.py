@@ -70,7 +70,9 @@ def _version_says(knowledge: Knowledge, versions: Versions, fact: str):
     """(upstream has the behaviour in the judged version, the sentence that says which version)."""
     known = knowledge.facts[fact]
     version = versions.of(known.package)
-    has = type(known.since)(version.version.base_version) >= known.since  # 5.0.0.dev0 is the 5.0 line
+    # a pre-release of the fixed version is judged as before it: transformers#42489 reports the
+    # PEFT + checkpointing failure on 5.0.0.dev0, before #43203 made 5.0.0 non-reentrant
+    has = version.version >= known.since
     said = (f"{known.package} {version.version} is installed" if version.source == INSTALLED else
             f"{known.package} is not installed here (judged at {version.version}, the newest gpudoctor knows)")
     return has, said, version
@@ -157,11 +159,12 @@ def _fp16_params(source: PythonFile, shown: str, knowledge: Knowledge, versions:
             since = knowledge.facts["fp32_adapters"].since
             return [], CheckStatus.PASS, (f"{where}: {said}; from {since} PEFT keeps the LoRA weights in float32 on an "
                                           "fp16 model")
-        trained = f"the LoRA weights PEFT adds ({said}; float32 adapters only from PEFT 0.12)"
+        trained = f"the trainable weights, the LoRA adapters PEFT adds ({said}; float32 adapters only from PEFT 0.12),"
     elif no_autocast:
-        trained = f"the LoRA weights (get_peft_model(autocast_adapter_dtype=False), line {no_autocast[0].line})"
+        trained = (f"the trainable weights, LoRA adapters kept in the model's dtype by "
+                   f"get_peft_model(autocast_adapter_dtype=False) (line {no_autocast[0].line}),")
     else:
-        trained = "every weight (no PEFT adapter: a full fine-tune)"
+        trained = "the trainable weights, every weight of the model (no PEFT adapter: a full fine-tune),"
     rule = load_catalogue()[FP16_RULE]
     message = (f"{shown}:{dtype_line}: the model is loaded in float16 and trained with fp16=True (line {amp[0].line}): "
                f"{trained} are float16, and GradScaler raises `ValueError: Attempting to unscale FP16 gradients.` at "

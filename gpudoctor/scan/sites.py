@@ -50,6 +50,7 @@ class ModelLoad:
     bits: int = 0  # 4 or 8 when it loads through bitsandbytes, else 0
     bits_site: Site | None = None
     cache_dir: str = ""
+    attn_keyword: str = "attn_implementation"  # or use_flash_attention_2 (transformers < 4.36's spelling)
 
     @property
     def library(self) -> str:
@@ -107,6 +108,9 @@ def python_loads(source: PythonFile, shown: str) -> list[ModelLoad]:
             continue
         reference, why = _reference(call, source)
         attn = call.keyword("attn_implementation")
+        if attn is None and _literal_true(call, "use_flash_attention_2") is not None:
+            # the keyword transformers 4.34-4.35 took before attn_implementation (deprecated in 4.36)
+            attn = KeywordSite("use_flash_attention_2", call.keyword("use_flash_attention_2").line, 0, "flash_attention_2")
         dtype_kw = call.keyword("torch_dtype") or call.keyword("dtype")
         bits, bits_kw = 0, None
         for size in (4, 8):
@@ -123,7 +127,8 @@ def python_loads(source: PythonFile, shown: str) -> list[ModelLoad]:
             Site(source.path, shown, attn.line) if attn is not None else None,
             dtype_of(dtype_kw), Site(source.path, shown, dtype_kw.line) if dtype_kw is not None else None,
             bits, Site(source.path, shown, bits_kw.line) if bits_kw is not None else None,
-            cache.value if cache is not None and cache.literal and isinstance(cache.value, str) else ""))
+            cache.value if cache is not None and cache.literal and isinstance(cache.value, str) else "",
+            attn.name if attn is not None else "attn_implementation"))
     return loads
 
 
