@@ -32,8 +32,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.functional import scaled_dot_product_attention
 
 from gpudoctor.kernels.attention import (
+    DEVICE_DESCRIPTORS,
+    HOST_DESCRIPTORS,
+    POINTERS,
     KernelTiles,
     flash_attention,
+    padded_width,
     select_config,
 )
 
@@ -130,67 +134,45 @@ SWEEP_SHAPES = [
     ("hd112-full", 4, 32, 32, 4096, 112, False, "bf16"),
     ("hd64-s1024", 16, 32, 32, 1024, 64, True, "bf16"),
     ("hd40", 4, 32, 32, 4096, 40, True, "bf16"),
+    ("hd72", 4, 32, 32, 4096, 72, True, "bf16"),
     ("hd128-gqa8-s16k", 1, 32, 4, 16384, 128, True, "bf16"),
 ]
+# Shapes that also get tile variants of the host-descriptor config.
+FULL_SWEEP = {"hd80", "hd128-gqa4", "hd256", "hd64-s1024"}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 T = KernelTiles
 
 
-# Shapes that get only the main variants (the full list runs at the other shapes).
-SHORT_SWEEP = {"hd80-train", "hd128-gqa4-fp16", "hd128-gqa8-s16k"}
-SHORT_CANDIDATES = {"shipped", "pointer", "tma", "tma-atomic", "fwd-tma-64x64w4s3", "fwd-ws-128x128w4s2",
-                    "fwd-ws-128x64w4s2", "atomic-32x64w8s2", "atomic-64x64w8s2", "dkdv-32x64w8s2"}
-
-
 def sweep_candidates(shape):
     """(name, config) pairs: the shipped config first, then variants of it (a variant equal to
-    an earlier one is left out)."""
+    an earlier one is left out). Loads: pointers, host-side or device-side tensor descriptors."""
     head_dim = shape[5]
     base = select_config(torch.cuda.get_device_capability(), head_dim)
-    tma = replace(base, tma=True)
-    with_forward = lambda tiles: replace(tma, forward=tiles)  # noqa: E731
-    with_dkdv = lambda tiles, **kw: replace(tma, backward_dkdv=tiles, **kw)  # noqa: E731
-    pointer = replace(base, tma=False, atomic_dq=False,
-                      forward=replace(base.forward, warp_specialize=False))
-    options = [("shipped", base), ("pointer", pointer), ("tma", tma),
-               ("tma-atomic", replace(tma, atomic_dq=True))]
-    if head_dim <= 128:
-        options += [
-            ("fwd-tma-128x128w8s2", with_forward(T(128, 128, 8, 2))),
-            ("fwd-tma-128x64w8s3", with_forward(T(128, 64, 8, 3))),
-            ("fwd-tma-64x64w4s3", with_forward(T(64, 64, 4, 3))),
-            ("fwd-ws-128x128w4s2", with_forward(T(128, 128, 4, 2, True))),
-            ("fwd-ws-128x64w4s2", with_forward(T(128, 64, 4, 2, True))),
-            ("fwd-ws-128x64w4s3", with_forward(T(128, 64, 4, 3, True))),
-            ("dkdv-32x64w8s2", with_dkdv(T(32, 64, 8, 2))),
-            ("dkdv-64x64w8s2", with_dkdv(T(64, 64, 8, 2))),
-            ("dkdv-32x128w8s2", with_dkdv(T(32, 128, 8, 2))),
-            ("atomic-32x64w8s2", with_dkdv(T(32, 64, 8, 2), atomic_dq=True)),
-            ("atomic-64x64w8s2", with_dkdv(T(64, 64, 8, 2), atomic_dq=True)),
-            ("atomic-64x64w8s3", with_dkdv(T(64, 64, 8, 3), atomic_dq=True)),
-            ("atomic-64x128w8s2", with_dkdv(T(64, 128, 8, 2), atomic_dq=True)),
-            ("dq-tma-128x64w8s2", replace(tma, backward_dq=T(128, 64, 8, 2))),
-            ("dq-tma-64x64w4s3", replace(tma, backward_dq=T(64, 64, 4, 3))),
-        ]
-    else:
-        options += [
-            ("fwd-tma-128x32w8s3", with_forward(T(128, 32, 8, 3))),
-            ("fwd-tma-64x64w4s2", with_forward(T(64, 64, 4, 2))),
-            ("fwd-ws-64x64w4s2", with_forward(T(64, 64, 4, 2, True))),
-            ("fwd-ws-64x32w4s3", with_forward(T(64, 32, 4, 3, True))),
-            ("dkdv-32x64w8s2", with_dkdv(T(32, 64, 8, 2))),
-            ("atomic-32x64w8s2", with_dkdv(T(32, 64, 8, 2), atomic_dq=True)),
-            ("atomic-64x64w8s1", with_dkdv(T(64, 64, 8, 1), atomic_dq=True)),
-            ("dq-tma-64x64w8s2", replace(tma, backward_dq=T(64, 64, 8, 2))),
-        ]
-    if shape[0] in SHORT_SWEEP:
-        options = [(name, config) for name, config in options if name in SHORT_CANDIDATES]
+    host = replace(base, tma=HOST_DESCRIPTORS)
+    options = [("shipped", base), ("pointer", replace(base, tma=POINTERS)), ("tma-host", host),
+               ("tma-device", replace(base, tma=DEVICE_DESCRIPTORS))]
+    if padded_width(head_dim, replace(base, tma=POINTERS)) != head_dim:
+        # head dims the pointer kernels pad: the descriptor kernels with and without the split
+        options += [("tma-host-nosplit", replace(host, split_head_dim=False)),
+                    ("tma-device-nosplit", replace(base, tma=DEVICE_DESCRIPTORS, split_head_dim=False))]
+    if shape[0] in FULL_SWEEP:
+        if head_dim <= 128:
+            options += [("host-fwd-128x64w8s3", replace(host, forward=T(128, 64, 8, 3))),
+                        ("host-fwd-128x128w8s2", replace(host, forward=T(128, 128, 8, 2))),
+                        ("host-fwd-64x64w4s3", replace(host, forward=T(64, 64, 4, 3))),
+                        ("host-dkdv-64x128w8s2", replace(host, backward_dkdv=T(64, 128, 8, 2))),
+                        ("host-dq-128x64w8s2", replace(host, backward_dq=T(128, 64, 8, 2))),
+                        ("host-atomic", replace(host, atomic_dq=True))]
+        else:
+            options += [("host-fwd-128x32w8s3", replace(host, forward=T(128, 32, 8, 3))),
+                        ("host-dq-64x64w8s2", replace(host, backward_dq=T(64, 64, 8, 2)))]
     unique, seen = [], []
     for name, config in options:
         if config not in seen:
             unique.append((name, config))
             seen.append(config)
-    return unique
+    # The shipped config once more, timed last: the spread between the two is the noise.
+    return unique + [("shipped-again", base)]
 
 
 def sweep_jobs(names=None):
@@ -374,6 +356,17 @@ def host_profile(batch=4, heads=32, seq=256, head_dim=80, causal=True):
                 "device_us_per_call": round(sum(kernels.values()), 2), "kernels_us": kernels}
             print(f"host {provider:<12}{mode:8s} single {statistics.median(single):.3f} ms, "
                   f"back-to-back {back_to_back:.3f} ms, device {sum(kernels.values()):.1f} us", flush=True)
+    # The training pass's own measurement (gpudoctor.train.matrix_attention: the median of 5
+    # calls, CUDA events around each), same shape, same run.
+    from gpudoctor.train import matrix_attention
+
+    for row in matrix_attention.probe(batch, heads, heads, seq, head_dim, torch.bfloat16, "cuda",
+                                      backends=("gpudoctor-triton", "sdpa-flash", "sdpa-cudnn")):
+        report[f"training-pass probe {row.backend}"] = {
+            "status": row.status, "forward_ms": row.forward_ms, "backward_ms": row.backward_ms,
+            "errors": row.errors}
+        print(f"host training-pass probe {row.backend:<18}{row.status:8s} fwd {row.forward_ms} ms, "
+              f"bwd {row.backward_ms} ms", flush=True)
     for mode in ("fwd", "fwd+bwd"):
         run = make_runner("triton", q, k, v, causal, mode)
         profiler = cProfile.Profile()

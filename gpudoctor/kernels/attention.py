@@ -33,6 +33,11 @@ import torch
 import triton
 import triton.language as tl
 
+try:  # host-side tensor descriptors: Triton 3.4+
+    from triton.tools.tensor_descriptor import TensorDescriptor as _HostDescriptor
+except ImportError:  # pragma: no cover - older Triton: the pointer kernels only
+    _HostDescriptor = None
+
 LOG2_E = 1.4426950408889634
 
 MIN_HEAD_DIM = 32
@@ -83,23 +88,32 @@ def _store_tile(base, tile, rows, cols, stride_row, stride_col, row_limit, col_l
             tl.store(ptrs, tile)
 
 
+# Loads and stores (TMA): 0 through pointers (masked where a tile can cross the sequence end
+# or head_dim); 1 through tensor descriptors built on the device, one per program and tensor
+# over that head's rows; 2 through tensor descriptors built on the host over the whole (batch,
+# heads, seq, head_dim) tensor, passed as kernel parameters. On both descriptor paths Hopper's
+# copy engine zero-fills what a block reads past the sequence end or head_dim and clips what it
+# writes, so they need no masks and no zero-padded copies of the inputs.
+POINTERS, DEVICE_DESCRIPTORS, HOST_DESCRIPTORS = 0, 1, 2
+
+
 @triton.jit
 def _descriptor(base, rows, stride_row, head_dim, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
-    """A tensor descriptor over one head's (rows x head_dim) matrix, for Hopper's copy engine
-    (TMA). Blocks that cross the sequence end or head_dim load zero-filled and store clipped, in
-    hardware, so the descriptor path needs no masks and no zero-padded copies of the inputs.
-    Built on the device (one per program and tensor): Triton 3.6 warp-specializes Hopper loops
-    only over device-side descriptors (its fused-attention tutorial picks them for that case)."""
+    """A device-side tensor descriptor over one head's (rows x head_dim) matrix."""
     return tl.make_tensor_descriptor(base, shape=[rows, head_dim], strides=[stride_row, 1],
                                      block_shape=[BLOCK_ROWS, BLOCK_COLS])
 
 
 @triton.jit
 def _load_rows(src, row0, col0, rows, cols, stride_row, stride_col, row_limit, col_limit,
-               CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, USE_TMA: tl.constexpr):
-    """The tile at (row0, col0): ``src`` is a descriptor from _descriptor (USE_TMA) or the head's
-    base pointer, with ``rows``/``cols`` the tile's indices (row0 + arange, col0 + arange)."""
-    if USE_TMA:
+               CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, TMA: tl.constexpr):
+    """The tile at (row0, col0) of one head. ``src``: the head's base pointer (TMA 0, with
+    ``rows``/``cols`` the tile's indices), a descriptor from _descriptor (1), or a tuple
+    (descriptor over the whole tensor, batch, head) (2)."""
+    if TMA == 2:
+        tile = src[0].load([src[1], src[2], row0, col0])
+        tile = tile.reshape(tile.shape[2], tile.shape[3])
+    elif TMA == 1:
         tile = src.load([row0, col0])
     else:
         tile = _load_tile(src, rows, cols, stride_row, stride_col, row_limit, col_limit,
@@ -109,8 +123,10 @@ def _load_rows(src, row0, col0, rows, cols, stride_row, stride_col, row_limit, c
 
 @triton.jit
 def _store_rows(dst, tile, row0, col0, rows, cols, stride_row, stride_col, row_limit, col_limit,
-                CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, USE_TMA: tl.constexpr):
-    if USE_TMA:
+                CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, TMA: tl.constexpr):
+    if TMA == 2:
+        dst[0].store([dst[1], dst[2], row0, col0], tile.reshape(1, 1, tile.shape[0], tile.shape[1]))
+    elif TMA == 1:
         dst.store([row0, col0], tile)
     else:
         _store_tile(dst, tile, rows, cols, stride_row, stride_col, row_limit, col_limit,
@@ -153,16 +169,16 @@ def _forward_key_block(
     offs_m, offs_n, offs_d_main, offs_d_tail, start_n, seq_k, qk_scale,
     head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     TAIL_PADDED: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
-    USE_TMA: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     """One key block of the online softmax: update the running max, sum and accumulators."""
     cols = start_n + offs_n
     k_main = _load_rows(k_main_src, start_n, 0, cols, offs_d_main, stride_kn, stride_kd, seq_k,
-                        head_dim, KEY_END_MASK, MAIN_PADDED, USE_TMA)
+                        head_dim, KEY_END_MASK, MAIN_PADDED, TMA)
     scores = tl.dot(q_main, tl.trans(k_main))
     if HAS_TAIL:
         k_tail = _load_rows(k_tail_src, start_n, D_MAIN, cols, offs_d_tail, stride_kn, stride_kd,
-                            seq_k, head_dim, KEY_END_MASK, TAIL_PADDED, USE_TMA)
+                            seq_k, head_dim, KEY_END_MASK, TAIL_PADDED, TMA)
         scores = tl.dot(q_tail, tl.trans(k_tail), scores)
     if CAUSAL_MASK or KEY_END_MASK:
         if CAUSAL_MASK:
@@ -184,13 +200,13 @@ def _forward_key_block(
     row_sum = row_sum * correction + tl.sum(probs, 1)
     acc_main = acc_main * correction[:, None]
     v_main = _load_rows(v_main_src, start_n, 0, cols, offs_d_main, stride_vn, stride_vd, seq_k,
-                        head_dim, KEY_END_MASK, MAIN_PADDED, USE_TMA)
+                        head_dim, KEY_END_MASK, MAIN_PADDED, TMA)
     probs_lowp = probs.to(v_main.dtype)
     acc_main = tl.dot(probs_lowp, v_main, acc_main)
     if HAS_TAIL:
         acc_tail = acc_tail * correction[:, None]
         v_tail = _load_rows(v_tail_src, start_n, D_MAIN, cols, offs_d_tail, stride_vn, stride_vd,
-                            seq_k, head_dim, KEY_END_MASK, TAIL_PADDED, USE_TMA)
+                            seq_k, head_dim, KEY_END_MASK, TAIL_PADDED, TMA)
         acc_tail = tl.dot(probs_lowp, v_tail, acc_tail)
     return acc_main, acc_tail, row_sum, new_max
 
@@ -203,8 +219,7 @@ def _forward_key_blocks(
     offs_m, offs_n, offs_d_main, offs_d_tail, key_lo, key_hi, seq_k, qk_scale,
     head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     TAIL_PADDED: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr,
-    KEY_END_MASK: tl.constexpr, INTERPRETED: tl.constexpr, USE_TMA: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr,
+    KEY_END_MASK: tl.constexpr, INTERPRETED: tl.constexpr, TMA: tl.constexpr,
 ):
     if INTERPRETED:
         # Triton 3.6's interpreter turns range() bounds into int(1-element array), which
@@ -216,18 +231,8 @@ def _forward_key_blocks(
                 k_main_src, k_tail_src, v_main_src, v_tail_src,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
                 offs_d_tail, start_n, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL,
-                TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, USE_TMA)
+                TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, TMA)
             start_n += BLOCK_N
-    elif WARP_SPECIALIZE:
-        # Hopper: Triton splits the loop into a producer (the TMA loads) and consumer warps.
-        for start_n in tl.range(key_lo, key_hi, BLOCK_N, warp_specialize=True):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            acc_main, acc_tail, row_sum, row_max = _forward_key_block(
-                acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
-                k_main_src, k_tail_src, v_main_src, v_tail_src,
-                stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
-                offs_d_tail, start_n, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL,
-                TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, USE_TMA)
     else:
         # A for loop, so that Triton software-pipelines the K/V loads (num_stages).
         for start_n in range(key_lo, key_hi, BLOCK_N):
@@ -237,13 +242,13 @@ def _forward_key_blocks(
                 k_main_src, k_tail_src, v_main_src, v_tail_src,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
                 offs_d_tail, start_n, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL,
-                TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, USE_TMA)
+                TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, TMA)
     return acc_main, acc_tail, row_sum, row_max
 
 
 @triton.jit
 def _attention_forward_kernel(
-    Q, K, V, O, LSE,
+    Q, K, V, O, LSE, DESCS,
     stride_qb, stride_qh, stride_qm, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -253,7 +258,7 @@ def _attention_forward_kernel(
     MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
-    USE_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     # head_dim is a run-time argument (one compiled kernel serves every head_dim padded to the
     # same width); the hint keeps the column masks 8 elements wide, i.e. 16-byte loads.
@@ -273,7 +278,12 @@ def _attention_forward_kernel(
     k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
     o_base = O + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
-    if USE_TMA:
+    if TMA == 2:  # DESCS: (main, tail) descriptors of q, k, v, o
+        q_main_src, q_tail_src = (DESCS[0], batch, head), (DESCS[1], batch, head)
+        k_main_src, k_tail_src = (DESCS[2], batch, kv_head), (DESCS[3], batch, kv_head)
+        v_main_src, v_tail_src = (DESCS[4], batch, kv_head), (DESCS[5], batch, kv_head)
+        o_main_src, o_tail_src = (DESCS[6], batch, head), (DESCS[7], batch, head)
+    elif TMA == 1:
         q_main_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_MAIN)
         k_main_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_MAIN)
         v_main_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_MAIN)
@@ -295,10 +305,10 @@ def _attention_forward_kernel(
     offs_d_tail = D_MAIN + tl.arange(0, D_TAIL)
 
     q_main = _load_rows(q_main_src, start_m, 0, offs_m, offs_d_main, stride_qm, stride_qd, seq_q,
-                        head_dim, CHECK_M, MAIN_PADDED, USE_TMA)
+                        head_dim, CHECK_M, MAIN_PADDED, TMA)
     if HAS_TAIL:
         q_tail = _load_rows(q_tail_src, start_m, D_MAIN, offs_m, offs_d_tail, stride_qm, stride_qd,
-                            seq_q, head_dim, CHECK_M, TAIL_PADDED, USE_TMA)
+                            seq_q, head_dim, CHECK_M, TAIL_PADDED, TMA)
     else:
         q_tail = q_main  # never read: the tail code is compiled out
     acc_main = tl.zeros([BLOCK_M, D_MAIN], dtype=tl.float32)
@@ -306,32 +316,20 @@ def _attention_forward_kernel(
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     row_max = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
 
-    if WARP_SPECIALIZE:
-        # Triton 3.6's Hopper warp specialization fails to compile a kernel with a second loop
-        # after the specialized one (seen here: NVGPUWarpSpecialization pass failure), so this
-        # variant runs one loop with the causal and key-end masks on every block.
-        key_end = tl.minimum(start_m + BLOCK_M, seq_k) if CAUSAL else seq_k
-        acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
-            acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
-            k_main_src, k_tail_src, v_main_src, v_tail_src,
-            stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
-            0, key_end, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED,
-            BLOCK_N, CAUSAL, CHECK_N, INTERPRETED, USE_TMA, True)
-    elif CAUSAL:
+    if CAUSAL:
         # Keys left of this query block are visible to every row: no mask in that loop.
         acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
             acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
             k_main_src, k_tail_src, v_main_src, v_tail_src,
             stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
             0, start_m, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED,
-            BLOCK_N, False, False, INTERPRETED, USE_TMA, False)
+            BLOCK_N, False, False, INTERPRETED, TMA)
         acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
             acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
             k_main_src, k_tail_src, v_main_src, v_tail_src,
             stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
             start_m, tl.minimum(start_m + BLOCK_M, seq_k), seq_k, qk_scale, head_dim, D_MAIN,
-            MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_N, True, CHECK_N, INTERPRETED, USE_TMA,
-            False)
+            MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_N, True, CHECK_N, INTERPRETED, TMA)
     else:
         full_key_end = (seq_k // BLOCK_N) * BLOCK_N
         acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
@@ -339,22 +337,22 @@ def _attention_forward_kernel(
             k_main_src, k_tail_src, v_main_src, v_tail_src,
             stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main, offs_d_tail,
             0, full_key_end, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED,
-            BLOCK_N, False, False, INTERPRETED, USE_TMA, False)
+            BLOCK_N, False, False, INTERPRETED, TMA)
         if CHECK_N:
             acc_main, acc_tail, row_sum, row_max = _forward_key_blocks(
                 acc_main, acc_tail, row_sum, row_max, q_main, q_tail,
                 k_main_src, k_tail_src, v_main_src, v_tail_src,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n, offs_d_main,
                 offs_d_tail, full_key_end, seq_k, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED,
-                HAS_TAIL, TAIL_PADDED, BLOCK_N, False, True, INTERPRETED, USE_TMA, False)
+                HAS_TAIL, TAIL_PADDED, BLOCK_N, False, True, INTERPRETED, TMA)
 
     out_main = acc_main / row_sum[:, None]
     _store_rows(o_main_src, out_main.to(O.dtype.element_ty), start_m, 0, offs_m, offs_d_main,
-                stride_om, stride_od, seq_q, head_dim, CHECK_M, MAIN_PADDED, USE_TMA)
+                stride_om, stride_od, seq_q, head_dim, CHECK_M, MAIN_PADDED, TMA)
     if HAS_TAIL:
         out_tail = acc_tail / row_sum[:, None]
         _store_rows(o_tail_src, out_tail.to(O.dtype.element_ty), start_m, D_MAIN, offs_m,
-                    offs_d_tail, stride_om, stride_od, seq_q, head_dim, CHECK_M, TAIL_PADDED, USE_TMA)
+                    offs_d_tail, stride_om, stride_od, seq_q, head_dim, CHECK_M, TAIL_PADDED, TMA)
     # Base-2 log-sum-exp of the scaled scores; the backward recomputes P = exp2(S*scale - lse).
     lse_ptrs = LSE + batch_head.to(tl.int64) * seq_q + offs_m
     lse = row_max + tl.math.log2(row_sum)
@@ -402,13 +400,13 @@ def _backward_dkdv_query_block(
     offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale, softmax_scale,
     head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     TAIL_PADDED: tl.constexpr, CAUSAL_MASK: tl.constexpr, QUERY_END_MASK: tl.constexpr,
-    USE_TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
+    TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
 ):
     rows = start_m + offs_m_in_block
     q_main = _load_rows(q_main_src, start_m, 0, rows, offs_d_main, stride_qm, stride_qd, seq_q,
-                        head_dim, QUERY_END_MASK, MAIN_PADDED, USE_TMA)
+                        head_dim, QUERY_END_MASK, MAIN_PADDED, TMA)
     do_main = _load_rows(do_main_src, start_m, 0, rows, offs_d_main, stride_dom, stride_dod, seq_q,
-                         head_dim, QUERY_END_MASK, MAIN_PADDED, USE_TMA)
+                         head_dim, QUERY_END_MASK, MAIN_PADDED, TMA)
     if QUERY_END_MASK:
         # lse = +inf makes P^T exactly 0 for rows past the end of the sequence.
         lse = tl.load(lse_base + rows, mask=rows < seq_q, other=float("inf"))
@@ -419,9 +417,9 @@ def _backward_dkdv_query_block(
     scores_t = tl.dot(k_main, tl.trans(q_main))
     if HAS_TAIL:
         q_tail = _load_rows(q_tail_src, start_m, D_MAIN, rows, offs_d_tail, stride_qm, stride_qd,
-                            seq_q, head_dim, QUERY_END_MASK, TAIL_PADDED, USE_TMA)
+                            seq_q, head_dim, QUERY_END_MASK, TAIL_PADDED, TMA)
         do_tail = _load_rows(do_tail_src, start_m, D_MAIN, rows, offs_d_tail, stride_dom,
-                             stride_dod, seq_q, head_dim, QUERY_END_MASK, TAIL_PADDED, USE_TMA)
+                             stride_dod, seq_q, head_dim, QUERY_END_MASK, TAIL_PADDED, TMA)
         scores_t = tl.dot(k_tail, tl.trans(q_tail), scores_t)
     probs_t = tl.math.exp2(scores_t * qk_scale - lse[None, :])
     if CAUSAL_MASK:
@@ -461,8 +459,7 @@ def _backward_dkdv_query_blocks(
     softmax_scale, head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr,
     HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr, BLOCK_M: tl.constexpr,
     CAUSAL_MASK: tl.constexpr, QUERY_END_MASK: tl.constexpr, INTERPRETED: tl.constexpr,
-    USE_TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr,
+    TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
 ):
     if INTERPRETED:  # see _forward_key_blocks
         start_m = query_lo
@@ -473,18 +470,8 @@ def _backward_dkdv_query_blocks(
                 lse_base, delta_base, stride_qm, stride_qd, stride_dom, stride_dod,
                 offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale,
                 softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL_MASK,
-                QUERY_END_MASK, USE_TMA, ATOMIC_DQ, TMA_REDUCE)
+                QUERY_END_MASK, TMA, ATOMIC_DQ, TMA_REDUCE)
             start_m += BLOCK_M
-    elif WARP_SPECIALIZE:
-        for start_m in tl.range(query_lo, query_hi, BLOCK_M, warp_specialize=True):
-            start_m = tl.multiple_of(start_m, BLOCK_M)
-            dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_block(
-                dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
-                q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
-                lse_base, delta_base, stride_qm, stride_qd, stride_dom, stride_dod,
-                offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale,
-                softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL_MASK,
-                QUERY_END_MASK, USE_TMA, ATOMIC_DQ, TMA_REDUCE)
     else:
         for start_m in range(query_lo, query_hi, BLOCK_M):
             start_m = tl.multiple_of(start_m, BLOCK_M)
@@ -494,13 +481,13 @@ def _backward_dkdv_query_blocks(
                 lse_base, delta_base, stride_qm, stride_qd, stride_dom, stride_dod,
                 offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale,
                 softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL_MASK,
-                QUERY_END_MASK, USE_TMA, ATOMIC_DQ, TMA_REDUCE)
+                QUERY_END_MASK, TMA, ATOMIC_DQ, TMA_REDUCE)
     return dk_main, dk_tail, dv_main, dv_tail
 
 
 @triton.jit
 def _attention_backward_dkdv_kernel(
-    Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
+    Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA, DESCS,
     stride_qb, stride_qh, stride_qm, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -512,8 +499,7 @@ def _attention_backward_dkdv_kernel(
     MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
-    USE_TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr,
+    TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
 ):
     """One program owns one key block of one KV head and sums over every query head that
     shares it, so dK/dV need neither atomics nor a second reduction pass. With ATOMIC_DQ it
@@ -535,7 +521,12 @@ def _attention_backward_dkdv_kernel(
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
     dk_base = DK + batch.to(tl.int64) * stride_dkb + kv_head.to(tl.int64) * stride_dkh
     dv_base = DV + batch.to(tl.int64) * stride_dvb + kv_head.to(tl.int64) * stride_dvh
-    if USE_TMA:
+    if TMA == 2:  # DESCS: (main, tail) descriptors of q, k, v, do, dk, dv
+        k_main_src, k_tail_src = (DESCS[2], batch, kv_head), (DESCS[3], batch, kv_head)
+        v_main_src, v_tail_src = (DESCS[4], batch, kv_head), (DESCS[5], batch, kv_head)
+        dk_main_dst, dk_tail_dst = (DESCS[8], batch, kv_head), (DESCS[9], batch, kv_head)
+        dv_main_dst, dv_tail_dst = (DESCS[10], batch, kv_head), (DESCS[11], batch, kv_head)
+    elif TMA == 1:
         k_main_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_MAIN)
         v_main_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_MAIN)
         dk_main_dst = _descriptor(dk_base, seq_k, stride_dkn, head_dim, BLOCK_N, D_MAIN)
@@ -552,14 +543,14 @@ def _attention_backward_dkdv_kernel(
         k_tail_src, v_tail_src, dk_tail_dst, dv_tail_dst = k_base, v_base, dk_base, dv_base
 
     k_main = _load_rows(k_main_src, start_n, 0, offs_n, offs_d_main, stride_kn, stride_kd, seq_k,
-                        head_dim, CHECK_N, MAIN_PADDED, USE_TMA)
+                        head_dim, CHECK_N, MAIN_PADDED, TMA)
     v_main = _load_rows(v_main_src, start_n, 0, offs_n, offs_d_main, stride_vn, stride_vd, seq_k,
-                        head_dim, CHECK_N, MAIN_PADDED, USE_TMA)
+                        head_dim, CHECK_N, MAIN_PADDED, TMA)
     if HAS_TAIL:
         k_tail = _load_rows(k_tail_src, start_n, D_MAIN, offs_n, offs_d_tail, stride_kn, stride_kd,
-                            seq_k, head_dim, CHECK_N, TAIL_PADDED, USE_TMA)
+                            seq_k, head_dim, CHECK_N, TAIL_PADDED, TMA)
         v_tail = _load_rows(v_tail_src, start_n, D_MAIN, offs_n, offs_d_tail, stride_vn, stride_vd,
-                            seq_k, head_dim, CHECK_N, TAIL_PADDED, USE_TMA)
+                            seq_k, head_dim, CHECK_N, TAIL_PADDED, TMA)
     else:
         k_tail = k_main  # never read
         v_tail = v_main
@@ -580,7 +571,10 @@ def _attention_backward_dkdv_kernel(
         row_base = (batch * num_heads + head).to(tl.int64) * seq_q
         # DQ_ACC is contiguous: this head's rows start at row_base and are head_dim apart.
         dq_base = DQ_ACC + row_base * head_dim
-        if USE_TMA:
+        if TMA == 2:
+            q_main_src, q_tail_src = (DESCS[0], batch, head), (DESCS[1], batch, head)
+            do_main_src, do_tail_src = (DESCS[6], batch, head), (DESCS[7], batch, head)
+        elif TMA == 1:
             q_main_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_MAIN)
             do_main_src = _descriptor(do_base, seq_q, stride_dom, head_dim, BLOCK_M, D_MAIN)
             if HAS_TAIL:
@@ -608,8 +602,7 @@ def _attention_backward_dkdv_kernel(
                 LSE + row_base, DELTA + row_base, stride_qm, stride_qd, stride_dom, stride_dod,
                 offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_n, diagonal_end,
                 seq_q, qk_scale, softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL,
-                TAIL_PADDED, BLOCK_M, True, CHECK_M, INTERPRETED, USE_TMA, ATOMIC_DQ, TMA_REDUCE,
-                WARP_SPECIALIZE)
+                TAIL_PADDED, BLOCK_M, True, CHECK_M, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE)
             below_start = start_n + BLOCK_N
         else:
             below_start = 0
@@ -619,7 +612,7 @@ def _attention_backward_dkdv_kernel(
             LSE + row_base, DELTA + row_base, stride_qm, stride_qd, stride_dom, stride_dod,
             offs_n, offs_m_in_block, offs_d_main, offs_d_tail, below_start, full_query_end,
             seq_q, qk_scale, softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED,
-            BLOCK_M, False, False, INTERPRETED, USE_TMA, ATOMIC_DQ, TMA_REDUCE, WARP_SPECIALIZE)
+            BLOCK_M, False, False, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE)
         if CHECK_M:
             dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_blocks(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
@@ -628,19 +621,19 @@ def _attention_backward_dkdv_kernel(
                 offs_n, offs_m_in_block, offs_d_main, offs_d_tail,
                 tl.maximum(below_start, full_query_end), seq_q, seq_q, qk_scale, softmax_scale,
                 head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_M, False, True,
-                INTERPRETED, USE_TMA, ATOMIC_DQ, TMA_REDUCE, False)
+                INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE)
 
     _store_rows(dk_main_dst, (dk_main * softmax_scale).to(DK.dtype.element_ty), start_n, 0, offs_n,
-                offs_d_main, stride_dkn, stride_dkd, seq_k, head_dim, CHECK_N, MAIN_PADDED, USE_TMA)
+                offs_d_main, stride_dkn, stride_dkd, seq_k, head_dim, CHECK_N, MAIN_PADDED, TMA)
     _store_rows(dv_main_dst, dv_main.to(DV.dtype.element_ty), start_n, 0, offs_n, offs_d_main,
-                stride_dvn, stride_dvd, seq_k, head_dim, CHECK_N, MAIN_PADDED, USE_TMA)
+                stride_dvn, stride_dvd, seq_k, head_dim, CHECK_N, MAIN_PADDED, TMA)
     if HAS_TAIL:
         _store_rows(dk_tail_dst, (dk_tail * softmax_scale).to(DK.dtype.element_ty), start_n, D_MAIN,
                     offs_n, offs_d_tail, stride_dkn, stride_dkd, seq_k, head_dim, CHECK_N,
-                    TAIL_PADDED, USE_TMA)
+                    TAIL_PADDED, TMA)
         _store_rows(dv_tail_dst, dv_tail.to(DV.dtype.element_ty), start_n, D_MAIN, offs_n,
                     offs_d_tail, stride_dvn, stride_dvd, seq_k, head_dim, CHECK_N, TAIL_PADDED,
-                    USE_TMA)
+                    TMA)
 
 
 @triton.jit
@@ -651,20 +644,20 @@ def _backward_dq_key_block(
     offs_m, offs_n_in_block, offs_d_main, offs_d_tail, start_n, seq_k, qk_scale,
     head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     TAIL_PADDED: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_END_MASK: tl.constexpr,
-    USE_TMA: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     cols = start_n + offs_n_in_block
     k_main = _load_rows(k_main_src, start_n, 0, cols, offs_d_main, stride_kn, stride_kd, seq_k,
-                        head_dim, KEY_END_MASK, MAIN_PADDED, USE_TMA)
+                        head_dim, KEY_END_MASK, MAIN_PADDED, TMA)
     v_main = _load_rows(v_main_src, start_n, 0, cols, offs_d_main, stride_vn, stride_vd, seq_k,
-                        head_dim, KEY_END_MASK, MAIN_PADDED, USE_TMA)
+                        head_dim, KEY_END_MASK, MAIN_PADDED, TMA)
     scores = tl.dot(q_main, tl.trans(k_main))
     dprobs = tl.dot(do_main, tl.trans(v_main))
     if HAS_TAIL:
         k_tail = _load_rows(k_tail_src, start_n, D_MAIN, cols, offs_d_tail, stride_kn, stride_kd,
-                            seq_k, head_dim, KEY_END_MASK, TAIL_PADDED, USE_TMA)
+                            seq_k, head_dim, KEY_END_MASK, TAIL_PADDED, TMA)
         v_tail = _load_rows(v_tail_src, start_n, D_MAIN, cols, offs_d_tail, stride_vn, stride_vd,
-                            seq_k, head_dim, KEY_END_MASK, TAIL_PADDED, USE_TMA)
+                            seq_k, head_dim, KEY_END_MASK, TAIL_PADDED, TMA)
         scores = tl.dot(q_tail, tl.trans(k_tail), scores)
         dprobs = tl.dot(do_tail, tl.trans(v_tail), dprobs)
     probs = tl.math.exp2(scores * qk_scale - lse[:, None])
@@ -687,8 +680,7 @@ def _backward_dq_key_blocks(
     offs_m, offs_n_in_block, offs_d_main, offs_d_tail, key_lo, key_hi, seq_k, qk_scale,
     head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     TAIL_PADDED: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr,
-    KEY_END_MASK: tl.constexpr, INTERPRETED: tl.constexpr, USE_TMA: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr,
+    KEY_END_MASK: tl.constexpr, INTERPRETED: tl.constexpr, TMA: tl.constexpr,
 ):
     if INTERPRETED:  # see _forward_key_blocks
         start_n = key_lo
@@ -698,17 +690,8 @@ def _backward_dq_key_blocks(
                 k_main_src, k_tail_src, v_main_src, v_tail_src,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n_in_block,
                 offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED,
-                HAS_TAIL, TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, USE_TMA)
+                HAS_TAIL, TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, TMA)
             start_n += BLOCK_N
-    elif WARP_SPECIALIZE:
-        for start_n in tl.range(key_lo, key_hi, BLOCK_N, warp_specialize=True):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            dq_main, dq_tail = _backward_dq_key_block(
-                dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta,
-                k_main_src, k_tail_src, v_main_src, v_tail_src,
-                stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n_in_block,
-                offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED,
-                HAS_TAIL, TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, USE_TMA)
     else:
         for start_n in range(key_lo, key_hi, BLOCK_N):
             start_n = tl.multiple_of(start_n, BLOCK_N)
@@ -717,13 +700,13 @@ def _backward_dq_key_blocks(
                 k_main_src, k_tail_src, v_main_src, v_tail_src,
                 stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_n_in_block,
                 offs_d_main, offs_d_tail, start_n, seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED,
-                HAS_TAIL, TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, USE_TMA)
+                HAS_TAIL, TAIL_PADDED, CAUSAL_MASK, KEY_END_MASK, TMA)
     return dq_main, dq_tail
 
 
 @triton.jit
 def _attention_backward_dq_kernel(
-    Q, K, V, DO, DQ, LSE, DELTA,
+    Q, K, V, DO, DQ, LSE, DELTA, DESCS,
     stride_qb, stride_qh, stride_qm, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -734,7 +717,7 @@ def _attention_backward_dq_kernel(
     MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
-    USE_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     """dQ in its own kernel, one program per query block: no atomics, deterministic."""
     # (see _attention_forward_kernel)
@@ -758,7 +741,13 @@ def _attention_backward_dq_kernel(
     k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
     dq_base = DQ + batch.to(tl.int64) * stride_dqb + head.to(tl.int64) * stride_dqh
-    if USE_TMA:
+    if TMA == 2:  # DESCS: (main, tail) descriptors of q, k, v, do, dq
+        q_main_src, q_tail_src = (DESCS[0], batch, head), (DESCS[1], batch, head)
+        k_main_src, k_tail_src = (DESCS[2], batch, kv_head), (DESCS[3], batch, kv_head)
+        v_main_src, v_tail_src = (DESCS[4], batch, kv_head), (DESCS[5], batch, kv_head)
+        do_main_src, do_tail_src = (DESCS[6], batch, head), (DESCS[7], batch, head)
+        dq_main_dst, dq_tail_dst = (DESCS[8], batch, head), (DESCS[9], batch, head)
+    elif TMA == 1:
         q_main_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_MAIN)
         do_main_src = _descriptor(do_base, seq_q, stride_dom, head_dim, BLOCK_M, D_MAIN)
         k_main_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_MAIN)
@@ -779,14 +768,14 @@ def _attention_backward_dq_kernel(
         dq_main_dst, dq_tail_dst = dq_base, dq_base
 
     q_main = _load_rows(q_main_src, start_m, 0, offs_m, offs_d_main, stride_qm, stride_qd, seq_q,
-                        head_dim, CHECK_M, MAIN_PADDED, USE_TMA)
+                        head_dim, CHECK_M, MAIN_PADDED, TMA)
     do_main = _load_rows(do_main_src, start_m, 0, offs_m, offs_d_main, stride_dom, stride_dod, seq_q,
-                         head_dim, CHECK_M, MAIN_PADDED, USE_TMA)
+                         head_dim, CHECK_M, MAIN_PADDED, TMA)
     if HAS_TAIL:
         q_tail = _load_rows(q_tail_src, start_m, D_MAIN, offs_m, offs_d_tail, stride_qm, stride_qd,
-                            seq_q, head_dim, CHECK_M, TAIL_PADDED, USE_TMA)
+                            seq_q, head_dim, CHECK_M, TAIL_PADDED, TMA)
         do_tail = _load_rows(do_tail_src, start_m, D_MAIN, offs_m, offs_d_tail, stride_dom,
-                             stride_dod, seq_q, head_dim, CHECK_M, TAIL_PADDED, USE_TMA)
+                             stride_dod, seq_q, head_dim, CHECK_M, TAIL_PADDED, TMA)
     else:
         q_tail = q_main  # never read
         do_tail = do_main
@@ -806,14 +795,14 @@ def _attention_backward_dq_kernel(
             k_main_src, k_tail_src, v_main_src, v_tail_src, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_n_in_block, offs_d_main, offs_d_tail, 0, start_m, seq_k, qk_scale,
             head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_N, False, False,
-            INTERPRETED, USE_TMA, WARP_SPECIALIZE)
+            INTERPRETED, TMA)
         dq_main, dq_tail = _backward_dq_key_blocks(
             dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta,
             k_main_src, k_tail_src, v_main_src, v_tail_src, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_n_in_block, offs_d_main, offs_d_tail,
             start_m, tl.minimum(start_m + BLOCK_M, seq_k), seq_k, qk_scale,
             head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_N, True, CHECK_N,
-            INTERPRETED, USE_TMA, WARP_SPECIALIZE)
+            INTERPRETED, TMA)
     else:
         full_key_end = (seq_k // BLOCK_N) * BLOCK_N
         dq_main, dq_tail = _backward_dq_key_blocks(
@@ -821,21 +810,21 @@ def _attention_backward_dq_kernel(
             k_main_src, k_tail_src, v_main_src, v_tail_src, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, offs_n_in_block, offs_d_main, offs_d_tail, 0, full_key_end, seq_k, qk_scale,
             head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_N, False, False,
-            INTERPRETED, USE_TMA, WARP_SPECIALIZE)
+            INTERPRETED, TMA)
         if CHECK_N:
             dq_main, dq_tail = _backward_dq_key_blocks(
                 dq_main, dq_tail, q_main, q_tail, do_main, do_tail, lse, delta,
                 k_main_src, k_tail_src, v_main_src, v_tail_src, stride_kn, stride_kd, stride_vn,
                 stride_vd, offs_m, offs_n_in_block, offs_d_main, offs_d_tail, full_key_end, seq_k,
                 seq_k, qk_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_N,
-                False, True, INTERPRETED, USE_TMA, False)
+                False, True, INTERPRETED, TMA)
 
     _store_rows(dq_main_dst, (dq_main * softmax_scale).to(DQ.dtype.element_ty), start_m, 0, offs_m,
-                offs_d_main, stride_dqm, stride_dqd, seq_q, head_dim, CHECK_M, MAIN_PADDED, USE_TMA)
+                offs_d_main, stride_dqm, stride_dqd, seq_q, head_dim, CHECK_M, MAIN_PADDED, TMA)
     if HAS_TAIL:
         _store_rows(dq_tail_dst, (dq_tail * softmax_scale).to(DQ.dtype.element_ty), start_m, D_MAIN,
                     offs_m, offs_d_tail, stride_dqm, stride_dqd, seq_q, head_dim, CHECK_M,
-                    TAIL_PADDED, USE_TMA)
+                    TAIL_PADDED, TMA)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -851,10 +840,6 @@ class KernelTiles:
     block_n: int
     num_warps: int
     num_stages: int
-    # Hopper, tensor descriptors only: Triton 3.6 splits the main loop into producer (TMA) and
-    # consumer warps (tl.range(warp_specialize=True)); the kernel then runs more warps than
-    # num_warps.
-    warp_specialize: bool = False
 
 
 @dataclass(frozen=True)
@@ -866,17 +851,18 @@ class AttentionConfig:
     backward_dq: KernelTiles
     # Compute a non-power-of-two head_dim as main + tail slices instead of padding it.
     split_head_dim: bool = True
-    # Load and store through tensor descriptors (Hopper's TMA; also Triton's interpreter). Used
-    # only where tensor_descriptors_usable() holds; elsewhere the pointer kernels run instead.
-    tma: bool = False
+    # Loads and stores: POINTERS, DEVICE_DESCRIPTORS or HOST_DESCRIPTORS (Hopper's TMA copy
+    # engine; also Triton's interpreter). Descriptors are used only where
+    # tensor_descriptors_usable() holds; elsewhere the pointer kernels run instead.
+    tma: int = POINTERS
     # Backward with deterministic=False: dQ summed in float32 by the dK/dV kernel (TMA
     # reduce-add, or atomics) instead of a separate dQ kernel; 5 matrix products per block pair
     # instead of 7, not bitwise reproducible.
     atomic_dq: bool = False
 
 
-def _tiles(block_m, block_n, num_warps, num_stages, warp_specialize=False):
-    return KernelTiles(block_m, block_n, num_warps, num_stages, warp_specialize)
+def _tiles(block_m, block_n, num_warps, num_stages):
+    return KernelTiles(block_m, block_n, num_warps, num_stages)
 
 
 # Interpreter: smallest legal tiles, so that the CPU tests stay fast and exercise the block edges.
@@ -944,11 +930,21 @@ def _architecture_family(capability: tuple[int, int]) -> str:
     return "sm75"
 
 
+# sm90, head dims the pointer kernels would run on zero-padded copies (40, 56, 72, 88, 104, 112,
+# 120, 136, ...): the descriptor kernels instead, which read them unpadded (the copy engine
+# zero-fills) and split 40, 72, 88, 136, ... into narrower slices (see head_dim_slices).
+_SM90_UNPADDED = dict(tma=HOST_DESCRIPTORS)
+
+
 def select_config(capability: tuple[int, int] | None, head_dim: int) -> AttentionConfig:
     """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``."""
     if capability is None:
         return _INTERPRETER_CONFIG
-    return _ARCH_CONFIGS[_architecture_family(capability)][_bucket(capability, head_dim)]
+    family = _architecture_family(capability)
+    config = _ARCH_CONFIGS[family][_bucket(capability, head_dim)]
+    if family == "sm90" and padded_width(head_dim, config) != head_dim:
+        config = dataclasses.replace(config, **_SM90_UNPADDED)
+    return config
 
 
 def _bucket(capability: tuple[int, int], head_dim: int) -> int:
@@ -1021,9 +1017,21 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+_CAPABILITIES: dict[int, tuple[int, int]] = {}
+
+
+def _capability(device: torch.device) -> tuple[int, int]:
+    """torch.cuda.get_device_capability, remembered per device: it is asked on every call, and
+    at the training pass's small shape every microsecond of host time shows."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _CAPABILITIES:
+        _CAPABILITIES[index] = torch.cuda.get_device_capability(index)
+    return _CAPABILITIES[index]
+
+
 def _device_capability(tensor: torch.Tensor) -> tuple[int, int] | None:
     if tensor.device.type == "cuda":
-        return torch.cuda.get_device_capability(tensor.device)
+        return _capability(tensor.device)
     return None
 
 
@@ -1044,7 +1052,7 @@ def validate_inputs(q, k, v, causal: bool, softmax_scale) -> None:
         raise ValueError(f"flash_attention: q, k, v are on different devices "
                          f"({q.device}, {k.device}, {v.device})")
     if q.device.type == "cuda":
-        capability = torch.cuda.get_device_capability(q.device)
+        capability = _capability(q.device)
         if capability < (7, 5):
             raise ValueError(f"flash_attention: compute capability {capability[0]}.{capability[1]} "
                              f"is not supported; it needs sm75 (Turing) or newer")
@@ -1085,7 +1093,7 @@ def validate_inputs(q, k, v, causal: bool, softmax_scale) -> None:
 
 
 def _slice_constants(head_dim: int, config: AttentionConfig) -> dict:
-    d_main, d_tail, has_tail = head_dim_slices(head_dim, config.split_head_dim, config.tma)
+    d_main, d_tail, has_tail = head_dim_slices(head_dim, config.split_head_dim, config.tma != POINTERS)
     return dict(head_dim=head_dim, D_MAIN=d_main, D_TAIL=d_tail, MAIN_PADDED=d_main > head_dim,
                 HAS_TAIL=has_tail, TAIL_PADDED=has_tail and d_main + d_tail > head_dim)
 
@@ -1100,35 +1108,27 @@ def _descriptor_ready(tensor: torch.Tensor) -> bool:
                for size, stride in zip(tensor.shape[:-1], tensor.stride()[:-1]))
 
 
-def tensor_descriptors_usable(*tensors: torch.Tensor) -> bool:
-    """Whether the descriptor (TMA) kernels can run on these tensors here: Hopper (sm90; later
-    architectures were never run here), or Triton's interpreter, with a Triton that has
-    device-side descriptors (3.4+), on descriptor-ready layouts."""
-    if not hasattr(tl, "make_tensor_descriptor"):
+def tensor_descriptors_usable(mode: int, *tensors: torch.Tensor) -> bool:
+    """Whether the descriptor kernels (``mode``: DEVICE_ or HOST_DESCRIPTORS) can run on these
+    tensors here: Hopper (sm90; later architectures were never run here) or Triton's
+    interpreter, a Triton that has that kind of descriptor (3.4+), descriptor-ready layouts."""
+    if mode == DEVICE_DESCRIPTORS and not hasattr(tl, "make_tensor_descriptor"):
+        return False
+    if mode == HOST_DESCRIPTORS and _HostDescriptor is None:
         return False
     first = tensors[0]
     if first.device.type == "cuda":
-        if _interpreting() or torch.cuda.get_device_capability(first.device)[0] != 9:
+        if _interpreting() or _capability(first.device)[0] != 9:
             return False
     elif not _interpreting():
         return False
     return all(_descriptor_ready(tensor) for tensor in tensors)
 
 
-def _without_descriptors(config: AttentionConfig) -> AttentionConfig:
-    plain = lambda tiles: dataclasses.replace(tiles, warp_specialize=False)  # noqa: E731
-    return dataclasses.replace(config, tma=False, forward=plain(config.forward),
-                               backward_dkdv=plain(config.backward_dkdv),
-                               backward_dq=plain(config.backward_dq))
-
-
 def usable_config(config: AttentionConfig, *tensors: torch.Tensor) -> AttentionConfig:
     """``config``, or the same tiles on the pointer kernels where descriptors cannot be used."""
-    if config.tma and not tensor_descriptors_usable(*tensors):
-        return _without_descriptors(config)
-    if not config.tma and any(getattr(config, kernel).warp_specialize
-                              for kernel in ("forward", "backward_dkdv", "backward_dq")):
-        return _without_descriptors(config)  # warp specialization needs the descriptor loads
+    if config.tma != POINTERS and not tensor_descriptors_usable(config.tma, *tensors):
+        return dataclasses.replace(config, tma=POINTERS)
     return config
 
 
@@ -1144,6 +1144,38 @@ def _device_descriptors_need_scratch(tensor: torch.Tensor) -> None:
         triton.set_allocator(_scratch)
 
 
+def _host_descriptors(tensor: torch.Tensor, block_rows: int, d_main: int, d_tail: int,
+                      has_tail: bool) -> tuple:
+    """(main, tail) host-side descriptors over a (batch, heads, seq, head_dim) tensor, blocks of
+    one head's block_rows rows. A size-1 dimension's stride is never stepped, but the copy
+    engine still wants it 16-byte aligned: it gets the contiguous one."""
+    shape, strides = list(tensor.shape), list(tensor.stride())
+    for dim in (2, 1, 0):
+        if shape[dim] == 1:
+            strides[dim] = strides[dim + 1] * shape[dim + 1]
+    main = _HostDescriptor(tensor, shape, strides, [1, 1, block_rows, d_main])
+    tail = _HostDescriptor(tensor, shape, strides, [1, 1, block_rows, d_tail]) if has_tail else main
+    return main, tail
+
+
+def _descriptor_arguments(config: AttentionConfig, head_dim: int, *tensor_rows):
+    """The kernels' DESCS argument: (main, tail) host descriptors of each (tensor, block rows)
+    pair, in order; None where the kernel does not read them (one argument either way: every
+    argument costs host time at each launch)."""
+    if config.tma != HOST_DESCRIPTORS:
+        return None
+    d_main, d_tail, has_tail = head_dim_slices(head_dim, config.split_head_dim, True)
+    arguments = []
+    for tensor, block_rows in tensor_rows:
+        arguments.extend(_host_descriptors(tensor, block_rows, d_main, d_tail, has_tail))
+    return tuple(arguments)
+
+
+def _prepare(config: AttentionConfig, tensor: torch.Tensor) -> None:
+    if config.tma == DEVICE_DESCRIPTORS:
+        _device_descriptors_need_scratch(tensor)
+
+
 def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: AttentionConfig):
     """Launch the forward; returns (out, lse) where lse is the base-2 log-sum-exp of the scaled
     scores, float32, shape (batch * heads, seq_q)."""
@@ -1152,17 +1184,18 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
     config = usable_config(config, q, k, v, out)
-    if config.tma:
-        _device_descriptors_need_scratch(q)
+    _prepare(config, q)
     tiles = config.forward
     grid = (triton.cdiv(seq_q, tiles.block_m), batch * num_heads)
     _attention_forward_kernel[grid](
         q, k, v, out, lse,
+        _descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
+                               (v, tiles.block_n), (out, tiles.block_m)),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         num_heads, num_heads // num_kv_heads, seq_q, seq_k, softmax_scale * LOG2_E,
         CAUSAL=causal, BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
         CHECK_M=seq_q % tiles.block_m != 0, CHECK_N=seq_k % tiles.block_n != 0,
-        INTERPRETED=_interpreting(), USE_TMA=config.tma, WARP_SPECIALIZE=tiles.warp_specialize,
+        INTERPRETED=_interpreting(), TMA=config.tma,
         num_warps=tiles.num_warps, num_stages=tiles.num_stages,
         **_slice_constants(head_dim, config),
     )
@@ -1172,7 +1205,7 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
 def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale: float,
                        config: AttentionConfig, deterministic: bool = True):
     """(dq, dk, dv). ``deterministic=False`` lets a config with ``atomic_dq`` sum dQ in float32
-    inside the dK/dV kernel (faster; the sums' order, hence the last bits, vary run to run)."""
+    inside the dK/dV kernel (the sums' order, hence the last bits, vary run to run)."""
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     kv_group_size = num_heads // num_kv_heads
@@ -1184,8 +1217,10 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     config = usable_config(config, q, k, v, grad_out, out, dk, dv)
     atomic_dq = config.atomic_dq and not deterministic
     interpreted = _interpreting()
-    if config.tma:
-        _device_descriptors_need_scratch(q)
+    # The dQ sums go through device-side descriptors on Hopper whatever the loads use
+    # (Triton's interpreter has no descriptor reduce-add: element atomics there).
+    tma_reduce = atomic_dq and config.tma != POINTERS and not interpreted
+    _prepare(dataclasses.replace(config, tma=DEVICE_DESCRIPTORS) if tma_reduce else config, q)
     slices = _slice_constants(head_dim, config)
     if atomic_dq:
         dq_sum = torch.zeros((batch, num_heads, seq_q, head_dim), device=q.device, dtype=torch.float32)
@@ -1200,14 +1235,14 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     tiles = config.backward_dkdv
     _attention_backward_dkdv_kernel[(triton.cdiv(seq_k, tiles.block_n), batch * num_kv_heads)](
         q, k, v, grad_out, dk, dv, dq_sum if atomic_dq else dk, lse, delta,
+        _descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
+                               (v, tiles.block_n), (grad_out, tiles.block_m), (dk, tiles.block_n),
+                               (dv, tiles.block_n)),
         *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dk.stride(), *dv.stride(),
         num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
         CAUSAL=causal, BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
         CHECK_M=seq_q % tiles.block_m != 0, CHECK_N=seq_k % tiles.block_n != 0,
-        INTERPRETED=interpreted, USE_TMA=config.tma, ATOMIC_DQ=atomic_dq,
-        # Triton's interpreter has no descriptor reduce-add: element atomics there.
-        TMA_REDUCE=atomic_dq and config.tma and not interpreted,
-        WARP_SPECIALIZE=tiles.warp_specialize,
+        INTERPRETED=interpreted, TMA=config.tma, ATOMIC_DQ=atomic_dq, TMA_REDUCE=tma_reduce,
         num_warps=tiles.num_warps, num_stages=tiles.num_stages, **slices,
     )
     if atomic_dq:
@@ -1215,11 +1250,13 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     tiles = config.backward_dq
     _attention_backward_dq_kernel[(triton.cdiv(seq_q, tiles.block_m), batch * num_heads)](
         q, k, v, grad_out, dq, lse, delta,
+        _descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
+                               (v, tiles.block_n), (grad_out, tiles.block_m), (dq, tiles.block_m)),
         *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dq.stride(),
         num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
         CAUSAL=causal, BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
         CHECK_M=seq_q % tiles.block_m != 0, CHECK_N=seq_k % tiles.block_n != 0,
-        INTERPRETED=interpreted, USE_TMA=config.tma, WARP_SPECIALIZE=tiles.warp_specialize,
+        INTERPRETED=interpreted, TMA=config.tma,
         num_warps=tiles.num_warps, num_stages=tiles.num_stages, **slices,
     )
     return dq, dk, dv
@@ -1229,8 +1266,8 @@ def padded_width(head_dim: int, config: AttentionConfig) -> int:
     """The head_dim the kernels run at: head_dim itself when it is a power of two, splits into
     main + tail slices or runs on descriptors (which zero-fill), else the next power of two (the
     inputs are zero-padded to it)."""
-    d_main, _, has_tail = head_dim_slices(head_dim, config.split_head_dim, config.tma)
-    return head_dim if has_tail or config.tma else d_main
+    d_main, _, has_tail = head_dim_slices(head_dim, config.split_head_dim, config.tma != POINTERS)
+    return head_dim if has_tail or config.tma != POINTERS else d_main
 
 
 def _pad_head_dim(tensor: torch.Tensor, width: int) -> torch.Tensor:
@@ -1322,4 +1359,5 @@ def reference_attention(q, k, v, causal: bool = True, softmax_scale: float | Non
 
 __all__ = ["AttentionConfig", "KernelTiles", "flash_attention", "reference_attention",
            "select_config", "head_dim_slices", "padded_width", "validate_inputs", "attention_forward",
-           "attention_backward", "tensor_descriptors_usable", "usable_config"]
+           "attention_backward", "tensor_descriptors_usable", "usable_config", "POINTERS",
+           "DEVICE_DESCRIPTORS", "HOST_DESCRIPTORS"]

@@ -16,6 +16,8 @@ import dataclasses
 
 from gpudoctor.kernels import attention as attention_module
 from gpudoctor.kernels.attention import (
+    DEVICE_DESCRIPTORS,
+    HOST_DESCRIPTORS,
     AttentionConfig,
     KernelTiles,
     flash_attention,
@@ -150,7 +152,7 @@ def test_head_dim_slices_on_tensor_descriptors():
     assert head_dim_slices(112, tma=True) == (128, 16, False)  # 64+64 is no narrower than 128
     assert head_dim_slices(56, tma=True) == (64, 16, False)
     assert head_dim_slices(64, tma=True) == (64, 16, False)
-    config = dataclasses.replace(select_config(None, 40), tma=True)
+    config = dataclasses.replace(select_config(None, 40), tma=HOST_DESCRIPTORS)
     assert attention_module.padded_width(40, config) == 40
     assert attention_module.padded_width(112, config) == 112
 
@@ -170,30 +172,26 @@ TMA_CASES = [
 ]
 
 
+DESCRIPTOR_MODES = {"device-descriptors": DEVICE_DESCRIPTORS, "host-descriptors": HOST_DESCRIPTORS}
+
+
+def _descriptors_here(device, mode) -> bool:
+    return device == "cpu" or tensor_descriptors_usable(mode, torch.empty(8, device="cuda"))
+
+
+@pytest.mark.parametrize("mode", DESCRIPTOR_MODES.values(), ids=DESCRIPTOR_MODES.keys())
 @pytest.mark.parametrize("atomic_dq", [False, True], ids=["dq-kernel", "atomic-dq"])
 @pytest.mark.parametrize("shape,causal", TMA_CASES,
                          ids=[f"{'x'.join(map(str, s))}-{'causal' if c else 'full'}" for s, c in TMA_CASES])
-def test_tensor_descriptor_kernels_match_float64_reference(shape, causal, atomic_dq, device):
-    """The descriptor path (Hopper's TMA; on the CPU Triton's interpreter, which emulates the
+def test_tensor_descriptor_kernels_match_float64_reference(shape, causal, atomic_dq, mode, device):
+    """The descriptor paths (Hopper's TMA; on the CPU Triton's interpreter, which emulates the
     zero-fill and clipping) and the atomic-dQ backward compute the same function."""
-    if device == "cuda" and not tensor_descriptors_usable(torch.empty(8, device="cuda")):
+    if not _descriptors_here(device, mode):
         pytest.skip("tensor descriptors run on sm90 only")
     base = select_config(None if device == "cpu" else torch.cuda.get_device_capability(), shape[-1])
-    config = dataclasses.replace(base, tma=True, atomic_dq=atomic_dq)
+    config = dataclasses.replace(base, tma=mode, atomic_dq=atomic_dq)
     _compare_with_reference(shape, causal, torch.float16, device, torch.float64, tolerance=5e-3,
                             config=config, deterministic=False)
-
-
-def test_warp_specialized_forward_in_the_interpreter(device):
-    """The warp-specialized forward runs one loop with the masks on every block (see the
-    kernel); the interpreter checks that loop's arithmetic, causal and ragged."""
-    if device != "cpu":
-        pytest.skip("the GPU tests run the warp-specialized tiles of the GPU")
-    tiles = KernelTiles(16, 16, 4, 1, warp_specialize=True)
-    config = AttentionConfig(tiles, KernelTiles(16, 16, 4, 1), KernelTiles(16, 16, 4, 1), tma=True)
-    for shape, causal in (((1, 2, 1, 37, 37, 80), True), ((1, 2, 2, 21, 45, 40), False)):
-        _compare_with_reference(shape, causal, torch.float16, device, torch.float64, tolerance=5e-3,
-                                config=config)
 
 
 def test_atomic_dq_only_when_not_deterministic(device, monkeypatch):
@@ -221,11 +219,11 @@ def test_descriptor_path_falls_back_on_unaligned_inputs(device):
     """A view whose rows are not 16-byte aligned cannot feed the copy engine: the pointer kernels
     run instead (padding included), and the result is still right."""
     base = select_config(None if device == "cpu" else torch.cuda.get_device_capability(), 40)
-    config = dataclasses.replace(base, tma=True)
+    config = dataclasses.replace(base, tma=HOST_DESCRIPTORS)
     storage = torch.randn(1, 2, 23, 41, dtype=torch.float16).to(device)
     q = storage[..., 1:]  # base pointer 2 bytes past an aligned one, rows 82 bytes apart
     assert not attention_module._descriptor_ready(q)
-    assert usable_config(config, q, q, q).tma is False
+    assert usable_config(config, q, q, q).tma == attention_module.POINTERS
     q = q.detach().requires_grad_()
     out = flash_attention(q, q, q, causal=True, config=config)
     expected = reference_attention(q.detach().double(), q.detach().double(), q.detach().double())
@@ -363,35 +361,35 @@ def test_gpu_every_head_dim(head_dim, causal, layout):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mode", DESCRIPTOR_MODES.values(), ids=DESCRIPTOR_MODES.keys())
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize("head_dim", range(32, 257, 8))
-def test_gpu_every_head_dim_on_tensor_descriptors(head_dim, causal):
-    """Every head_dim on the descriptor kernels with the atomic-dQ backward (partial tails
-    zero-filled by the copy engine: the case that broke the masked pointer kernels), odd
-    length, fp16."""
+def test_gpu_every_head_dim_on_tensor_descriptors(head_dim, causal, mode):
+    """Every head_dim on the descriptor kernels (partial tails zero-filled by the copy engine:
+    the case that broke the masked pointer kernels), odd length, GQA, fp16; the host-descriptor
+    runs also take the atomic-dQ backward."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    if not tensor_descriptors_usable(torch.empty(8, device="cuda")):
+    if not _descriptors_here("cuda", mode):
         pytest.skip("tensor descriptors run on sm90 only")
     config = dataclasses.replace(select_config(torch.cuda.get_device_capability(), head_dim),
-                                 tma=True, atomic_dq=True)
+                                 tma=mode, atomic_dq=mode == HOST_DESCRIPTORS)
     _compare_with_reference((1, 4, 2, 333, 333, head_dim), causal, torch.float16, "cuda",
                             torch.float32, tolerance=GPU_TOLERANCE[torch.float16], config=config)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("head_dim", [64, 80, 128, 256])
+@pytest.mark.parametrize("head_dim", [40, 64, 80, 112, 128, 256])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
-def test_gpu_warp_specialized_and_atomic_dq(head_dim, causal, dtype):
-    """The Hopper-only variants at realistic lengths (ragged 1000, whole 4096), GQA."""
+def test_gpu_host_descriptors_realistic_lengths(head_dim, causal, dtype):
+    """The host-descriptor kernels at realistic lengths (ragged 1000, whole 4096), GQA."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    if not tensor_descriptors_usable(torch.empty(8, device="cuda")):
+    if not _descriptors_here("cuda", HOST_DESCRIPTORS):
         pytest.skip("tensor descriptors run on sm90 only")
-    base = select_config(torch.cuda.get_device_capability(), head_dim)
-    forward = KernelTiles(128, 64, 4, 2, warp_specialize=True)
-    config = dataclasses.replace(base, forward=forward, tma=True, atomic_dq=True)
+    config = dataclasses.replace(select_config(torch.cuda.get_device_capability(), head_dim),
+                                 tma=HOST_DESCRIPTORS)
     for seq in (1000, 4096):
         _compare_with_reference((2, 4, 2, seq, seq, head_dim), causal, dtype, "cuda", torch.float32,
                                 tolerance=GPU_TOLERANCE[dtype], config=config)
@@ -416,6 +414,10 @@ def _tile_configs():
         for bucket, config in by_width.items():
             head_dim = {96: 80}.get(bucket, bucket)  # the 96 bucket serves the 64+16 split too
             cases.setdefault((config, head_dim), f"{family}-hd{head_dim}")
+    # sm90 runs the head dims the pointer kernels would pad on the descriptor kernels: 40 and 72
+    # split (32+16, 64+16), 112 and 200 zero-filled to 128 and 256.
+    for head_dim in (40, 72, 112, 200):
+        cases.setdefault((select_config((9, 0), head_dim), head_dim), f"sm90-descriptors-hd{head_dim}")
     return [(name, config, head_dim) for (config, head_dim), name in cases.items()]
 
 
