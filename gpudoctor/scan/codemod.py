@@ -47,6 +47,16 @@ class _Editor(cst.CSTTransformer):
         line = self.get_metadata(PositionProvider, arg).start.line
         return self.pending.get((line, arg.keyword.value))
 
+    def visit_Call(self, node: cst.Call) -> bool:
+        # a rename onto a keyword the call already passes would pass it twice (a SyntaxError)
+        present = {a.keyword.value for a in node.args if a.keyword is not None}
+        for arg in node.args:
+            edit = self._edit_for(arg)
+            if edit is not None and edit["op"] == "rename_kwarg" and edit["new"] in present:
+                del self.pending[(edit["line"], edit["old"])]
+                self.refused.append((edit, f"the call already passes `{edit['new']}`; keep one of the two by hand"))
+        return True
+
     def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
         edit = self._edit_for(original)
         if edit is None or edit["op"] in ("move_to_config", "remove_kwarg"):
