@@ -109,3 +109,17 @@ def test_readme_lists_every_rule():
     readme = open(os.path.join(os.path.dirname(FIXTURES), "README.md")).read()
     missing = [r for r in load_catalogue() if f"`{r}`" not in readme]
     assert missing == []
+
+
+def test_readme_rule_rows_say_what_the_catalogue_says():
+    """The README's rule table is the catalogue's severity, detectors and title, not a copy that drifts."""
+    import re
+
+    readme = open(os.path.join(os.path.dirname(FIXTURES), "README.md")).read()
+    rows = {m.group(1): (m.group(2), {d.strip() for d in m.group(3).split(",")}, m.group(4))
+            for m in re.finditer(r"^\| `([a-z0-9-]+)` \| (\w+) \| ([a-z, ]+) \| (.+) \|$", readme, re.M)}
+    catalogue = load_catalogue()
+    assert set(rows) == set(catalogue)
+    drift = {rid: rows[rid] for rid, rule in catalogue.items()
+             if rows[rid] != (rule.severity.value, set(rule.detected_by), rule.title)}
+    assert drift == {}
