@@ -72,6 +72,16 @@ class Knowledge:
     facts: Mapping[str, VersionFact] = None  # name -> fact ([version_facts] in the TOML)
 
     @functools.cached_property
+    def by_callable_name(self) -> dict[str, tuple[Change, ...]]:
+        """The changes whose callables end in each name ("TrainingArguments", "from_pretrained"):
+        a call is matched only against these (the scan's hot loop)."""
+        index: dict[str, list[Change]] = {}
+        for change in self.changes:
+            for name in {pattern.rsplit(".", 1)[-1] for pattern in change.callables}:
+                index.setdefault(name, []).append(change)
+        return {name: tuple(changes) for name, changes in index.items()}
+
+    @functools.cached_property
     def newest_known(self) -> dict[str, Version]:
         """Per package, the latest version the table speaks of: what a scan assumes for a package
         that is not installed (every change in the table applies to it)."""

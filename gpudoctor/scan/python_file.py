@@ -73,26 +73,35 @@ def read_python(path: str, source: bytes | None = None) -> PythonFile:
         tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError) as exc:
         return PythonFile(path, (), error=f"not parsed: {exc.__class__.__name__}: {getattr(exc, 'msg', exc)}")
-    imports = _imports(tree)
-    if not imports:
-        return PythonFile(path, ())
-    calls, methods = [], []
+    # one walk: imports, calls and assignments are collected together, calls resolved after (an
+    # import inside main() may come after a call the walk met first)
+    imports: dict[str, str] = {}
+    call_nodes: list[ast.Call] = []
     bound: dict[str, int] = {}
     literal_strings: dict[str, str] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            qualified = _resolve(node.func, imports)
-            if qualified is not None:
-                calls.append(_call_site(qualified, node, imports))
-            elif isinstance(node.func, ast.Attribute) and node.func.attr in WATCHED_METHODS:
-                methods.append(_call_site("." + node.func.attr, node, imports))
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            bound[node.id] = bound.get(node.id, 0) + 1
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if (len(targets) == 1 and isinstance(targets[0], ast.Name) and isinstance(node.value, ast.Constant)
+        kind = type(node)
+        if kind is ast.Call:
+            call_nodes.append(node)
+        elif kind is ast.Name:
+            if type(node.ctx) is ast.Store:
+                bound[node.id] = bound.get(node.id, 0) + 1
+        elif kind is ast.Import or kind is ast.ImportFrom:
+            _add_import(node, imports)
+        elif kind is ast.Assign or kind is ast.AnnAssign:
+            targets = node.targets if kind is ast.Assign else [node.target]
+            if (len(targets) == 1 and type(targets[0]) is ast.Name and type(node.value) is ast.Constant
                     and isinstance(node.value.value, str)):
                 literal_strings[targets[0].id] = node.value.value
+    if not imports:
+        return PythonFile(path, ())
+    calls, methods = [], []
+    for node in call_nodes:
+        qualified = _resolve(node.func, imports)
+        if qualified is not None:
+            calls.append(_call_site(qualified, node, imports))
+        elif type(node.func) is ast.Attribute and node.func.attr in WATCHED_METHODS:
+            methods.append(_call_site("." + node.func.attr, node, imports))
     calls.sort(key=lambda c: c.line)
     methods.sort(key=lambda c: c.line)
     # a name bound twice (or also a loop variable, a parameter...) has no one value: not used
@@ -106,23 +115,20 @@ def _call_site(qualified: str, node: ast.Call, imports: dict[str, str]) -> CallS
                     tuple(_positional(node.args)))
 
 
-def _imports(tree: ast.AST) -> dict[str, str]:
+def _add_import(node, names: dict[str, str]) -> None:
     """local name -> what it was imported as ("trl.SFTTrainer", "trl"), for every import in the
     file (functions included: a script's imports inside main() count the same)."""
-    names: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    names[alias.asname] = alias.name
-                else:  # ``import transformers.trainer`` binds ``transformers``
-                    top = alias.name.split(".")[0]
-                    names[top] = top
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:
-                if alias.name != "*":
-                    names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return names
+    if type(node) is ast.Import:
+        for alias in node.names:
+            if alias.asname:
+                names[alias.asname] = alias.name
+            else:  # ``import transformers.trainer`` binds ``transformers``
+                top = alias.name.split(".")[0]
+                names[top] = top
+    elif node.module and node.level == 0:
+        for alias in node.names:
+            if alias.name != "*":
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 
 
 def _resolve(func: ast.expr, imports: dict[str, str]) -> str | None:

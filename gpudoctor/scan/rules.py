@@ -30,12 +30,12 @@ LLAMAFACTORY_MARKERS = frozenset({"stage", "finetuning_type", "template"})
 def python_findings(source: PythonFile, knowledge: Knowledge, versions: Versions, root: str = "") -> list[Finding]:
     findings: list[Finding] = []
     shown = shown_path(source.path, root)
+    fast = knowledge.fast_path
     for call in source.calls:
-        for change in knowledge.changes:
+        for change in knowledge.by_callable_name.get(call.qualified.rsplit(".", 1)[-1], ()):
             if any(matches(call.qualified, pattern) for pattern in change.callables):
                 findings.extend(_change_findings(call, change, knowledge, versions, source.path, shown))
-        fast = knowledge.fast_path
-        if any(matches(call.qualified, pattern) for pattern in fast.callables):
+        if call.qualified.endswith(".get_peft_model") and any(matches(call.qualified, p) for p in fast.callables):
             findings.extend(_fast_path_findings(call, fast, source.path, shown))
     return findings
 

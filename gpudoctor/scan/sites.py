@@ -104,7 +104,7 @@ def _literal_true(call: CallSite, name: str) -> KeywordSite | None:
 def python_loads(source: PythonFile, shown: str) -> list[ModelLoad]:
     loads = []
     for call in source.calls:
-        if not any(matches(call.qualified, p) for p in MODEL_LOADERS):
+        if not call.qualified.endswith(".from_pretrained") or not any(matches(call.qualified, p) for p in MODEL_LOADERS):
             continue
         reference, why = _reference(call, source)
         attn = call.keyword("attn_implementation")
@@ -150,8 +150,9 @@ def python_quantization(source: PythonFile, shown: str) -> list[Quantization]:
     to a loader."""
     found = []
     for call in source.calls:
-        is_config = matches(call.qualified, QUANTIZATION_CONFIG)
-        if not (is_config or any(matches(call.qualified, p) for p in MODEL_LOADERS)):
+        is_config = call.qualified.endswith(".BitsAndBytesConfig") and matches(call.qualified, QUANTIZATION_CONFIG)
+        if not (is_config or (call.qualified.endswith(".from_pretrained")
+                              and any(matches(call.qualified, p) for p in MODEL_LOADERS))):
             continue
         for size in (4, 8):
             keyword = _literal_true(call, f"load_in_{size}bit")
@@ -164,8 +165,9 @@ def python_quantization(source: PythonFile, shown: str) -> list[Quantization]:
 
 def python_precision(source: PythonFile, shown: str, training_arguments: tuple[str, ...]) -> list[Precision]:
     found = []
+    names = {p.rsplit(".", 1)[-1] for p in training_arguments}
     for call in source.calls:
-        if any(matches(call.qualified, p) for p in training_arguments):
+        if call.qualified.rsplit(".", 1)[-1] in names and any(matches(call.qualified, p) for p in training_arguments):
             name = call.qualified.rsplit(".", 1)[-1]
             for mode in ("bf16", "fp16"):
                 keyword = _literal_true(call, mode)
