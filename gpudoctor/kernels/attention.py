@@ -25,6 +25,7 @@ forward+backward 1.56-1.71x faster than padding (docs/benchmarks.md). Other head
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ MAX_HEAD_DIM = 256
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 # tl.dot needs every dimension >= 16, so the tail slice of the head dim is at least 16 wide.
 MIN_DOT_WIDTH = 16
+# Descriptor kernels split head_dim into main + tail only when main is at least this wide.
+SPLIT_MIN_MAIN = 64
 
 
 # ----------------------------------------------------------------------------------------------
@@ -248,7 +251,9 @@ def _forward_key_blocks(
 
 @triton.jit
 def _attention_forward_kernel(
-    Q, K, V, O, LSE, DESCS,
+    Q, K, V, O, LSE,
+    Q_MAIN_DESC, Q_TAIL_DESC, K_MAIN_DESC, K_TAIL_DESC, V_MAIN_DESC, V_TAIL_DESC,
+    O_MAIN_DESC, O_TAIL_DESC,
     stride_qb, stride_qh, stride_qm, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -278,11 +283,11 @@ def _attention_forward_kernel(
     k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
     o_base = O + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
-    if TMA == 2:  # DESCS: (main, tail) descriptors of q, k, v, o
-        q_main_src, q_tail_src = (DESCS[0], batch, head), (DESCS[1], batch, head)
-        k_main_src, k_tail_src = (DESCS[2], batch, kv_head), (DESCS[3], batch, kv_head)
-        v_main_src, v_tail_src = (DESCS[4], batch, kv_head), (DESCS[5], batch, kv_head)
-        o_main_src, o_tail_src = (DESCS[6], batch, head), (DESCS[7], batch, head)
+    if TMA == 2:  # host descriptors (main, tail) of q, k, v, o
+        q_main_src, q_tail_src = (Q_MAIN_DESC, batch, head), (Q_TAIL_DESC, batch, head)
+        k_main_src, k_tail_src = (K_MAIN_DESC, batch, kv_head), (K_TAIL_DESC, batch, kv_head)
+        v_main_src, v_tail_src = (V_MAIN_DESC, batch, kv_head), (V_TAIL_DESC, batch, kv_head)
+        o_main_src, o_tail_src = (O_MAIN_DESC, batch, head), (O_TAIL_DESC, batch, head)
     elif TMA == 1:
         q_main_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_MAIN)
         k_main_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_MAIN)
@@ -487,7 +492,9 @@ def _backward_dkdv_query_blocks(
 
 @triton.jit
 def _attention_backward_dkdv_kernel(
-    Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA, DESCS,
+    Q, K, V, DO, DK, DV, DQ_ACC, LSE, DELTA,
+    Q_MAIN_DESC, Q_TAIL_DESC, K_MAIN_DESC, K_TAIL_DESC, V_MAIN_DESC, V_TAIL_DESC,
+    DO_MAIN_DESC, DO_TAIL_DESC, DK_MAIN_DESC, DK_TAIL_DESC, DV_MAIN_DESC, DV_TAIL_DESC,
     stride_qb, stride_qh, stride_qm, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -521,11 +528,11 @@ def _attention_backward_dkdv_kernel(
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
     dk_base = DK + batch.to(tl.int64) * stride_dkb + kv_head.to(tl.int64) * stride_dkh
     dv_base = DV + batch.to(tl.int64) * stride_dvb + kv_head.to(tl.int64) * stride_dvh
-    if TMA == 2:  # DESCS: (main, tail) descriptors of q, k, v, do, dk, dv
-        k_main_src, k_tail_src = (DESCS[2], batch, kv_head), (DESCS[3], batch, kv_head)
-        v_main_src, v_tail_src = (DESCS[4], batch, kv_head), (DESCS[5], batch, kv_head)
-        dk_main_dst, dk_tail_dst = (DESCS[8], batch, kv_head), (DESCS[9], batch, kv_head)
-        dv_main_dst, dv_tail_dst = (DESCS[10], batch, kv_head), (DESCS[11], batch, kv_head)
+    if TMA == 2:  # host descriptors (main, tail) of q, k, v, do, dk, dv
+        k_main_src, k_tail_src = (K_MAIN_DESC, batch, kv_head), (K_TAIL_DESC, batch, kv_head)
+        v_main_src, v_tail_src = (V_MAIN_DESC, batch, kv_head), (V_TAIL_DESC, batch, kv_head)
+        dk_main_dst, dk_tail_dst = (DK_MAIN_DESC, batch, kv_head), (DK_TAIL_DESC, batch, kv_head)
+        dv_main_dst, dv_tail_dst = (DV_MAIN_DESC, batch, kv_head), (DV_TAIL_DESC, batch, kv_head)
     elif TMA == 1:
         k_main_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_MAIN)
         v_main_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_MAIN)
@@ -572,8 +579,8 @@ def _attention_backward_dkdv_kernel(
         # DQ_ACC is contiguous: this head's rows start at row_base and are head_dim apart.
         dq_base = DQ_ACC + row_base * head_dim
         if TMA == 2:
-            q_main_src, q_tail_src = (DESCS[0], batch, head), (DESCS[1], batch, head)
-            do_main_src, do_tail_src = (DESCS[6], batch, head), (DESCS[7], batch, head)
+            q_main_src, q_tail_src = (Q_MAIN_DESC, batch, head), (Q_TAIL_DESC, batch, head)
+            do_main_src, do_tail_src = (DO_MAIN_DESC, batch, head), (DO_TAIL_DESC, batch, head)
         elif TMA == 1:
             q_main_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_MAIN)
             do_main_src = _descriptor(do_base, seq_q, stride_dom, head_dim, BLOCK_M, D_MAIN)
@@ -706,7 +713,9 @@ def _backward_dq_key_blocks(
 
 @triton.jit
 def _attention_backward_dq_kernel(
-    Q, K, V, DO, DQ, LSE, DELTA, DESCS,
+    Q, K, V, DO, DQ, LSE, DELTA,
+    Q_MAIN_DESC, Q_TAIL_DESC, K_MAIN_DESC, K_TAIL_DESC, V_MAIN_DESC, V_TAIL_DESC,
+    DO_MAIN_DESC, DO_TAIL_DESC, DQ_MAIN_DESC, DQ_TAIL_DESC,
     stride_qb, stride_qh, stride_qm, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -741,12 +750,12 @@ def _attention_backward_dq_kernel(
     k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
     dq_base = DQ + batch.to(tl.int64) * stride_dqb + head.to(tl.int64) * stride_dqh
-    if TMA == 2:  # DESCS: (main, tail) descriptors of q, k, v, do, dq
-        q_main_src, q_tail_src = (DESCS[0], batch, head), (DESCS[1], batch, head)
-        k_main_src, k_tail_src = (DESCS[2], batch, kv_head), (DESCS[3], batch, kv_head)
-        v_main_src, v_tail_src = (DESCS[4], batch, kv_head), (DESCS[5], batch, kv_head)
-        do_main_src, do_tail_src = (DESCS[6], batch, head), (DESCS[7], batch, head)
-        dq_main_dst, dq_tail_dst = (DESCS[8], batch, head), (DESCS[9], batch, head)
+    if TMA == 2:  # host descriptors (main, tail) of q, k, v, do, dq
+        q_main_src, q_tail_src = (Q_MAIN_DESC, batch, head), (Q_TAIL_DESC, batch, head)
+        k_main_src, k_tail_src = (K_MAIN_DESC, batch, kv_head), (K_TAIL_DESC, batch, kv_head)
+        v_main_src, v_tail_src = (V_MAIN_DESC, batch, kv_head), (V_TAIL_DESC, batch, kv_head)
+        do_main_src, do_tail_src = (DO_MAIN_DESC, batch, head), (DO_TAIL_DESC, batch, head)
+        dq_main_dst, dq_tail_dst = (DQ_MAIN_DESC, batch, head), (DQ_TAIL_DESC, batch, head)
     elif TMA == 1:
         q_main_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_MAIN)
         do_main_src = _descriptor(do_base, seq_q, stride_dom, head_dim, BLOCK_M, D_MAIN)
@@ -932,12 +941,17 @@ def _architecture_family(capability: tuple[int, int]) -> str:
 
 # sm90, head dims the pointer kernels would run on zero-padded copies (40, 56, 72, 88, 104, 112,
 # 120, 136, ...): the descriptor kernels instead, which read them unpadded (the copy engine
-# zero-fills) and split 40, 72, 88, 136, ... into narrower slices (see head_dim_slices).
-_SM90_UNPADDED = dict(tma=HOST_DESCRIPTORS)
+# zero-fills) and split 72, 88, 136, ... into narrower slices (see head_dim_slices). Measured on
+# the H200 against the padded pointer kernels (2026-11-23, forward / forward+backward, ms):
+# hd40 0.80 / 3.01 vs 0.98 / 3.24, hd72 1.01 / 4.42 vs 2.19 / 6.83, hd112 2.37 / 9.28 vs
+# 2.71 / 9.83.
+_SM90_UNPADDED = dict(tma=DEVICE_DESCRIPTORS)
 
 
+@functools.lru_cache(maxsize=None)
 def select_config(capability: tuple[int, int] | None, head_dim: int) -> AttentionConfig:
-    """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``."""
+    """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``.
+    Remembered: it is asked on every call (configs are frozen, so sharing them is safe)."""
     if capability is None:
         return _INTERPRETER_CONFIG
     family = _architecture_family(capability)
@@ -990,8 +1004,11 @@ def head_dim_slices(head_dim: int, split: bool = True, tma: bool = False) -> tup
 
     Through tensor descriptors (``tma``) a partial tail needs no mask at all (the copy engine
     zero-fills the columns past head_dim), so the tail is the remainder rounded up to a power of
-    two whenever that is narrower than padding: 40 = 32+16 (48 wide instead of 64), 72 = 64+16,
-    88 = 64+32, 136 = 128+16, 152 = 128+32, 168..184 = 128+64 (192 instead of 256).
+    two whenever that is narrower than padding and the main slice is at least 64 wide: 72 =
+    64+16 (80 wide instead of 128), 88 = 64+32, 136 = 128+16, 152 = 128+32, 168..184 = 128+64
+    (192 instead of 256). Measured on the H200 (docs/benchmarks.md, 2026-11-23): hd72 split ran
+    forward+backward in 4.42 ms against 6.23 zero-filled to 128; hd40 as 32+16 took 3.51 ms
+    against 3.01 zero-filled to 64 (32- and 16-wide products waste the tensor cores).
     """
     padded = _next_power_of_2(head_dim)
     main = padded if padded == head_dim else padded // 2
@@ -1000,7 +1017,7 @@ def head_dim_slices(head_dim: int, split: bool = True, tma: bool = False) -> tup
         return padded, MIN_DOT_WIDTH, False
     if tma:
         tail = max(MIN_DOT_WIDTH, _next_power_of_2(remainder))
-        if main + tail < padded:
+        if main >= SPLIT_MIN_MAIN and main + tail < padded:
             return main, tail, True
         return padded, MIN_DOT_WIDTH, False
     if remainder >= MIN_DOT_WIDTH and remainder == _next_power_of_2(remainder):
@@ -1158,17 +1175,17 @@ def _host_descriptors(tensor: torch.Tensor, block_rows: int, d_main: int, d_tail
     return main, tail
 
 
-def _descriptor_arguments(config: AttentionConfig, head_dim: int, *tensor_rows):
-    """The kernels' DESCS argument: (main, tail) host descriptors of each (tensor, block rows)
-    pair, in order; None where the kernel does not read them (one argument either way: every
-    argument costs host time at each launch)."""
+def _descriptor_arguments(config: AttentionConfig, head_dim: int, *tensor_rows) -> list:
+    """The kernels' *_MAIN_DESC, *_TAIL_DESC arguments for (tensor, block rows) pairs: host
+    descriptors, or None where the kernel does not read them. (Separate arguments: Triton 3.6's
+    launcher cannot pass descriptors inside a tuple, seen failing on the H200.)"""
     if config.tma != HOST_DESCRIPTORS:
-        return None
+        return [None] * (2 * len(tensor_rows))
     d_main, d_tail, has_tail = head_dim_slices(head_dim, config.split_head_dim, True)
     arguments = []
     for tensor, block_rows in tensor_rows:
         arguments.extend(_host_descriptors(tensor, block_rows, d_main, d_tail, has_tail))
-    return tuple(arguments)
+    return arguments
 
 
 def _prepare(config: AttentionConfig, tensor: torch.Tensor) -> None:
@@ -1189,7 +1206,7 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
     grid = (triton.cdiv(seq_q, tiles.block_m), batch * num_heads)
     _attention_forward_kernel[grid](
         q, k, v, out, lse,
-        _descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
+        *_descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
                                (v, tiles.block_n), (out, tiles.block_m)),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         num_heads, num_heads // num_kv_heads, seq_q, seq_k, softmax_scale * LOG2_E,
@@ -1235,7 +1252,7 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     tiles = config.backward_dkdv
     _attention_backward_dkdv_kernel[(triton.cdiv(seq_k, tiles.block_n), batch * num_kv_heads)](
         q, k, v, grad_out, dk, dv, dq_sum if atomic_dq else dk, lse, delta,
-        _descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
+        *_descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
                                (v, tiles.block_n), (grad_out, tiles.block_m), (dk, tiles.block_n),
                                (dv, tiles.block_n)),
         *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dk.stride(), *dv.stride(),
@@ -1250,7 +1267,7 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     tiles = config.backward_dq
     _attention_backward_dq_kernel[(triton.cdiv(seq_q, tiles.block_m), batch * num_heads)](
         q, k, v, grad_out, dq, lse, delta,
-        _descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
+        *_descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
                                (v, tiles.block_n), (grad_out, tiles.block_m), (dq, tiles.block_m)),
         *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dq.stride(),
         num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
@@ -1274,6 +1291,16 @@ def _pad_head_dim(tensor: torch.Tensor, width: int) -> torch.Tensor:
     return torch.nn.functional.pad(tensor, (0, width - tensor.shape[-1]))
 
 
+def _padded_forward(q, k, v, causal: bool, softmax_scale: float, config: AttentionConfig):
+    """(q, k, v as the kernels ran them, out, lse, out cut back to head_dim)."""
+    head_dim = q.shape[-1]
+    width = padded_width(head_dim, config)
+    if width != head_dim:
+        q, k, v = (_pad_head_dim(t, width) for t in (q, k, v))
+    out, lse = attention_forward(q, k, v, causal, softmax_scale, config)
+    return q, k, v, out, lse, (out if width == head_dim else out[..., :head_dim].contiguous())
+
+
 class _FlashAttentionFunction(torch.autograd.Function):
     """On the pointer kernels, head dims that neither are a power of two nor split (40, 72, 112,
     136, ...) run on inputs zero-padded to the next power of two: zero columns add nothing to
@@ -1285,17 +1312,14 @@ class _FlashAttentionFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, causal, softmax_scale, config, deterministic):
         head_dim = q.shape[-1]
-        width = padded_width(head_dim, config)
-        if width != head_dim:
-            q, k, v = (_pad_head_dim(t, width) for t in (q, k, v))
-        out, lse = attention_forward(q, k, v, causal, softmax_scale, config)
+        q, k, v, out, lse, result = _padded_forward(q, k, v, causal, softmax_scale, config)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.causal = causal
         ctx.softmax_scale = softmax_scale
         ctx.config = config
         ctx.deterministic = deterministic
         ctx.head_dim = head_dim
-        return out if width == head_dim else out[..., :head_dim].contiguous()
+        return result
 
     @staticmethod
     def backward(ctx, grad_out):
@@ -1334,6 +1358,10 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     # Decided here, before padding: the pointer kernels need padded inputs where the
     # descriptor kernels do not.
     config = usable_config(config, q, k, v)
+    if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+        # Nothing to differentiate: no autograd node (its set-up is a tenth of a small call's
+        # host time, and small calls are host-bound: docs/benchmarks.md).
+        return _padded_forward(q, k, v, bool(causal), float(softmax_scale), config)[-1]
     return _FlashAttentionFunction.apply(q, k, v, bool(causal), float(softmax_scale), config,
                                          bool(deterministic))
 
