@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from ..model import Fix
-from . import capability, diagnosis, driver, hardware, packages, runtime, toolchain, training
+from . import capability, code, diagnosis, driver, hardware, packages, runtime, toolchain, training
 from .machine import Machine, machine_from_facts
 
 Remedy = Callable[[Mapping[str, Any]], list[Fix]]
@@ -54,6 +54,7 @@ REMEDIES: dict[str, Remedy] = {
     "unsloth-layers-not-patched": training.unsloth_layers_not_patched,
     "transformers-removed-kwarg": training.transformers_removed_kwarg,
     "trl-sfttrainer-api-change": training.trl_sfttrainer_api_change,
+    "training-config-key-changed": code.training_config_key_changed,
     "triton-jit-failed": training.triton_jit_failed,
     "kernel-numerics-mismatch": training.kernel_numerics_mismatch,
     "training-pass-diverged": training.training_pass_diverged,

@@ -158,15 +158,7 @@ def _finding(change: Change, state: str, version, shown: str, line: int, what: s
 
 
 def _fixes(rule: str, values: dict) -> tuple:
-    fixes = fixes_for(rule, values)
-    if not fixes and rule == "training-config-key-changed":
-        # remedies.REMEDIES (gpudoctor/remedies/__init__.py, not this package's file) does not list
-        # this scan-only rule yet; its remedy is remedies.code.training_config_key_changed. Once it
-        # is registered there, fixes_for returns it and this branch is dead.
-        from ..remedies.code import training_config_key_changed
-
-        fixes = tuple(training_config_key_changed(values))
-    return fixes
+    return fixes_for(rule, values)
 
 
 def _fast_path_findings(call: CallSite, fast, path: str, shown: str) -> Iterable[Finding]:
