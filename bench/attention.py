@@ -147,7 +147,7 @@ def sweep_candidates(shape):
     """(name, config) pairs: the shipped config first, then variants of it (a variant equal to
     an earlier one is left out). Loads: pointers, host-side or device-side tensor descriptors."""
     head_dim = shape[5]
-    base = select_config(torch.cuda.get_device_capability(), head_dim)
+    base = select_config(torch.cuda.get_device_capability(), head_dim, shape[4])
     host = replace(base, tma=HOST_DESCRIPTORS)
     options = [("shipped", base), ("pointer", replace(base, tma=POINTERS)), ("tma-host", host),
                ("tma-device", replace(base, tma=DEVICE_DESCRIPTORS))]

@@ -11,15 +11,21 @@ so the exponential is a bare ``exp2``), the causal case split into an unmasked o
 a masked diagonal loop, the log-sum-exp (base 2) saved for the backward, and a backward made of a
 ``delta = rowsum(o * do)`` pre-pass, a dK/dV kernel that walks the query blocks and a dQ kernel that
 walks the key blocks. Every gradient element is written by exactly one program (dK/dV of a shared
-KV head sum their query heads inside one program), so the backward uses no atomics and is
-deterministic whatever ``deterministic`` says.
+KV head sum their query heads inside one program), so by default the backward uses no atomics and
+is bitwise reproducible; a config's ``atomic_dq`` (off everywhere: measured slower) trades that
+for two fewer matrix products when ``deterministic=False``.
 
 Head dims that are a power of two plus a smaller power of two of at least 16 are computed as a
-"main" slice plus a "tail" slice (80 = 64 + 16, 96 = 64 + 32) instead of padding to the next power of two (128), which would spend
-37.5 % (80) or 25 % (96) of the matrix work on zeros; measured on an H200 the split ran hd80
-forward+backward 1.56-1.71x faster than padding (docs/benchmarks.md). Other head dims (40, 72, 112,
-...) run on inputs zero-padded to the next power of two (``_FlashAttentionFunction``; see
-``head_dim_slices`` for why not a partial tail).
+"main" slice plus a "tail" slice (80 = 64 + 16, 96 = 64 + 32) instead of padding to the next
+power of two (128), which would spend 37.5 % (80) or 25 % (96) of the matrix work on zeros;
+measured on an H200 the split ran hd80 forward+backward 1.56-1.71x faster than padding
+(docs/benchmarks.md). Other head dims (40, 72, 112, ...) run on the pointer kernels on inputs
+zero-padded to the next power of two (``_FlashAttentionFunction``; see ``head_dim_slices`` for
+why not a partial tail), and on Hopper through tensor descriptors (the TMA copy engine), which
+read them unpadded, zero-fill past head_dim and so allow partial tails (72 = 64 + 16): see
+``select_config`` for where each runs and the H200 measurements behind it. Hopper-only paths
+sit behind ``usable_config``; every other GPU, and any layout the copy engine cannot take, runs
+the pointer kernels.
 """
 
 from __future__ import annotations
@@ -939,25 +945,37 @@ def _architecture_family(capability: tuple[int, int]) -> str:
     return "sm75"
 
 
-# sm90, head dims the pointer kernels would run on zero-padded copies (40, 56, 72, 88, 104, 112,
-# 120, 136, ...): the descriptor kernels instead, which read them unpadded (the copy engine
-# zero-fills) and split 72, 88, 136, ... into narrower slices (see head_dim_slices). Measured on
-# the H200 against the padded pointer kernels (2026-11-23, forward / forward+backward, ms):
-# hd40 0.80 / 3.01 vs 0.98 / 3.24, hd72 1.01 / 4.42 vs 2.19 / 6.83, hd112 2.37 / 9.28 vs
-# 2.71 / 9.83.
-_SM90_UNPADDED = dict(tma=DEVICE_DESCRIPTORS)
+# sm90: the descriptor kernels (host-side descriptors) where they measured faster than the
+# pointer kernels on the H200 (docs/benchmarks.md, 2026-11-23, seq 4096, fwd / fwd+bwd ms):
+# - head dims the pointer kernels run on zero-padded copies (40, 56, 72, 88, 104, 112, 120,
+#   136, ...), which the copy engine reads unpadded and zero-fills, split into narrower slices
+#   where that pays (72 = 64+16, see head_dim_slices): hd40 0.75 / 2.99 vs 0.98 / 3.25, hd72
+#   0.95 / 3.94 vs 2.20 / 6.87, hd112 2.33 / 9.59 (and 2.31 / 9.09 for the same config timed
+#   again) vs 2.71 / 9.93;
+# - head_dim 256: 2.29 / 14.32 vs 2.42 / 14.51.
+# Elsewhere (64, 80, 128, ...) the pointer kernels stayed as fast or faster. Below
+# DESCRIPTOR_MIN_SEQ keys the host-side descriptors' set-up dominates (the training pass's
+# shape, seq 256: 0.099 ms forward against 0.019); the threshold itself was not swept.
+DESCRIPTOR_MIN_SEQ = 1024
+
+
+def select_config(capability: tuple[int, int] | None, head_dim: int,
+                  seq_k: int | None = None) -> AttentionConfig:
+    """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``;
+    ``seq_k`` (keys per head; None: long) picks the descriptor kernels or not on sm90."""
+    return _select_config(capability, head_dim, seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ)
 
 
 @functools.lru_cache(maxsize=None)
-def select_config(capability: tuple[int, int] | None, head_dim: int) -> AttentionConfig:
-    """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``.
-    Remembered: it is asked on every call (configs are frozen, so sharing them is safe)."""
+def _select_config(capability, head_dim: int, long_sequence: bool) -> AttentionConfig:
+    # Remembered: asked on every call (configs are frozen, so sharing them is safe).
     if capability is None:
         return _INTERPRETER_CONFIG
     family = _architecture_family(capability)
     config = _ARCH_CONFIGS[family][_bucket(capability, head_dim)]
-    if family == "sm90" and padded_width(head_dim, config) != head_dim:
-        config = dataclasses.replace(config, **_SM90_UNPADDED)
+    if (family == "sm90" and long_sequence
+            and (padded_width(head_dim, config) != head_dim or head_dim == 256)):
+        config = dataclasses.replace(config, tma=HOST_DESCRIPTORS)
     return config
 
 
@@ -972,7 +990,7 @@ def _bucket(capability: tuple[int, int], head_dim: int) -> int:
 def _autotuned_or_guessed(q, k, v, causal: bool, softmax_scale: float, capability, head_dim: int) -> AttentionConfig:
     """The table's tiles; on a GPU family never measured here, the fastest of them and a few
     neighbours, tuned at first use and cached (attention_autotune.py)."""
-    guess = select_config(capability, head_dim)
+    guess = select_config(capability, head_dim, k.shape[2])
     if capability is None:
         return guess
     from . import attention_autotune as autotune

@@ -175,6 +175,21 @@ TMA_CASES = [
 DESCRIPTOR_MODES = {"device-descriptors": DEVICE_DESCRIPTORS, "host-descriptors": HOST_DESCRIPTORS}
 
 
+def test_sm90_takes_the_descriptor_kernels_where_they_measured_faster():
+    """Padded head dims and 256 at long sequences; short sequences, other head dims and other
+    GPUs keep the pointer kernels."""
+    pointers = attention_module.POINTERS
+    assert select_config((9, 0), 72, 4096).tma == HOST_DESCRIPTORS
+    assert select_config((9, 0), 112, 1024).tma == HOST_DESCRIPTORS
+    assert select_config((9, 0), 256, 4096).tma == HOST_DESCRIPTORS
+    assert select_config((9, 0), 72).tma == HOST_DESCRIPTORS  # sequence unknown: long
+    assert select_config((9, 0), 72, 256).tma == pointers  # the training pass's length
+    for head_dim in (64, 80, 96, 128, 144, 192):
+        assert select_config((9, 0), head_dim, 4096).tma == pointers, head_dim
+    for capability in ((8, 0), (8, 6), (7, 5), (10, 0), (12, 0)):
+        assert select_config(capability, 72, 4096).tma == pointers
+
+
 def _descriptors_here(device, mode) -> bool:
     return device == "cpu" or tensor_descriptors_usable(mode, torch.empty(8, device="cuda"))
 

@@ -106,3 +106,8 @@ def test_flash_attention_tunes_an_unmeasured_family_at_first_use(monkeypatch, de
     monkeypatch.setattr(attention, "_device_capability", lambda tensor: (9, 0))
     monkeypatch.setattr(autotune, "tuned", lambda *args: pytest.fail("sm90 must not be tuned"))
     flash_attention(q, k, v, causal=True)
+
+
+def test_cache_entries_round_trip_every_config_field():
+    config = dataclasses.replace(GUESS, split_head_dim=False, tma=attention.HOST_DESCRIPTORS, atomic_dq=True)
+    assert autotune._from_json(json.loads(json.dumps(autotune._to_json(config)))) == config
