@@ -55,9 +55,10 @@ def _scale(head_dim: int, softmax_scale: float) -> float:
     return softmax_scale if softmax_scale > 0 else 1.0 / math.sqrt(head_dim)
 
 
-def _config(q: torch.Tensor):
+def _config(q: torch.Tensor, k: torch.Tensor):
     capability = torch.cuda.get_device_capability(q.device) if q.is_cuda else None
-    return attention_kernels.select_config(capability, q.shape[-1])
+    # the key length picks the descriptor kernels or the pointer ones on sm90 (as flash_attention does)
+    return attention_kernels.select_config(capability, q.shape[-1], k.shape[2])
 
 
 @torch.library.custom_op("gpudoctor::flash_attention_forward", mutates_args=())
@@ -65,7 +66,7 @@ def flash_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, c
                             softmax_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     attention_kernels.validate_inputs(q, k, v, causal, None)
     scale = _scale(q.shape[-1], softmax_scale)
-    return attention_kernels.attention_forward(q, k, v, causal, scale, _config(q))
+    return attention_kernels.attention_forward(q, k, v, causal, scale, _config(q, k))
 
 
 @flash_attention_forward.register_fake
@@ -80,7 +81,7 @@ def flash_attention_backward(grad_out: torch.Tensor, q: torch.Tensor, k: torch.T
                              out: torch.Tensor, lse: torch.Tensor, causal: bool,
                              softmax_scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     scale = _scale(q.shape[-1], softmax_scale)
-    return attention_kernels.attention_backward(grad_out, q, k, v, out, lse, causal, scale, _config(q))
+    return attention_kernels.attention_backward(grad_out, q, k, v, out, lse, causal, scale, _config(q, k))
 
 
 @flash_attention_backward.register_fake
