@@ -404,9 +404,8 @@ def _run_checks(options: dict, requirements: dict | None) -> dict:
     from .engine import diagnose
     from .model import Severity
     # Imported now, while the probes' threads wait on NVML and subprocesses, rather than after
-    # the checks, where they would lengthen the critical path (the JSON form of a finding derives
-    # its commands from the fix actions' modules).
-    from .fix import actions as _fix_actions  # noqa: F401
+    # the checks. (Not the fix actions: the JSON form of a finding imports them for a finding with
+    # a fix, and a healthy machine has none.)
     from .report.json import finding_to_json
     from .requirement_verdicts import verify_requirements
 

@@ -26,10 +26,12 @@ def split_ids(items: Iterable[str]) -> list[str]:
 def rule_ids(items: Iterable[str], detector: str | None = None, option: str = "--only") -> list[str]:
     """The ids in ``items``, each checked against the catalogue. With ``detector`` ("static",
     "log"), an id that detector never reports is an error too, saying where it is reported."""
+    ids = split_ids(items)
+    if not ids:
+        return ids  # nothing to validate: no catalogue parse (preflight's first call pays it otherwise)
     from .knowledge import load_catalogue
 
     catalogue = load_catalogue()
-    ids = split_ids(items)
     unknown = [i for i in ids if i not in catalogue]
     if unknown:
         raise SelectionError(f"unknown rule id(s) for {option}: {', '.join(unknown)}; "

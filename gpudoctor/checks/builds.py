@@ -7,9 +7,7 @@ from packaging.version import Version
 
 from ..model import Severity
 from ..probes.compat_data import compat_tables
-from ..remedies import fixes_for
-from ..remedies.machine import distro_manager, gcc_by_major
-from .base import Skip, finding
+from .base import Skip, finding, fixes_for, remedy_machine
 from .toolchain import _compiler_named, build_paths
 
 
@@ -34,7 +32,7 @@ def check_python_headers_missing(python_headers, packages, system):
         fixes_for("python-headers-missing", {"python_version": python_headers.version,
                                              "include_dir": python_headers.include_dir,
                                              "base_prefix": info.base_prefix if info else None,
-                                             "package_manager": distro_manager(system)}),
+                                             "package_manager": remedy_machine().distro_manager(system)}),
         severity=severity,
     )]
 
@@ -98,7 +96,7 @@ def check_host_compiler_too_old(toolchain, packages):
          "builds": {w: f"{c.path} {'.'.join(map(str, c.version))} ({v}) < {m}" for w, c, v, m, _ in failing},
          "torch": str(packages.version("torch")) if packages.version("torch") else None},
         fixes_for("host-compiler-too-old", {"compiler": "GCC" if family == "gcc" else "Clang", "min_version": minimum,
-                                            "gcc_by_major": gcc_by_major(toolchain)}),
+                                            "gcc_by_major": remedy_machine().gcc_by_major(toolchain)}),
         severity=severity,
     )]
 

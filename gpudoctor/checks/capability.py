@@ -5,8 +5,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from ..knowledge import load_tables
-from ..remedies import fixes_for
-from .base import Skip, cc_str, finding, gpus_or_skip, parse_cc
+from .base import Skip, cc_str, finding, fixes_for, gpus_or_skip, parse_cc
 
 
 def torch_arch_list(torch_version: Version, torch_cuda: tuple[int, int]) -> tuple[list[str], str] | None:

@@ -7,8 +7,7 @@ from packaging.version import InvalidVersion, Version
 from ..knowledge import load_tables
 from ..model import Severity
 from ..probes.driver import HIDDEN_VISIBLE_DEVICES
-from ..remedies import fixes_for
-from .base import Skip, finding
+from .base import Skip, finding, fixes_for
 
 
 def check_no_nvidia_driver(driver):

@@ -4,8 +4,7 @@ link and persistence mode. Each judges every GPU and says which ones it could no
 from __future__ import annotations
 
 from ..model import Severity
-from ..remedies import fixes_for
-from .base import Skip, finding
+from .base import Skip, finding, fixes_for
 
 
 def _gpus(health, fields: tuple[str, ...], what: str):

@@ -12,8 +12,7 @@ from __future__ import annotations
 from packaging.version import InvalidVersion, Version
 
 from ..probes.compat_data import compat_tables
-from ..remedies import fixes_for
-from .base import Skip, finding
+from .base import Skip, finding, fixes_for
 
 
 def _wheel_versions(packages) -> dict[tuple[str, int], tuple[str, Version]]:

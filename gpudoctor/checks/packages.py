@@ -9,9 +9,8 @@ from packaging.version import Version
 
 from ..knowledge import load_tables
 from ..model import Severity
-from ..remedies import fixes_for
 from ..probes.packages import WATCHED
-from .base import Skip, finding
+from .base import Skip, finding, fixes_for
 
 _BNB_LIB = re.compile(r"libbitsandbytes_cuda(\d+)(?:_nocublaslt)?\.so$")
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
-from ..remedies import fixes_for
-from .base import Skip, finding
+from .base import Skip, finding, fixes_for
 from ..probes.runtime import MIN_CACHE_FREE
 
 MIN_SHM = 1 << 30

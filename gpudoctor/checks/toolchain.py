@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from ..knowledge import load_tables
 from ..model import Severity
-from ..remedies import fixes_for
-from ..remedies.machine import c_compilers, distro_manager, gcc_by_major
-from .base import Skip, finding
+from .base import Skip, finding, fixes_for, remedy_machine
 
 
 def check_c_compiler_missing(toolchain, packages, env, system):
@@ -21,8 +19,8 @@ def check_c_compiler_missing(toolchain, packages, env, system):
         message = "No C compiler: CC is unset and neither gcc nor clang is on PATH; Triton cannot build its launcher."
     return [finding(
         "c-compiler-missing", message, {"CC": toolchain.compiler_env.get("CC"), "triton": bool(packages.triton)},
-        fixes_for("c-compiler-missing", {"cc": toolchain.triton_cc, "c_compilers": c_compilers(toolchain),
-                                         "package_manager": distro_manager(system)}),
+        fixes_for("c-compiler-missing", {"cc": toolchain.triton_cc, "c_compilers": remedy_machine().c_compilers(toolchain),
+                                         "package_manager": remedy_machine().distro_manager(system)}),
         severity=severity,
     )]
 
@@ -101,8 +99,8 @@ def check_nvcc_host_compiler_unsupported(toolchain, system):
                 "via": via, "build_paths": {p: f"{c.path} {'.'.join(map(str, c.version))} ({v})"
                                             for p, c, v, _, _ in failing}}
     fixes = fixes_for("nvcc-host-compiler-unsupported", {"limit": limit, "family": family,
-                                                         "gcc_by_major": gcc_by_major(toolchain),
-                                                         "package_manager": distro_manager(system)})
+                                                         "gcc_by_major": remedy_machine().gcc_by_major(toolchain),
+                                                         "package_manager": remedy_machine().distro_manager(system)})
     # one entry per compiler: three paths that all take the gcc on PATH name it once
     groups: dict[str, list[str]] = {}
     for p, c, v, _, _ in failing:
