@@ -6,7 +6,6 @@ import json
 from typing import Iterable
 
 from .. import __version__
-from ..host.redact import REDACTED, is_secret_name
 from ..model import CheckResult, Finding
 
 SCHEMA = 1
@@ -15,6 +14,8 @@ SCHEMA = 1
 def _scrub(value):
     """Redact secret-looking keys anywhere in evidence."""
     if isinstance(value, dict):
+        from ..host.redact import REDACTED, is_secret_name  # here: a healthy preflight has no evidence to scrub
+
         return {k: (REDACTED if is_secret_name(str(k)) and isinstance(v, str) else _scrub(v)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_scrub(v) for v in value]
