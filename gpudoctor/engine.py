@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .checks import CHECKS, Skip
+from .checks.base import PassedWithin
 from .facts import Facts, ProbeFailure
 from .model import CheckResult, CheckStatus, Finding, sort_findings
 
@@ -36,6 +37,8 @@ def run_checks(facts: Facts, only: Iterable[str] | None = None, skip: Iterable[s
             reason = "; ".join(f.title for f in findings) if findings else ""
         except Skip as why:
             findings, status, reason = (), CheckStatus.SKIP, str(why)
+        except PassedWithin as how_far:
+            findings, status, reason = (), CheckStatus.PASS, str(how_far)
         except ProbeFailure as exc:
             findings, status, reason = (), CheckStatus.ERROR, str(exc)
         except Exception as exc:  # noqa: BLE001 - a crashed check is reported, the others go on

@@ -13,6 +13,12 @@ class Skip(Exception):
     """Raised by a check that cannot decide; the message is the reason shown to the user."""
 
 
+class PassedWithin(Exception):
+    """Raised by a check that found nothing but could look only part of the way (a kernel log
+    that no longer reaches back far enough): a pass whose message says how far it looked, shown
+    instead of the rule's unqualified ``verified`` sentence."""
+
+
 @dataclass(frozen=True)
 class Check:
     id: str  # the rule id it decides

@@ -4,7 +4,7 @@ link and persistence mode. Each judges every GPU and says which ones it could no
 from __future__ import annotations
 
 from ..model import Severity
-from .base import Skip, finding, fixes_for
+from .base import PassedWithin, Skip, finding, fixes_for
 
 
 def _gpus(health, fields: tuple[str, ...], what: str):
@@ -186,4 +186,13 @@ def check_gpu_xid_errors(kernel_log, health):
                                          "reboot": any(e.code == 79 or "reboot" in (e.recovery_action or "").lower() for e, _ in judged)}),
             severity=worst,
         ))
+    if not findings and kernel_log.driver_loaded_at_s is None:
+        # The log wrapped: the driver's load line is gone, so "none since it was loaded" would
+        # claim more than was read (found in review). Say how far back the log reaches.
+        reach = ""
+        if (kernel_log.first_stamp_s is not None and kernel_log.uptime_s is not None
+                and kernel_log.uptime_s >= kernel_log.first_stamp_s):
+            reach = f" (the last {(kernel_log.uptime_s - kernel_log.first_stamp_s) / 3600:.1f} h)"
+        raise PassedWithin(f"no Xid in the part of the kernel log still kept{reach}; the driver's load line has "
+                           "been rotated out, so Xids older than that are not known")
     return findings

@@ -144,7 +144,8 @@ def print_report(console: Console, findings: Iterable[Finding], checks: Iterable
         console.print(f"{_area_mark(results)} {_shown(AREAS.get(area, area))}{_area_note(results)}")
         for result in results:
             if result.status == CheckStatus.PASS and verbose:
-                verified = catalogue[result.id].verified if result.id in catalogue else ""
+                # a qualified pass (checks.base.PassedWithin) says how far it looked; else the rule's sentence
+                verified = result.reason or (catalogue[result.id].verified if result.id in catalogue else "")
                 console.print(f"    [green]✓[/] {_shown(result.id)}" + (f": {_shown(verified)}" if verified else ""))
             elif result.status == CheckStatus.SKIP and verbose:
                 console.print(f"    [dim]- {_shown(result.id)}: skipped, {_shown(result.reason)}[/]", highlight=False)

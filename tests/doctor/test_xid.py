@@ -214,3 +214,14 @@ def test_recorded_and_replayed(tmp_path):
         stored = json.load(handle)["kernel_log"]
     assert stored["source"] == "dmesg" and "rescue" not in json.dumps(stored)
     assert SnapshotHost(str(tmp_path / "snap")).kernel_log() == live
+
+
+def test_a_wrapped_log_passes_only_as_far_as_it_reaches():
+    """No load line left in the log (rotated out after a long uptime): the pass says how far back
+    it looked instead of "none since the driver was loaded" (found in review)."""
+    wrapped = _log(GRACE_43)  # an ignored code, no load line: nothing to report, and no reach to the load
+    result = _check(_host(wrapped, bus0="00000009:01:00.0", files={"/proc/uptime": UPTIME}))
+    assert result.status == CheckStatus.PASS and result.findings == ()
+    assert "load line has been rotated out" in result.reason
+    with_load = _check(_host(_log(LOAD_LINE + "\n"), files={"/proc/uptime": UPTIME}))
+    assert with_load.status == CheckStatus.PASS and with_load.reason == ""
