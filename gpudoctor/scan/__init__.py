@@ -45,6 +45,7 @@ class _Recorded:
 
     def __init__(self, versions: Versions) -> None:
         self.versions = versions
+        self.probe_error = versions.probe_error
         self.assumed: set[str] = set()
 
     def of(self, package: str):
@@ -126,8 +127,8 @@ def _versions_from(facts, knowledge: Knowledge) -> Versions:
 
         try:
             return versions_from_packages(facts.get("packages"), knowledge.newest_known)
-        except ProbeFailure:
-            return versions_from_packages(None, knowledge.newest_known)  # every package judged at newest known
+        except ProbeFailure as exc:  # every package judged at newest known, the probe's failure said
+            return versions_from_packages(None, knowledge.newest_known, str(exc))
     return installed_versions(newest_known=knowledge.newest_known)
 
 

@@ -68,16 +68,26 @@ def _non_reentrant(call: CallSite) -> bool:
                 and kwargs.value.get("use_reentrant") is False)
 
 
+def _not_judged(knowledge: Knowledge, versions: Versions, fact: str) -> str:
+    """Why the package a version fact is about has no version to judge by ("" when it has one):
+    assuming the newest release would pass a script that fails on what is really there."""
+    package = knowledge.facts[fact].package
+    if versions.of(package).source == INSTALLED:
+        return ""
+    probe_error = getattr(versions, "probe_error", "")
+    if probe_error:
+        return f"the package probe failed: {probe_error}"
+    return f"{package} is not installed in the inspected environment"
+
+
 def _version_says(knowledge: Knowledge, versions: Versions, fact: str):
-    """(upstream has the behaviour in the judged version, the sentence that says which version)."""
+    """(upstream has the behaviour in the installed version, the sentence that says which version);
+    only for an installed package (``_not_judged`` first)."""
     known = knowledge.facts[fact]
     version = versions.of(known.package)
     # a pre-release of the fixed version is judged as before it: transformers#42489 reports the
     # PEFT + checkpointing failure on 5.0.0.dev0, before #43203 made 5.0.0 non-reentrant
-    has = version.version >= known.since
-    said = (f"{known.package} {version.version} is installed" if version.source == INSTALLED else
-            f"{known.package} is not installed here (judged at {version.version}, the newest gpudoctor knows)")
-    return has, said, version
+    return version.version >= known.since, f"{known.package} {version.version} is installed", version
 
 
 def _gradient_checkpointing(source: PythonFile, shown: str, knowledge: Knowledge, versions: Versions):
@@ -105,6 +115,10 @@ def _gradient_checkpointing(source: PythonFile, shown: str, knowledge: Knowledge
     if not quantized and any(e.line < first_wrap for e in enables):
         return [], CheckStatus.PASS, (f"{where}: checkpointing is on before get_peft_model (line {first_wrap}), so "
                                       "PEFT enables the input grads as it wraps the model")
+    unknown = _not_judged(knowledge, versions, "non_reentrant_checkpointing")
+    if unknown:
+        return [], CheckStatus.SKIP, (f"{where}: {unknown}; whether checkpointing is reentrant (and the input grads "
+                                      "needed) depends on the transformers version; not judged")
     fixed_upstream, said, version = _version_says(knowledge, versions, "non_reentrant_checkpointing")
     if fixed_upstream:
         since = knowledge.facts["non_reentrant_checkpointing"].since
@@ -156,6 +170,10 @@ def _fp16_params(source: PythonFile, shown: str, knowledge: Knowledge, versions:
     load = loads[0]
     dtype_line = load.dtype_site.line if load.dtype_site else load.site.line
     if (wraps or peft_via_trainer) and not no_autocast:
+        unknown = _not_judged(knowledge, versions, "fp32_adapters")
+        if unknown:
+            return [], CheckStatus.SKIP, (f"{where}: {unknown}; whether the LoRA adapters are float32 on an fp16 model "
+                                          "depends on the PEFT version; not judged")
         fp32, said, _ = _version_says(knowledge, versions, "fp32_adapters")
         if fp32:
             since = knowledge.facts["fp32_adapters"].since

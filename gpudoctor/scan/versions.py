@@ -21,6 +21,7 @@ class PackageVersion:
 class Versions:
     installed: Mapping[str, Version]  # canonical name -> version
     newest_known: Mapping[str, Version]
+    probe_error: str = ""  # why the installed packages could not be read ("" when they were)
 
     def of(self, package: str) -> PackageVersion:
         if package in self.installed:
@@ -28,8 +29,9 @@ class Versions:
         return PackageVersion(self.newest_known[package], NEWEST_KNOWN)
 
 
-def versions_from_packages(package_facts, newest_known: Mapping[str, Version]) -> Versions:
-    """From ``probes.packages.PackageFacts`` (or None when the package list could not be read)."""
+def versions_from_packages(package_facts, newest_known: Mapping[str, Version], probe_error: str = "") -> Versions:
+    """From ``probes.packages.PackageFacts`` (or None, with ``probe_error``, when the package list
+    could not be read)."""
     installed: dict[str, Version] = {}
     for name in newest_known:
         dist = package_facts.get(name) if package_facts is not None else None
@@ -39,7 +41,7 @@ def versions_from_packages(package_facts, newest_known: Mapping[str, Version]) -
             installed[name] = Version(dist.version)
         except InvalidVersion:
             continue
-    return Versions(installed, dict(newest_known))
+    return Versions(installed, dict(newest_known), probe_error)
 
 
 def installed_versions(host=None, newest_known: Mapping[str, Version] | None = None) -> Versions:

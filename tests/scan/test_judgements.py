@@ -206,3 +206,32 @@ def test_removed_key_without_replacement_is_deleted_from_a_yaml(tmp_path):
     result = scan_paths([str(tmp_path)], _versions(transformers="5.15.0"), env=ENV)
     (edit,) = code_fix_plan(result.findings)
     assert edit.action.new_text == "output_dir: o\nlearning_rate: 1.0e-4\nbf16: true\n"
+
+
+# -- a package not installed (or not probed) is not judged at the newest version -----------------------
+
+
+def test_diagnosis_is_not_judged_when_the_package_is_not_installed(tmp_path):
+    lora = dict(imports="from peft import get_peft_model, LoraConfig\n", wrap="model = get_peft_model(model, LoraConfig())\n")
+    check = _fp16(tmp_path, **lora, transformers="4.57.6")  # no peft installed
+    assert check.status is CheckStatus.SKIP and "peft is not installed in the inspected environment" in check.reason
+    check, result = _gc(tmp_path, peft="0.17.0")  # no transformers installed
+    assert check.status is CheckStatus.SKIP and not result.findings
+    assert "transformers is not installed in the inspected environment" in check.reason
+
+
+def test_diagnosis_is_not_judged_when_the_package_probe_failed(tmp_path):
+    from gpudoctor.facts import ProbeFailure
+    from gpudoctor.scan import _versions_from
+
+    class NoPackages:
+        def get(self, name):
+            raise ProbeFailure(name, OSError("metadata unreadable"))
+
+    versions = _versions_from(NoPackages(), load_knowledge())
+    (tmp_path / "train.py").write_text(FP16.format(imports="from peft import get_peft_model, LoraConfig\n", load="",
+                                                   wrap="model = get_peft_model(model, LoraConfig())\n"))
+    result = scan_paths([str(tmp_path)], versions, facts=None, env=ENV, no_facts_reason="no machine")
+    check = _by_id(result)["fp16-params-with-grad-scaler"]
+    assert check.status is CheckStatus.SKIP and "the package probe failed: " in check.reason
+    assert "metadata unreadable" in check.reason
