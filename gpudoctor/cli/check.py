@@ -138,7 +138,7 @@ def run(args) -> int:
                         tuple(report.checks) + tuple(train_pass.checks), report.facts)
     scan_section = None
     if getattr(args, "scan", None):  # the training code, judged against the same Facts (issue 17)
-        from .scan import with_scan
+        from .scan import scan_summary_line, with_scan
 
         report, scan_section = with_scan(report, args.scan, facts, args.only, args.skip)
     from ..report.base import ReportView
@@ -149,6 +149,8 @@ def run(args) -> int:
         summary.insert(0, f"replaying snapshot {args.snapshot}")
     if inspecting:
         summary.insert(0, inspecting)
+    if scan_section is not None:
+        summary.append(scan_summary_line(scan_section))
     from ..requirement_verdicts import verify_requirements
 
     # each --require feature: met, NOT met, or cannot verify here (a gate never assumes)

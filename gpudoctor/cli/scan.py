@@ -80,6 +80,17 @@ def scan_summary(result) -> dict:
             "judged_at_newest_known": list(result.assumed)}
 
 
+def scan_summary_line(section: dict) -> str:
+    """`check --scan`'s line in the terminal summary: how many files, and each file not read
+    (a doctor says what it did not look at, never passes over it)."""
+    files = section["python_files"] + section["config_files"]
+    root = section["paths"][0] if len(section.get("paths", ())) == 1 else ""
+    shown = [(os.path.relpath(n["path"], root) if root and os.path.isdir(root) else n["path"], n["reason"])
+             for n in section["not_read"]]
+    read = ("; not read: " + ", ".join(f"{path} ({reason})" for path, reason in shown)) if shown else "; every file read"
+    return f"scanned {files} file{'' if files == 1 else 's'}{read}"
+
+
 def scan_lines(result, verbose: bool = False) -> list[str]:
     lines = []
     for finding in result.findings:

@@ -72,7 +72,8 @@ def read_python(path: str, source: bytes | None = None) -> PythonFile:
     try:
         tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError) as exc:
-        return PythonFile(path, (), error=f"not parsed: {exc.__class__.__name__}: {getattr(exc, 'msg', exc)}")
+        at = f" line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        return PythonFile(path, (), error=f"not parsed: {exc.__class__.__name__}{at}: {getattr(exc, 'msg', exc)}")
     # one walk: imports, calls and assignments are collected together, calls resolved after (an
     # import inside main() may come after a call the walk met first)
     imports: dict[str, str] = {}

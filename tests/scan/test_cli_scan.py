@@ -119,3 +119,14 @@ def test_preflight_scan_without_a_script_says_so_and_is_not_ok(tmp_path):
     code = PREFLIGHT_SCRIPT.split("if False")[0]
     result = _preflight(tmp_path, home, "-c", code)
     assert result["ok"] is False and "no script file" in result["scan"]["error"]
+
+
+def test_check_scan_says_in_the_terminal_which_files_it_did_not_read(capsys, tmp_path):
+    (tmp_path / "a.py").write_text("import transformers\n")
+    (tmp_path / "b.py").write_text("import transformers\ndef f(:\n")
+    code = main(["check", "--snapshot", H200, "--scan", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "scanned 2 files; not read: b.py (" in out and "line 2" in out.split("not read: b.py")[1].splitlines()[0]
+    os.remove(tmp_path / "b.py")
+    assert main(["check", "--snapshot", H200, "--scan", str(tmp_path)]) == code  # the exit code is unchanged
+    assert "scanned 1 file; every file read" in capsys.readouterr().out
