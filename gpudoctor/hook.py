@@ -433,11 +433,12 @@ def _run_checks(options: dict, requirements: dict | None) -> dict:
 
 
 def _script_identity() -> list:
-    """[path, mtime_ns, size] of the script that called preflight (the ``__main__`` file, else
-    sys.argv[0]); [""] when there is none (an interactive session, python -c). Here, not in
+    """[path, mtime_ns, size] of the script that called preflight (the ``__main__`` file); [""]
+    when there is none (an interactive session, python -c). Never sys.argv[0]: under Jupyter that is
+    ipykernel_launcher.py, and its scan would pass code never looked at. Here, not in
     gpudoctor.scan, because the cached path must not import the scanner."""
-    main_file = getattr(sys.modules.get("__main__"), "__file__", None) or (sys.argv[0] if sys.argv else "")
-    if not main_file or main_file == "-c" or not os.path.isfile(main_file):
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not isinstance(main_file, str) or not main_file or not os.path.isfile(main_file):
         return [""]
     path = os.path.abspath(main_file)
     st = os.stat(path)
@@ -449,7 +450,8 @@ def _scan_note(scan: dict) -> str:
     if scan.get("error"):
         return f"  scan of {scan.get('script') or 'the script'} NOT done: {scan['error']}\n"
     not_judged = scan.get("not_judged") or []
-    lines = [f"  not judged: {why}" for why in not_judged[:3]]
+    lines = [f"  scanned {scan.get('script')}"]
+    lines += [f"  not judged: {why}" for why in not_judged[:3]]
     if len(not_judged) > 3:
         lines.append(f"  ({len(not_judged) - 3} more: `gpudoctor scan {scan.get('script', '')}` lists them)")
     return "".join(line + "\n" for line in lines)

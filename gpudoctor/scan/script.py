@@ -1,8 +1,8 @@
 """``preflight(scan=True)``: scan the script that called preflight, in bounded time, never raising.
 
 The script (found by gpudoctor.hook, whose cached path must not import this package) is the
-``__main__`` module's file, else ``sys.argv[0]``; an interactive session has none, and the scan
-says so. The scan runs in a daemon thread joined with a timeout, so a slow filesystem (a network
+``__main__`` module's file (never ``sys.argv[0]``: under Jupyter that is ipykernel_launcher.py);
+an interactive session has none, and the scan says so (not ok, never a silent pass). The scan runs in a daemon thread joined with a timeout, so a slow filesystem (a network
 home holding the Hugging Face cache) costs the training script at most ``timeout_s``; what was
 not done is returned as the reason, for the gate to say instead of passing."""
 
@@ -24,7 +24,7 @@ class ScriptScan:
 
 def scan_script(path: str, facts, timeout_s: float = SCAN_TIMEOUT_S) -> ScriptScan:
     if not path:
-        return ScriptScan("", error="no script file to scan (an interactive session or python -c)")
+        return ScriptScan("", error="no script file to scan (interactive session?)")
     box: dict = {}
 
     def work() -> None:
