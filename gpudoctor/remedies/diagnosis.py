@@ -37,9 +37,21 @@ def gradient_checkpointing_no_input_grads(v: Mapping[str, Any]) -> list[Fix]:
 
 
 def bitsandbytes_triton_incompatible(v: Mapping[str, Any]) -> list[Fix]:
-    # bitsandbytes PR #1413 (released in 0.45.1) vendored the perf model it took from triton.ops
-    return [Fix("manual", "Upgrade bitsandbytes: 0.45.1 and later no longer import triton.ops, which Triton 3.2 removed.",
-                (SuggestCommand("pip install -U 'bitsandbytes>=0.45.1'"),))]
+    # The first fixed release comes from the check's row in rules/compat.toml (one owner); a log
+    # from an unknown machine falls back to that table's answer: bitsandbytes PR #1413, in 0.45.1.
+    fixed_by = v.get("fixed_by") or _compat_fixed_by("bitsandbytes_triton") or "bitsandbytes>=0.45.1"
+    return [Fix("manual", f"Upgrade bitsandbytes ({fixed_by}): those releases no longer import triton.ops, which "
+                          "Triton 3.2 removed.", (SuggestCommand(f"pip install -U '{fixed_by}'"),))]
+
+
+def _compat_fixed_by(table: str) -> str | None:
+    try:
+        from ..knowledge import load_rules_toml
+
+        rows = load_rules_toml("compat.toml").get(table) or []
+        return next((row.get("fixed_by") for row in rows if row.get("fixed_by")), None)
+    except Exception:  # noqa: BLE001 - the remedy still answers without the table
+        return None
 
 
 def windows_dll_load_failed(v: Mapping[str, Any]) -> list[Fix]:
