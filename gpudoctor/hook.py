@@ -151,7 +151,9 @@ def preflight(
             entry = {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": 0, "findings": [],
                      "blocking": {"default": [], "strict": []}, "not_run": why}
         else:
-            if use_cache:
+            # a scan not done (no script, timed out, crashed) is retried by the next call, not
+            # remembered for CACHE_TTL_S as if the script had been read
+            if use_cache and not (entry.get("scan") or {}).get("error"):
                 _store_cache(cache_file, entry)
     result = PreflightResult(entry, cached, (time.perf_counter() - start) * 1000, env_changed)
     options = result.options
