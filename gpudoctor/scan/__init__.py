@@ -22,7 +22,7 @@ from .diagnosis import diagnosis_judgements
 from .python_file import read_python
 from .rules import config_dialect, config_findings, python_findings, shown_path
 from .versions import NEWEST_KNOWN, Versions, installed_versions, versions_from_packages
-from .walk import MAX_FILE_BYTES, is_python, project_files
+from .walk import MAX_FILE_BYTES, is_python, not_regular, project_files
 
 __all__ = ["ScanResult", "FileEdit", "scan_paths", "code_fix_plan", "installed_versions", "Versions",
            "versions_from_packages"]
@@ -74,6 +74,10 @@ def scan_paths(paths: Sequence[str], versions: Versions | None = None, knowledge
     root = paths[0] if len(paths) == 1 and os.path.isdir(paths[0]) else ""
     for path in project_files(paths):
         try:
+            irregular = not_regular(path)
+            if irregular:
+                not_read.append((path, irregular))
+                continue
             if os.path.getsize(path) > MAX_FILE_BYTES:
                 not_read.append((path, f"larger than {MAX_FILE_BYTES} bytes"))
                 continue

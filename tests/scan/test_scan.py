@@ -209,3 +209,19 @@ def test_every_rule_the_scan_reports_says_so_in_the_catalogue():
     assert all(c.source.startswith("https://") and (c.removed_in is None or c.deprecated_in <= c.removed_in)
                for c in knowledge.changes)
     assert all(f.source.startswith("https://") for f in knowledge.facts.values())
+
+
+def test_a_fifo_is_listed_as_not_read_never_opened(tmp_path):
+    # open() of a FIFO blocks until a writer comes: the scan must not wait on it forever
+    (tmp_path / "train.py").write_text("import os\n")
+    os.mkfifo(tmp_path / "p.py")
+    os.mkfifo(tmp_path / "q.yaml")
+    (tmp_path / "link.py").symlink_to(tmp_path / "p.py")
+    done = subprocess.run([sys.executable, "-m", "gpudoctor", "scan", "--json", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    not_read = {os.path.basename(n["path"]): n["reason"] for n in json.loads(done.stdout)["scan"]["not_read"]}
+    assert done.returncode == 0 and set(not_read) == {"p.py", "q.yaml", "link.py"}
+    assert all("not a regular file" in why for why in not_read.values())
+    given = subprocess.run([sys.executable, "-m", "gpudoctor", "scan", "--json", str(tmp_path / "p.py")],
+                           capture_output=True, text=True, timeout=60)
+    assert [n["reason"] for n in json.loads(given.stdout)["scan"]["not_read"]] == ["not a regular file (a FIFO)"]
