@@ -117,10 +117,12 @@ def _undo_locked(manifest: Manifest, dirs: GpudoctorDirs, root: RootRunner | Non
             results = [(KEPT, f"{batch[0]['op']}: {exc}")] * len(batch)
         for change, (status, message) in zip(batch, results):
             outcomes.append(UndoOutcome(change, status, message))
-            if status == MANUAL:
+            # needs root, or a file edit left alone because the user changed it since: the record
+            # holds the only copy of the original text, so it is kept (found in review)
+            if status == MANUAL or (status == KEPT and change.get("op") == "edit_file" and os.path.exists(change["path"])):
                 remaining.append(change)
 
-    if remaining:  # keep what still needs a root hand, so a later --undo can finish it
+    if remaining:  # keep what still needs a root hand or holds an original, so a later --undo can finish it
         manifest.changes = list(reversed(remaining)) + own_dirs
         manifest.save()
         return outcomes

@@ -109,7 +109,9 @@ def undo_edit_file(change: dict[str, Any], context: UndoContext) -> tuple[str, s
     if current == change["sha256_before"]:
         return GONE, f"{path} already has its original content"
     if current != change["sha256_after"]:
-        return KEPT, f"{path} was changed since gpudoctor edited it; left as it is"
+        return KEPT, (f"{path} was changed since gpudoctor edited it; left as it is. Its original stays recorded in "
+                      "gpudoctor's manifest: `gpudoctor fix --undo` restores it once the file is back to gpudoctor's "
+                      "version")
     write_atomically(path, base64.b64decode(change["original"]))
     return UNDONE, f"restored {path}"
 
