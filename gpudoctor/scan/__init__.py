@@ -8,8 +8,11 @@ diagnosis rules (checkpointing a PEFT model without input grads, fp16 weights un
 
 from __future__ import annotations
 
+import codecs
 import difflib
+import io
 import os
+import tokenize
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -160,10 +163,30 @@ def code_fix_plan(findings: Iterable[Finding]) -> list[FileEdit]:
     for path, edits in by_file.items():
         with open(path, "rb") as handle:
             original = handle.read()
-        text = original.decode("utf-8")
+        text, why = _utf8_text(path, original)
+        if text is None:  # that file only: the others are still edited
+            plan.append(FileEdit(path, None, "", (), tuple((edit, why) for edit in edits)))
+            continue
         result = edit_python(text, edits) if is_python(path) else edit_config(text, edits, path)
         diff = "".join(difflib.unified_diff(text.splitlines(keepends=True), result.new_text.splitlines(keepends=True),
                                             fromfile=path, tofile=path))
         action = EditFile(path, sha256_hex(original), result.new_text) if result.new_text != text else None
         plan.append(FileEdit(path, action, diff, result.done, result.refused))
     return plan
+
+
+def _utf8_text(path: str, original: bytes) -> tuple[str | None, str]:
+    """The file's text, or None and why it is not edited: EditFile writes UTF-8, so a file
+    declared in another encoding (PEP 263) would be rewritten in bytes its declaration denies."""
+    encoding = "utf-8"
+    if is_python(path):
+        try:
+            encoding = tokenize.detect_encoding(io.BytesIO(original).readline)[0]
+        except SyntaxError as exc:
+            return None, f"its encoding declaration is not usable ({exc}); edit it by hand"
+    if codecs.lookup(encoding).name not in ("utf-8", "utf-8-sig"):
+        return None, f"the file is encoded in {encoding}, and gpudoctor writes only UTF-8; edit it by hand"
+    try:
+        return original.decode("utf-8"), ""
+    except UnicodeDecodeError as exc:
+        return None, f"the file is not valid UTF-8 (byte {exc.start}); edit it by hand"

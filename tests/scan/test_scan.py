@@ -225,3 +225,17 @@ def test_a_fifo_is_listed_as_not_read_never_opened(tmp_path):
     given = subprocess.run([sys.executable, "-m", "gpudoctor", "scan", "--json", str(tmp_path / "p.py")],
                            capture_output=True, text=True, timeout=60)
     assert [n["reason"] for n in json.loads(given.stdout)["scan"]["not_read"]] == ["not a regular file (a FIFO)"]
+
+
+def test_fix_code_refuses_a_non_utf8_file_and_still_edits_the_others(tmp_path):
+    line = "from transformers import TrainingArguments\nTrainingArguments(output_dir='o', evaluation_strategy='steps')\n"
+    (tmp_path / "latin.py").write_bytes(("# -*- coding: latin-1 -*-\n# caf\xe9\n" + line).encode("latin-1"))
+    (tmp_path / "plain.py").write_text(line)
+    result = scan_paths([str(tmp_path)], _versions(transformers="4.57.6"))
+    edits = {os.path.basename(e.path): e for e in code_fix_plan(result.findings)}
+    assert edits["plain.py"].action is not None and "eval_strategy" in edits["plain.py"].action.new_text
+    latin = edits["latin.py"]
+    assert latin.action is None and latin.refused and "iso-8859-1" in latin.refused[0][1]
+    done = subprocess.run([sys.executable, "-m", "gpudoctor", "fix", "--code", str(tmp_path / "latin.py"), "--dry-run"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "not edited:" in done.stdout and "internal error" not in done.stderr, done.stderr
