@@ -40,6 +40,7 @@ def test_no_torch_in_the_inspected_env_is_said_and_never_ticked(envs, capsys):
     assert f"inspecting Python {sys.version_info[0]}.{sys.version_info[1]}" in out and envs["bare"] in out
     assert "no torch in the inspected Python environment" in out
     assert "[✓] Python packages" not in out
+    assert "-m pip`" in out  # pip commands are meant for the inspected environment, said in the header
 
 
 def test_packages_are_the_named_interpreters(envs, capsys):
