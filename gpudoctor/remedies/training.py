@@ -24,11 +24,26 @@ def unsloth_layers_not_patched(v: Mapping[str, Any]) -> list[Fix]:
 
 
 def transformers_removed_kwarg(v: Mapping[str, Any]) -> list[Fix]:
+    """From a log (``kwarg`` and ``replacement`` as the signature's sentence) or a scan (``kwarg``,
+    ``replacement`` as the new name, "" when the keyword is gone, ``action`` "manual" when the
+    change is no rename, the versions and the ``edit``)."""
     kwarg, replacement = v.get("kwarg") or v.get("key"), v.get("replacement")
     if not kwarg:
         return [Fix("code", "Update the arguments that this transformers version removed (see its release notes).")]
-    return [Fix("code", f"Rename `{kwarg}`: {replacement or 'see the release notes'}." + applies_with_fix_code(v),
-                (code_edit(v, f"rename {kwarg}", kwarg, str(replacement or "")),))]
+    if not v.get("package"):  # from a log: the replacement is a sentence, the version unknown
+        return [Fix("code", f"Change `{kwarg}`: {replacement or 'see the installed version's release notes'}.")]
+    when = (f"removed in {v['package']} {v['removed_in']}" if v.get("state") == "removed"
+            else f"deprecated since {v['package']} {v.get('deprecated_in')}")
+    if not replacement:
+        summary, description = f"Remove `{kwarg}` ({when}).", f"remove {kwarg}"
+    elif v.get("action") == "manual":
+        summary = f"Replace `{kwarg}` with `{replacement}` ({when}); not a mechanical rename."
+        description = f"replace {kwarg}"
+    else:
+        summary, description = f"Rename `{kwarg}` to `{replacement}` ({when}).", f"rename {kwarg}"
+    if v.get("note"):
+        summary += f" {v['note'][:1].upper()}{v['note'][1:]}."
+    return [Fix("code", summary + applies_with_fix_code(v), (code_edit(v, description, kwarg, str(replacement or "")),))]
 
 
 def trl_sfttrainer_api_change(v: Mapping[str, Any]) -> list[Fix]:

@@ -144,7 +144,8 @@ def _finding(change: Change, state: str, version, shown: str, line: int, what: s
     severity = rule.severity if state == "removed" else Severity.WARNING
     values: dict[str, Any] = {
         **evidence, "shown_path": shown, "replacement": edit["new"] if edit else change.new,
-        "package": change.package, "version": str(version.version), "version_source": version.source,
+        "package": change.package, "action": change.action, "version": str(version.version),
+        "version_source": version.source,
         "state": state, "deprecated_in": str(change.deprecated_in),
         "removed_in": str(change.removed_in) if change.removed_in else None, "source": change.source,
     }

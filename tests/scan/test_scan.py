@@ -239,3 +239,18 @@ def test_fix_code_refuses_a_non_utf8_file_and_still_edits_the_others(tmp_path):
     done = subprocess.run([sys.executable, "-m", "gpudoctor", "fix", "--code", str(tmp_path / "latin.py"), "--dry-run"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "not edited:" in done.stdout and "internal error" not in done.stderr, done.stderr
+
+
+def test_fix_text_says_remove_for_a_removal_and_replace_for_a_manual_change(tmp_path):
+    (tmp_path / "train.py").write_text(
+        "from transformers import AutoModelForCausalLM, TrainingArguments\n"
+        "model = AutoModelForCausalLM.from_pretrained('org/m', load_in_4bit=True)\n"
+        "TrainingArguments(output_dir='o', logging_dir='l', evaluation_strategy='steps')\n")
+    result = scan_paths([str(tmp_path)], _versions(transformers="5.15.0"))
+    summary = {f.evidence["kwarg"]: f.fixes[0].summary for f in result.findings}
+    assert summary["logging_dir"].startswith("Remove `logging_dir` (removed in transformers 5.15.0).")
+    assert summary["load_in_4bit"].startswith(
+        "Replace `load_in_4bit` with `quantization_config=BitsAndBytesConfig(load_in_4bit=True)` (removed in "
+        "transformers 5.0.0); not a mechanical rename")
+    assert summary["evaluation_strategy"].startswith("Rename `evaluation_strategy` to `eval_strategy` (removed in")
+    assert not any("see the release notes" in s for s in summary.values())
