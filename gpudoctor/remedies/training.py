@@ -31,7 +31,7 @@ def transformers_removed_kwarg(v: Mapping[str, Any]) -> list[Fix]:
     if not kwarg:
         return [Fix("code", "Update the arguments that this transformers version removed (see its release notes).")]
     if not v.get("package"):  # from a log: the replacement is a sentence, the version unknown
-        return [Fix("code", f"Change `{kwarg}`: {replacement or 'see the installed version's release notes'}.")]
+        return [Fix("code", f"Change `{kwarg}`: {replacement or 'see the release notes of the installed version'}.")]
     when = (f"removed in {v['package']} {v['removed_in']}" if v.get("state") == "removed"
             else f"deprecated since {v['package']} {v.get('deprecated_in')}")
     if not replacement:
