@@ -110,6 +110,10 @@ def _gradient_checkpointing(source: PythonFile, shown: str, knowledge: Knowledge
         return [], CheckStatus.PASS, f"{where}: prepare_model_for_kbit_training (line {prepared[0].line}) makes the inputs require grad"
     if any(_non_reentrant(c) for c in arguments + enables):
         return [], CheckStatus.PASS, f"{where}: non-reentrant checkpointing (use_reentrant=False) needs no input grads"
+    starred = [c for c in arguments + enables if c.has_star_kwargs]
+    if starred:  # gradient_checkpointing_kwargs={"use_reentrant": False} may be in there: unseen, not judged
+        return [], CheckStatus.SKIP, (f"{where}: gradient_checkpointing_kwargs may be passed in **kwargs (line "
+                                      f"{starred[0].line}), which a static scan cannot read; not judged")
     quantized = bool(python_quantization(source, shown))
     first_wrap = min(w.line for w in wraps)
     if not quantized and any(e.line < first_wrap for e in enables):

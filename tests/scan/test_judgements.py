@@ -235,3 +235,12 @@ def test_diagnosis_is_not_judged_when_the_package_probe_failed(tmp_path):
     check = _by_id(result)["fp16-params-with-grad-scaler"]
     assert check.status is CheckStatus.SKIP and "the package probe failed: " in check.reason
     assert "metadata unreadable" in check.reason
+
+
+def test_gc_with_star_kwargs_is_not_judged_and_not_edited(tmp_path):
+    check, result = _gc(tmp_path, before="extra = {'gradient_checkpointing_kwargs': {'use_reentrant': False}}\n",
+                        kwargs=", **extra")
+    assert check.status is CheckStatus.SKIP and "may be passed in **" in check.reason
+    assert not result.findings and not code_fix_plan(result.findings)
+    check, result = _gc(tmp_path, after="model.gradient_checkpointing_enable(**kw)\n")
+    assert check.status is CheckStatus.SKIP and not result.findings
