@@ -89,7 +89,26 @@ def _located(found: Finding, where: str, what: str, extra: Mapping[str, Any], ed
     return Finding(found.id, found.severity, found.title, f"{where}: {what}: {found.message}", evidence, found.fixes)
 
 
+def _flash_attn_missing(facts) -> str:
+    """Why flash_attention_2 cannot load at all here ("" when flash-attn is installed or unknown).
+    No rule of the catalogue is "flash-attn not installed", so this is said, not found."""
+    from ..facts import ProbeFailure
+
+    try:
+        packages = facts.get("packages") if facts is not None else None
+    except ProbeFailure:
+        return ""  # said by the check's own skip below
+    if packages is None or packages.version("flash-attn") is not None:
+        return ""
+    return ("flash-attn is not installed: transformers will refuse flash_attention_2 (ImportError when the model "
+            "loads; install flash-attn in the environment this code trains in, or use attn_implementation=\"sdpa\"); "
+            "head_dim not judged")
+
+
 def _flash_attn(load: ModelLoad, facts, env: Mapping[str, str], no_facts_reason: str):
+    missing = _flash_attn_missing(facts)
+    if missing:  # before the model's shape: no head_dim matters when the package is missing
+        raise _Cannot(missing)
     if not load.reference:
         raise _Cannot(f"{load.unresolved}; the model's head_dim is unknown (`gpudoctor check --require head_dim=N` "
                       "judges a head_dim you name)")
@@ -98,14 +117,7 @@ def _flash_attn(load: ModelLoad, facts, env: Mapping[str, str], no_facts_reason:
         raise _Cannot(config.why_not)
     _need_facts(facts, no_facts_reason)
     shape = config.shape
-    try:
-        found = _run_check(FLASH_ATTN_RULE, facts, requirements={"head_dim": [shape.head_dim]})
-    except _Cannot as why:
-        if str(why) == "flash-attn is not installed":
-            raise _Cannot("flash-attn is not installed in the inspected environment, so "
-                          "attn_implementation=\"flash_attention_2\" will fail to load (transformers raises "
-                          "ImportError); head_dim not judged") from None
-        raise
+    found = _run_check(FLASH_ATTN_RULE, facts, requirements={"head_dim": [shape.head_dim]})
     model = (f"{load.reference} (head_dim {shape.head_dim} from {_derived(shape.derived)}, {shape.heads} heads, "
              f"{shape.kv_heads} KV heads; {config.where}: {config.path})")
     site = load.attn_site or load.site

@@ -65,7 +65,8 @@ def test_a_local_model_directory_and_a_name_bound_once(tmp_path):
 
 def test_a_model_named_by_a_variable_is_said_not_guessed(tmp_path):
     result = _scan(tmp_path, "import sys\nfrom transformers import AutoModelForCausalLM\n"
-                             "m = AutoModelForCausalLM.from_pretrained(sys.argv[1], attn_implementation='flash_attention_2')\n")
+                             "m = AutoModelForCausalLM.from_pretrained(sys.argv[1], attn_implementation='flash_attention_2')\n",
+                   machine="h200+fa2.7")
     check = _by_id(result)["flash-attn-head-dim-unsupported"]
     assert check.status is CheckStatus.SKIP and "computed at run time" in check.reason and "--require head_dim" in check.reason
 
@@ -244,3 +245,14 @@ def test_gc_with_star_kwargs_is_not_judged_and_not_edited(tmp_path):
     assert not result.findings and not code_fix_plan(result.findings)
     check, result = _gc(tmp_path, after="model.gradient_checkpointing_enable(**kw)\n")
     assert check.status is CheckStatus.SKIP and not result.findings
+
+
+def test_flash_attention_2_without_flash_attn_says_transformers_will_refuse_it(tmp_path):
+    # no rule of the catalogue is "flash-attn not installed": not judged, but said first, whatever
+    # the model (its head_dim does not matter when the package is missing)
+    for model in ("'microsoft/phi-2'", "sys.argv[1]"):
+        result = _scan(tmp_path, "import sys\nfrom transformers import AutoModelForCausalLM\n"
+                                 f"m = AutoModelForCausalLM.from_pretrained({model}, attn_implementation='flash_attention_2')\n")
+        check = _by_id(result)["flash-attn-head-dim-unsupported"]
+        assert check.status is CheckStatus.SKIP and not result.findings
+        assert "flash-attn is not installed: transformers will refuse flash_attention_2" in check.reason, check.reason
