@@ -17,6 +17,7 @@ An edit (from a finding's evidence ``edit``): ``{"op", "file", "line", "old", "n
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -199,6 +200,8 @@ def edit_python(text: str, edits: Iterable[Mapping[str, Any]]) -> EditResult:
 
 
 def edit_config(text: str, edits: Iterable[Mapping[str, Any]], path: str = "") -> EditResult:
+    if path.lower().endswith(".json"):
+        return _edit_json(text, edits)
     lines = text.splitlines(keepends=True)
     done, refused = [], []
     removed = set()
@@ -224,10 +227,65 @@ def edit_config(text: str, edits: Iterable[Mapping[str, Any]], path: str = "") -
 
 
 def _not_removable(lines: list[str], index: int, path: str) -> str:
-    if path.lower().endswith(".json"):
-        return "deleting a JSON line can leave a dangling comma; remove the key by hand"
     value = lines[index].split(":", 1)[-1].split("=", 1)[-1].split("#", 1)[0].strip()
     following = next((l for l in lines[index + 1:] if l.strip() and not l.lstrip().startswith("#")), "")
     if not value or value in ("|", ">", "[", "{") or following[:1] in (" ", "\t", "-"):
         return "its value spans several lines; remove the key by hand"
     return ""
+
+
+def _edit_json(text: str, edits: Iterable[Mapping[str, Any]]) -> EditResult:
+    """A top-level key renamed or removed in JSON, wherever it stands on its line (a one-line
+    object too): the edited text must parse to the same object with only that key changed."""
+    done, refused = [], []
+    for edit in sorted(edits, key=lambda e: -int(e["line"])):  # from the bottom: the lines above stay put
+        if edit["op"] not in ("rename_key", "remove_key"):
+            refused.append((edit, "not an edit of a config file key"))
+            continue
+        new_text, why = _json_key_edit(text, edit)
+        if new_text is None:
+            refused.append((edit, why))
+            continue
+        text = new_text
+        done.append(edit)
+    return EditResult(text, tuple(done), tuple(refused))
+
+
+def _json_key_edit(text: str, edit: Mapping[str, Any]) -> tuple[str | None, str]:
+    old, index = edit["old"], edit["line"] - 1
+    try:
+        before = json.loads(text)
+    except ValueError:
+        return None, "the file is no longer valid JSON; scan again"
+    lines = text.splitlines(keepends=True)
+    if not isinstance(before, dict) or old not in before or not 0 <= index < len(lines):
+        return None, "the key is no longer where the scan saw it; scan again"
+    if edit["op"] == "rename_key":
+        expected = {(edit["new"] if k == old else k): v for k, v in before.items()}
+    else:
+        expected = {k: v for k, v in before.items() if k != old}
+    start = sum(len(line) for line in lines[:index])
+    for match in re.finditer(rf'"{re.escape(old)}"\s*:\s*', lines[index]):
+        key_at, value_at = start + match.start(), start + match.end()
+        try:
+            _, value_end = json.JSONDecoder().raw_decode(text, value_at)
+        except ValueError:
+            continue
+        if edit["op"] == "rename_key":
+            new_text = text[:key_at] + json.dumps(edit["new"]) + text[key_at + len(old) + 2:]
+        else:  # the key, its value and one comma: the one after it, else the one before it
+            after = re.match(r"\s*,\s*", text[value_end:])
+            before_comma = re.search(r",\s*$", text[:key_at])
+            cut_from, cut_to = key_at, value_end
+            if after:
+                cut_to += after.end()
+            elif before_comma:
+                cut_from = before_comma.start()
+            new_text = text[:cut_from] + text[cut_to:]
+        try:
+            parsed = json.loads(new_text)
+        except ValueError:
+            continue
+        if parsed == expected and list(parsed) == list(expected):  # a nested key of that name is not it
+            return new_text, ""
+    return None, "the key is not where the scan saw it, or not as a top-level key; edit it by hand or scan again"

@@ -254,3 +254,16 @@ def test_fix_text_says_remove_for_a_removal_and_replace_for_a_manual_change(tmp_
         "transformers 5.0.0); not a mechanical rename")
     assert summary["evaluation_strategy"].startswith("Rename `evaluation_strategy` to `eval_strategy` (removed in")
     assert not any("see the release notes" in s for s in summary.values())
+
+
+def test_json_keys_are_edited_on_one_line_and_across_lines(tmp_path):
+    one_line = tmp_path / "args.json"
+    one_line.write_text('{"output_dir":"o", "logging_dir":"l", "evaluation_strategy": "steps"}\n')
+    many = tmp_path / "more.json"
+    many.write_text('{\n  "output_dir": "o",\n  "nested": {"logging_dir": "x"},\n  "logging_dir": "l"\n}\n')
+    result = scan_paths([str(tmp_path)], _versions(transformers="5.15.0"))
+    edits = {os.path.basename(e.path): e for e in code_fix_plan(result.findings)}
+    assert not edits["args.json"].refused, edits["args.json"].refused
+    assert json.loads(edits["args.json"].action.new_text) == {"output_dir": "o", "eval_strategy": "steps"}
+    assert not edits["more.json"].refused, edits["more.json"].refused
+    assert edits["more.json"].action.new_text == '{\n  "output_dir": "o",\n  "nested": {"logging_dir": "x"}\n}\n'
