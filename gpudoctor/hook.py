@@ -439,12 +439,25 @@ def _script_identity() -> list:
     when there is none (an interactive session, python -c). Never sys.argv[0]: under Jupyter that is
     ipykernel_launcher.py, and its scan would pass code never looked at. Here, not in
     gpudoctor.scan, because the cached path must not import the scanner."""
-    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    main_file = _calling_main_file()
     if not isinstance(main_file, str) or not main_file or not os.path.isfile(main_file):
         return [""]
     path = os.path.abspath(main_file)
     st = os.stat(path)
     return [path, st.st_mtime_ns, st.st_size]
+
+
+def _calling_main_file():
+    """The ``__file__`` of the nearest calling frame that runs as ``__main__``: the script, also
+    under ``python -m cProfile script.py`` or ``runpy``, where ``sys.modules["__main__"]`` is the
+    launcher (found in review: cProfile.py was scanned). Interactive sessions have no such file."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        f_globals = frame.f_globals
+        if f_globals.get("__name__") == "__main__":
+            return f_globals.get("__file__")
+        frame = frame.f_back
+    return getattr(sys.modules.get("__main__"), "__file__", None)
 
 
 def _scan_note(scan: dict) -> str:

@@ -53,7 +53,9 @@ class Fix:
 
     kind: str
     summary: str
-    actions: tuple[Action, ...] = ()
+    # model_actions.Action; named as Any here so typing.get_type_hints(Fix) resolves without
+    # creating the action classes (they are re-exported lazily, see __getattr__ above)
+    actions: tuple[Any, ...] = ()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Fix":

@@ -119,7 +119,8 @@ def _undo_locked(manifest: Manifest, dirs: GpudoctorDirs, root: RootRunner | Non
             outcomes.append(UndoOutcome(change, status, message))
             # needs root, or a file edit left alone because the user changed it since: the record
             # holds the only copy of the original text, so it is kept (found in review)
-            if status == MANUAL or (status == KEPT and change.get("op") == "edit_file" and os.path.exists(change["path"])):
+            # (also when the file is missing now: a branch checkout or a stash can bring it back)
+            if status == MANUAL or (status == KEPT and change.get("op") == "edit_file"):
                 remaining.append(change)
 
     if remaining:  # keep what still needs a root hand or holds an original, so a later --undo can finish it

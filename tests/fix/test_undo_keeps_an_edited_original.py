@@ -38,3 +38,22 @@ def test_an_original_is_never_lost_to_an_undo_that_left_the_file(tmp_path):
     second = _cli(["fix", "--undo"], project, home)
     assert "restored " + str(script) in second.stdout, second.stdout + second.stderr
     assert script.read_bytes() == original
+
+
+def test_a_file_missing_at_undo_time_keeps_its_original_too(tmp_path):
+    """A checkout or a stash can take the file away for a while: its record stays (found in review)."""
+    project = tmp_path / "project"
+    shutil.copytree(SEED, project, ignore=shutil.ignore_patterns("SOURCE.md"))
+    home = tmp_path / "home"
+    home.mkdir()
+    script = project / "train.py"
+    original = script.read_bytes()
+    assert "done  edit" in _cli(["fix", "--code", "--yes"], project, home).stdout
+    edited = script.read_bytes()
+    script.unlink()
+    gone = _cli(["fix", "--undo"], project, home)
+    assert "does not exist now" in gone.stdout and "stays recorded" in gone.stdout
+    script.write_bytes(edited)  # back from the stash
+    back = _cli(["fix", "--undo"], project, home)
+    assert "restored " + str(script) in back.stdout, back.stdout + back.stderr
+    assert script.read_bytes() == original

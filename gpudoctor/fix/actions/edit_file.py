@@ -105,7 +105,8 @@ def undo_edit_file(change: dict[str, Any], context: UndoContext) -> tuple[str, s
     try:
         current = sha256_hex(_read(path))
     except FileNotFoundError:
-        return KEPT, f"{path} no longer exists; its original is not restored"
+        return KEPT, (f"{path} does not exist now; its original stays recorded in gpudoctor's manifest, and "
+                      "`gpudoctor fix --undo` restores it once the file is back to gpudoctor's version")
     if current == change["sha256_before"]:
         return GONE, f"{path} already has its original content"
     if current != change["sha256_after"]:
