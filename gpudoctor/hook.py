@@ -448,16 +448,29 @@ def _script_identity() -> list:
 
 
 def _calling_main_file():
-    """The ``__file__`` of the nearest calling frame that runs as ``__main__``: the script, also
-    under ``python -m cProfile script.py`` or ``runpy``, where ``sys.modules["__main__"]`` is the
-    launcher (found in review: cProfile.py was scanned). Interactive sessions have no such file."""
+    """The script's file: ``__main__.__file__``, unless ``__main__`` is a launcher installed with
+    Python or a package (``python -m cProfile script.py``, ``pdb``, ``trace``: found in review,
+    cProfile.py was scanned); then the nearest calling frame that runs as ``__main__`` from
+    another file (the script, exec'd by the launcher). Interactive sessions have no such file."""
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not isinstance(main_file, str) or not _is_installed_code(main_file):
+        return main_file
     frame = sys._getframe(1)
     while frame is not None:
         f_globals = frame.f_globals
-        if f_globals.get("__name__") == "__main__":
-            return f_globals.get("__file__")
+        candidate = f_globals.get("__file__")
+        if f_globals.get("__name__") == "__main__" and isinstance(candidate, str) and candidate != main_file:
+            return candidate
         frame = frame.f_back
-    return getattr(sys.modules.get("__main__"), "__file__", None)
+    return None  # only the launcher runs as __main__: no script of the user's
+
+
+def _is_installed_code(path: str) -> bool:
+    import sysconfig
+
+    real = os.path.realpath(path)
+    roots = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return any(root and real.startswith(os.path.realpath(root) + os.sep) for root in roots)
 
 
 def _scan_note(scan: dict) -> str:
