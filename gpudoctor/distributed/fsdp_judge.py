@@ -20,11 +20,11 @@ from __future__ import annotations
 from ..checks.base import finding
 from ..model import CheckResult, CheckStatus, Finding
 from ..remedies import fixes_for
+from ..train.signals import MIN_LOSS_DROP, loss_fell
 
 # The check carries the training pass's rule id, as the single-GPU pass's checks do (grouped with
 # it in the report); its findings name the cause (nccl-timeout, cuda-oom, ...).
 CHECK_ID = "training-pass-diverged"
-MIN_LOSS_DROP = 0.05  # as the single-GPU pass (train/loop.py); kept here so this module stays torch-free
 
 
 def _mb(n) -> str:
@@ -71,7 +71,7 @@ def _curve_problems(label: str, losses: list[float], single: list[float], rtol: 
     finite = all(isinstance(x, (int, float)) and x == x and abs(x) != float("inf") for x in losses)
     if not finite:
         return [f"the {label} loss became non-finite: {losses}"]
-    if len(losses) >= 2 and not sum(losses[-2:]) / 2 < losses[0] * (1 - MIN_LOSS_DROP):
+    if len(losses) >= 2 and not loss_fell(losses):
         problems.append(f"the {label} loss did not fall by {MIN_LOSS_DROP:.0%}: {losses[0]:.4f} -> {losses[-1]:.4f}")
     if not single:
         problems.append("the single-GPU reference produced no loss curve to compare with")

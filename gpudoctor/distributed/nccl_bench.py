@@ -17,7 +17,6 @@ import json
 import os
 import sys
 import time
-from datetime import timedelta
 
 GPU_SIZES = (1 << 20, 8 << 20, 64 << 20, 256 << 20, 1 << 30)  # 1 MB .. 1 GB, as the issue asks
 CPU_SIZES = (1 << 20, 8 << 20)
@@ -73,19 +72,12 @@ def measure() -> dict:
     import torch
     import torch.distributed as dist
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    timeout_s = float(os.environ.get("GPUDOCTOR_COLLECTIVE_TIMEOUT", "120"))
-    base = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), None, False,
-                         timedelta(seconds=timeout_s))
-    store = dist.PrefixStore(os.environ["GPUDOCTOR_STORE_PREFIX"], base)
-    on_gpu = torch.cuda.is_available()
+    from .phase_group import join_phase_group
+
+    group = join_phase_group()
+    rank, world, local_rank, device = group.rank, group.world_size, group.local_rank, group.device
     result: dict = {"rank": rank, "world_size": world, "torch": torch.__version__}
-    if on_gpu:
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-        dist.init_process_group("cpu:gloo,cuda:nccl", store=store, rank=rank, world_size=world,
-                                timeout=timedelta(seconds=timeout_s), device_id=device)
+    if group.on_gpu:
         result.update(backend="nccl", device=torch.cuda.get_device_name(device),
                       nccl_version=".".join(map(str, torch.cuda.nccl.version())))
         count = torch.cuda.device_count()
@@ -94,8 +86,6 @@ def measure() -> dict:
         result["links"] = _nvml_links(_nvml_index(local_rank))
         sizes = GPU_SIZES
     else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
         result.update(backend="gloo", device="cpu")
         sizes = CPU_SIZES
     result["all_reduce"] = [_time_op("all_reduce", size, world, device) for size in sizes]

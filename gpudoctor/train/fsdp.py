@@ -35,7 +35,6 @@ import math
 import os
 import sys
 import time
-from datetime import timedelta
 
 # The FSDP2 loss is the mean of the ranks' losses on their slices; the single-GPU loss is the
 # mean over the whole batch. In exact arithmetic they are equal at every step. What separates
@@ -83,27 +82,9 @@ def _checksum(tensor) -> int:
     return int(local.contiguous().reshape(-1).view(torch.uint8).long().sum())
 
 
-def _setup(timeout_s: float):
-    import torch
-    import torch.distributed as dist
-
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    base = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), None, False,
-                         timedelta(seconds=timeout_s))
-    store = dist.PrefixStore(os.environ["GPUDOCTOR_STORE_PREFIX"], base)
-    on_gpu = torch.cuda.is_available()
-    if on_gpu:
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-        dist.init_process_group("cpu:gloo,cuda:nccl", store=store, rank=rank, world_size=world,
-                                timeout=timedelta(seconds=timeout_s), device_id=device)
-    else:
-        # Must precede the first @triton.jit definition (importing gpudoctor.kernels).
-        os.environ["TRITON_INTERPRET"] = "1"
-        device = torch.device("cpu")
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
-    return rank, world, device, on_gpu
+def _no_gpu() -> None:
+    # Must precede the first @triton.jit definition (importing gpudoctor.kernels).
+    os.environ["TRITON_INTERPRET"] = "1"
 
 
 def _reset_peak(device) -> None:
@@ -230,7 +211,6 @@ def fsdp_pass(preset, batches, rank: int, world: int, device, compile_blocks: bo
 
 def run(args) -> dict:
     started = time.perf_counter()
-    timeout_s = float(os.environ.get("GPUDOCTOR_COLLECTIVE_TIMEOUT", "120"))
     result: dict = {"rank": int(os.environ.get("RANK", "0"))}
     import torch
     import torch.distributed as dist
@@ -239,7 +219,10 @@ def run(args) -> dict:
     from .data import cycle_batches
     from .presets import PRESETS
 
-    rank, world, device, on_gpu = _setup(timeout_s)
+    from ..distributed.phase_group import join_phase_group
+
+    group = join_phase_group(before_kernels=_no_gpu)
+    rank, world, device, on_gpu = group.rank, group.world_size, group.device, group.on_gpu
     capability = list(torch.cuda.get_device_capability(device)) if on_gpu else None
     name, note = choose_preset(args.preset, on_gpu, capability)
     preset = PRESETS[name]

@@ -14,11 +14,9 @@ import torch
 from .data import cycle_batches
 from .model import QLoRADecoder, base_parameters, causal_lm_loss, lora_parameters
 from .presets import Preset
+from .signals import MIN_LOSS_DROP, loss_fell
 from .timing import synchronize
 
-# The pattern is deterministic, so a working stack drops the loss far more than this within the
-# preset's steps (measured: 20-60 % on every preset); 5 % leaves room for bf16 noise on tiny runs.
-MIN_LOSS_DROP = 0.05
 
 
 @dataclass
@@ -53,8 +51,7 @@ class TrainingResult:
         return problems
 
     def loss_fell(self) -> bool:
-        tail = self.losses[-2:]
-        return sum(tail) / len(tail) < self.losses[0] * (1 - MIN_LOSS_DROP)
+        return loss_fell(self.losses)
 
     def to_json(self) -> dict:
         return {
