@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from .environment import RankEnv
 
 _TAIL_CHARS = 4000
-_OUTPUT_BOUND = 8 << 20  # NCCL_DEBUG=INFO on many GPUs is long; more than this is not read
+_OUTPUT_BOUND = 8 << 20  # per stream; NCCL_DEBUG=INFO on many GPUs is long, a child printing more is killed
 
 
 @dataclass(frozen=True)
@@ -53,18 +52,12 @@ def run_phase_child(module: str, args: list[str], env: RankEnv, phase: str, time
                                    start_new_session=True)
     except OSError as exc:
         return PhaseOutput({"error": f"could not start the {phase} child: {exc}"}, "", "", None, False, 0.0)
-    timed_out = False
-    try:
-        out, err = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = process.communicate()
-    stdout = out[-_OUTPUT_BOUND:].decode("utf-8", "replace")
-    stderr = err[-_OUTPUT_BOUND:].decode("utf-8", "replace")
+    from ..host.live import read_bounded_output
+
+    out, err, outcome = read_bounded_output(process, timeout_s, _OUTPUT_BOUND)  # kills the group past either bound
+    timed_out = outcome == "timeout"
+    stdout = out.decode("utf-8", "replace")
+    stderr = err.decode("utf-8", "replace")
     result: dict = {"error": f"the {phase} child printed no result"}
     for line in reversed(stdout.strip().splitlines()):
         if line.startswith("{"):
@@ -79,6 +72,8 @@ def run_phase_child(module: str, args: list[str], env: RankEnv, phase: str, time
     result["timed_out"] = timed_out
     if timed_out:
         result["error"] = f"the {phase} child did not finish within {timeout_s:g} s (a collective hung)"
+    elif outcome == "too-large":
+        result["error"] = f"the {phase} child printed more than {_OUTPUT_BOUND >> 20} MB on one stream; killed"
     if timed_out or process.returncode != 0:
         other = [line for line in (stdout + "\n" + stderr).splitlines()
                  if "NCCL INFO" not in line and not line.startswith("{")]

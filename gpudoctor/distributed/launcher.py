@@ -7,7 +7,6 @@ RESULT_FILE_VAR, so the exit code is the check's, not torchrun's."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -68,8 +67,6 @@ def _keep_tail(stream, tail: list[bytes]) -> None:
 
 
 def _kill(process) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
+    from ..host.live import kill_process_group
+
+    kill_process_group(process)

@@ -125,7 +125,7 @@ class LiveHost(HostHelpers):
             return CommandResult(argv, None, error="permission")
         except OSError as exc:
             return CommandResult(argv, None, error=exc.strerror or str(exc))
-        out, err, outcome = _read_bounded(proc, timeout, MAX_OUTPUT_BYTES)
+        out, err, outcome = read_bounded_output(proc, timeout, MAX_OUTPUT_BYTES)
         if outcome == "timeout":
             return CommandResult(argv, None, _decode(out), _decode(err), timed_out=True)
         if outcome == "too-large":
@@ -221,11 +221,21 @@ class LiveHost(HostHelpers):
         )
 
 
+def kill_process_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the group a child leads (started with start_new_session=True): the child and the
+    compilers or workers it started, and nothing else; then reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:  # already gone
+        pass
+    proc.wait()
+
+
 # distro's own id normalization for os-release IDs (distro.NORMALIZED_OS_ID).
 _NORMALIZED_OS_ID = {"ol": "oracle", "opensuse-leap": "opensuse"}
 
 
-def _read_bounded(proc: subprocess.Popen, timeout: float, limit: int) -> tuple[bytes, bytes, str]:
+def read_bounded_output(proc: subprocess.Popen, timeout: float, limit: int) -> tuple[bytes, bytes, str]:
     """Read stdout and stderr together, at most ``limit`` bytes each: a command that prints
     without end (a broken or hostile ``gcc`` on PATH) is killed at the bound instead of
     ``communicate()`` buffering all of it first (issue 14 measured 13.6 GB for one check).
@@ -262,11 +272,7 @@ def _read_bounded(proc: subprocess.Popen, timeout: float, limit: int) -> tuple[b
         except subprocess.TimeoutExpired:
             outcome = "timeout"
     if outcome != "exited":
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the whole group: start_new_session=True
-        except OSError:
-            pass
-        proc.wait()
+        kill_process_group(proc)
     for stream in streams:
         stream.close()
     return b"".join(chunks[0]), b"".join(chunks[1]), outcome

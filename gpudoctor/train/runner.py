@@ -168,11 +168,9 @@ def launch(command: list[str], timeout_s: float = DEFAULT_TIMEOUT_S, env: dict |
 def _kill_group(process: subprocess.Popen) -> None:
     # The child leads its own process group (start_new_session): this ends it and the compilers
     # or workers it started, and nothing else.
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
+    from ..host.live import kill_process_group
+
+    kill_process_group(process)
 
 
 class PendingPass:
