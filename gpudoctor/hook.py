@@ -360,11 +360,10 @@ def _store_cache(path: str, entry: dict) -> None:
     """Best effort: a read-only cache dir must not break training."""
     directory = os.path.dirname(path)
     try:
+        from .paths import write_private_file
+
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(entry, handle)
-        os.replace(tmp, path)
+        write_private_file(path, json.dumps(entry).encode("utf-8"), durable=False)
         stale = sorted((os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".json")),
                        key=lambda p: os.stat(p).st_mtime)[:-CACHE_KEEP]
         for old in stale:

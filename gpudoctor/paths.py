@@ -126,10 +126,11 @@ def trusted_dir_problem(path: str) -> str | None:
     return _ancestor_problem(os.path.dirname(os.path.realpath(path)))
 
 
-def write_private_file(path: str, data: bytes, mode: int = 0o600) -> None:
+def write_private_file(path: str, data: bytes, mode: int = 0o600, durable: bool = True) -> None:
     """Create ``path`` safely: a new file made with O_EXCL|O_NOFOLLOW next to it, mode ``mode``,
-    owned by the user, fsynced, then renamed over ``path``. A planted symlink is replaced (never
-    followed) and a foreign file's owner and mode are not inherited."""
+    owned by the user, fsynced (unless ``durable=False``: a cache that may be lost, where the
+    fsync would only slow the caller), then renamed over ``path``. A planted symlink is replaced
+    (never followed) and a foreign file's owner and mode are not inherited."""
     directory = os.path.dirname(os.path.abspath(path)) or "."
     base = os.path.basename(path)
     for attempt in range(100):
@@ -146,7 +147,8 @@ def write_private_file(path: str, data: bytes, mode: int = 0o600) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
         os.close(fd)
         fd = -1
         os.replace(tmp, path)

@@ -21,7 +21,6 @@ import dataclasses
 import json
 import os
 import statistics
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -112,10 +111,9 @@ def _write_cache(path: Path, key: str, config: AttentionConfig, timings: dict) -
         data = _read_cache(path)
         data[key] = {"config": _to_json(config), "timings": {str(k): v for k, v in timings.items()},
                      "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        handle, temporary = tempfile.mkstemp(prefix=".attention-tiles-", dir=path.parent)
-        with os.fdopen(handle, "w") as stream:
-            json.dump(data, stream, indent=1, sort_keys=True)
-        os.replace(temporary, path)
+        from ..paths import write_private_file
+
+        write_private_file(str(path), json.dumps(data, indent=1, sort_keys=True).encode("utf-8"), durable=False)
     except OSError:
         pass  # an unwritable cache only means tuning again in the next process
 

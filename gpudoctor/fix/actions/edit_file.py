@@ -13,7 +13,6 @@ import base64
 import hashlib
 import os
 import stat
-import tempfile
 from typing import Any
 
 from ...model import EditFile
@@ -45,17 +44,9 @@ def _read(path: str) -> bytes:
 def write_atomically(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data``: a reader sees the old or the new file, never half; the
     file keeps its permission bits."""
-    mode = stat.S_IMODE(os.stat(path).st_mode)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.gpudoctor.", dir=os.path.dirname(path) or ".")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from ...paths import write_private_file
+
+    write_private_file(path, data, mode=stat.S_IMODE(os.stat(path).st_mode))
 
 
 def apply(applier: Any, action: EditFile) -> str:
