@@ -119,18 +119,27 @@ def _gradient_checkpointing(source: PythonFile, shown: str, knowledge: Knowledge
     if not quantized and any(e.line < first_wrap for e in enables):
         return [], CheckStatus.PASS, (f"{where}: checkpointing is on before get_peft_model (line {first_wrap}), so "
                                       "PEFT enables the input grads as it wraps the model")
-    unknown = _not_judged(knowledge, versions, "non_reentrant_checkpointing")
-    if unknown:
-        return [], CheckStatus.SKIP, (f"{where}: {unknown}; whether checkpointing is reentrant (and the input grads "
-                                      "needed) depends on the transformers version; not judged")
-    fixed_upstream, said, version = _version_says(knowledge, versions, "non_reentrant_checkpointing")
-    if fixed_upstream:
-        since = knowledge.facts["non_reentrant_checkpointing"].since
-        return [], CheckStatus.PASS, (f"{where}: {said}; from {since} transformers checkpoints non-reentrantly and "
-                                      "enables the input grads itself")
+    verdict, said = _by_version(knowledge, versions, "non_reentrant_checkpointing", where,
+                                "whether checkpointing is reentrant (and the input grads needed) depends on the "
+                                "transformers version",
+                                "transformers checkpoints non-reentrantly and enables the input grads itself")
+    if verdict:
+        return verdict
     site_call = (arguments or enables)[0]
     found = _gc_finding(source, shown, site_call, first_wrap, quantized, said, knowledge, versions)
     return [found], CheckStatus.FAIL, found.message
+
+
+def _by_version(knowledge: Knowledge, versions: Versions, fact: str, where: str, depends: str, fixed: str):
+    """(verdict, said): SKIP when the package the fact depends on has no installed version (never a
+    pass), PASS when the installed version has the upstream change, else (None, what it says)."""
+    unknown = _not_judged(knowledge, versions, fact)
+    if unknown:
+        return ([], CheckStatus.SKIP, f"{where}: {unknown}; {depends}; not judged"), ""
+    fixed_upstream, said, _ = _version_says(knowledge, versions, fact)
+    if fixed_upstream:
+        return ([], CheckStatus.PASS, f"{where}: {said}; from {knowledge.facts[fact].since} {fixed}"), said
+    return None, said
 
 
 def _gc_finding(source: PythonFile, shown: str, call: CallSite, wrap_line: int, quantized: bool, said: str,
@@ -174,15 +183,11 @@ def _fp16_params(source: PythonFile, shown: str, knowledge: Knowledge, versions:
     load = loads[0]
     dtype_line = load.dtype_site.line if load.dtype_site else load.site.line
     if (wraps or peft_via_trainer) and not no_autocast:
-        unknown = _not_judged(knowledge, versions, "fp32_adapters")
-        if unknown:
-            return [], CheckStatus.SKIP, (f"{where}: {unknown}; whether the LoRA adapters are float32 on an fp16 model "
-                                          "depends on the PEFT version; not judged")
-        fp32, said, _ = _version_says(knowledge, versions, "fp32_adapters")
-        if fp32:
-            since = knowledge.facts["fp32_adapters"].since
-            return [], CheckStatus.PASS, (f"{where}: {said}; from {since} PEFT keeps the LoRA weights in float32 on an "
-                                          "fp16 model")
+        verdict, said = _by_version(knowledge, versions, "fp32_adapters", where,
+                                    "whether the LoRA adapters are float32 on an fp16 model depends on the PEFT version",
+                                    "PEFT keeps the LoRA weights in float32 on an fp16 model")
+        if verdict:
+            return verdict
         trained = f"the trainable weights, the LoRA adapters PEFT adds ({said}; float32 adapters only from PEFT 0.12),"
     elif no_autocast:
         trained = (f"the trainable weights, LoRA adapters kept in the model's dtype by "
