@@ -80,3 +80,12 @@ def test_a_healthy_check_loads_no_remedy_or_fix_action():
             "'gpudoctor.model_actions'))])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_model_re_exports_exactly_the_action_module():
+    """model's lazy re-export list (kept literal so a healthy check never imports model_actions)
+    names every action class and helper of model_actions, and nothing else."""
+    from gpudoctor import model, model_actions
+
+    assert model._ACTION_NAMES == set(model_actions.ACTION_TYPES) | {"Action", "ACTION_TYPES", "action_from_json"}
+    assert all(getattr(model, name) is getattr(model_actions, name) for name in model._ACTION_NAMES)

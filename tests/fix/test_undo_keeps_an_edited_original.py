@@ -18,7 +18,8 @@ def _cli(args, cwd, home):
                           capture_output=True, text=True, timeout=120)
 
 
-def test_an_original_is_never_lost_to_an_undo_that_left_the_file(tmp_path):
+def _edited_seed(tmp_path):
+    """(project, home, script, original bytes, bytes after gpudoctor's edit)."""
     project = tmp_path / "project"
     shutil.copytree(SEED, project, ignore=shutil.ignore_patterns("SOURCE.md"))
     home = tmp_path / "home"
@@ -26,7 +27,11 @@ def test_an_original_is_never_lost_to_an_undo_that_left_the_file(tmp_path):
     script = project / "train.py"
     original = script.read_bytes()
     assert "done  edit" in _cli(["fix", "--code", "--yes"], project, home).stdout
-    edited = script.read_bytes()
+    return project, home, script, original, script.read_bytes()
+
+
+def test_an_original_is_never_lost_to_an_undo_that_left_the_file(tmp_path):
+    project, home, script, original, edited = _edited_seed(tmp_path)
     script.write_bytes(edited + b"# the user's own line\n")
 
     first = _cli(["fix", "--undo"], project, home)
@@ -42,14 +47,7 @@ def test_an_original_is_never_lost_to_an_undo_that_left_the_file(tmp_path):
 
 def test_a_file_missing_at_undo_time_keeps_its_original_too(tmp_path):
     """A checkout or a stash can take the file away for a while: its record stays (found in review)."""
-    project = tmp_path / "project"
-    shutil.copytree(SEED, project, ignore=shutil.ignore_patterns("SOURCE.md"))
-    home = tmp_path / "home"
-    home.mkdir()
-    script = project / "train.py"
-    original = script.read_bytes()
-    assert "done  edit" in _cli(["fix", "--code", "--yes"], project, home).stdout
-    edited = script.read_bytes()
+    project, home, script, original, edited = _edited_seed(tmp_path)
     script.unlink()
     gone = _cli(["fix", "--undo"], project, home)
     assert "does not exist now" in gone.stdout and "stays recorded" in gone.stdout
