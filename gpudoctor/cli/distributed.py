@@ -22,7 +22,8 @@ def add_arguments(parser) -> None:
 
 
 def wanted(args) -> bool:
-    return bool(getattr(args, "distributed", False) or getattr(args, "nproc", None))
+    # `is not None`: --nproc 0 is a usage error (exit 2), not a plain single-host check
+    return bool(getattr(args, "distributed", False) or getattr(args, "nproc", None) is not None)
 
 
 def _usage_problem(args) -> str | None:

@@ -180,3 +180,11 @@ def test_static_path_never_imports_torch():
             f"{os.path.join(SNAPSHOTS, 'h200x2-baseline')!r}]); "
             "sys.exit(1 if 'torch' in sys.modules or 'torch.distributed' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_nproc_below_one_is_a_usage_error_not_a_plain_check(value, capsys):
+    from gpudoctor.cli.main import main
+
+    assert main(["check", "--nproc", value]) == 2
+    assert "--nproc must be at least 1" in capsys.readouterr().err
