@@ -34,12 +34,18 @@ class Member:
 
 @dataclass(frozen=True)
 class Missing:
+    """A rank whose report never arrived, and why ("no report arrived" on rank 0; on a rank that lost
+    rank 0, why rank 0 could not be reached)."""
+
     rank: int
     why: str
 
 
 @dataclass(frozen=True)
 class Difference:
+    """One fact that is not the same on every member: its key, its kind (one of rankfacts.KINDS, which
+    decides how it is judged) and each value with the members that have it, the commonest first."""
+
     key: str
     kind: str
     groups: tuple[tuple[str, tuple[Member, ...]], ...]  # value -> the members that have it, most first
@@ -47,6 +53,10 @@ class Difference:
 
 @dataclass(frozen=True)
 class Comparison:
+    """What the comparison found: the facts identical on every member (key -> the one value), those that
+    differ, the ranks that never reported, and the findings and check results that follow. ``timeout_s``
+    is how long rank 0 waited for the reports (None for snapshots)."""
+
     members: tuple[Member, ...]
     missing: tuple[Missing, ...]
     identical: Mapping[str, str]

@@ -20,6 +20,10 @@ class NotDistributed(Exception):
 
 @dataclass(frozen=True)
 class RankEnv:
+    """This process's place in the distributed job, from the launcher's variables (``discover``): its rank,
+    the world size, its local rank on this host, the rendezvous address, and which launcher set them.
+    ``run_id`` keeps one launch's keys in the rendezvous store apart from another's."""
+
     rank: int
     world_size: int
     local_rank: int

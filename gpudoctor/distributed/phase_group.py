@@ -13,6 +13,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class PhaseGroup:
+    """The process group a phase child joined (``join_phase_group``): its rank, world size and local rank,
+    the device its tensors go on (cuda:LOCAL_RANK, or the CPU without a GPU) and the collectives' timeout."""
+
     rank: int
     world_size: int
     local_rank: int

@@ -24,6 +24,8 @@ KINDS = ("version", "gpu", "system", "env", "placement")
 
 @dataclass(frozen=True)
 class Compared:
+    """One value compared across ranks, with its kind (one of KINDS), which decides how a difference is judged."""
+
     kind: str
     value: str
 

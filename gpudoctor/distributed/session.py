@@ -27,6 +27,10 @@ SLACK_S = 30.0  # beyond a phase's own timeout: process start, imports, the stor
 
 @dataclass(frozen=True)
 class Options:
+    """What ``gpudoctor check --distributed`` was asked for: how long rank 0 waits for every rank's static
+    report, which phases run (``--nccl``, ``--train``) with their timeout, preset and ``--compile``, and the
+    static checks' ``--only``, ``--skip`` and ``--require``."""
+
     rank_timeout_s: float = 120.0
     nccl: bool = False
     train: bool = False
