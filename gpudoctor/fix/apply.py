@@ -23,6 +23,9 @@ __all__ = ["ALREADY", "DONE", "ERROR", "REFUSED", "SKIPPED", "Refused", "Applier
 
 @dataclass(frozen=True)
 class Outcome:
+    """What applying one step of a plan came to: its status (done, already done, refused, error, or skipped
+    after an earlier step of the same fix failed) and what was done or why not."""
+
     step: Step
     status: str  # done | already done | refused | error | skipped
     message: str = ""
@@ -34,6 +37,9 @@ class Outcome:
 
 @dataclass(frozen=True)
 class ApplyResult:
+    """What ``apply_plan`` did: one outcome per step, in plan order, the manifest that records the changes,
+    and whether this run recorded any change (the manifest's own directories aside)."""
+
     outcomes: tuple[Outcome, ...]
     manifest_path: str
     changed: bool

@@ -43,6 +43,9 @@ class ManifestError(Exception):
 
 @dataclass
 class Manifest:
+    """The manifest file and its change records, oldest first (the record kinds are listed above). Each
+    ``record`` is on disk before the change it names is made."""
+
     path: str
     changes: list[dict[str, Any]] = field(default_factory=list)
 

@@ -13,18 +13,25 @@ SCOPES = ("user", "system")
 
 @dataclass(frozen=True)
 class Step:
+    """One action of a plan and the findings it fixes (the same action wanted by several findings is one step)."""
+
     action: Action
     finding_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Chosen:
+    """A finding and the fix the planner picked for it."""
+
     finding: Finding
     fix: Fix
 
 
 @dataclass(frozen=True)
 class Plan:
+    """What ``gpudoctor fix`` will do in one scope (user or system): the steps, each after its prerequisites,
+    the fix picked for each finding, the findings with no fix of that scope, and notes for the user."""
+
     scope: str
     steps: tuple[Step, ...]
     chosen: tuple[Chosen, ...]  # the fix picked for each finding, in finding order

@@ -33,6 +33,9 @@ _TEMP_NAME = re.compile(r"^\..+\.gpudoctor-\d+-\d+$")
 
 @dataclass(frozen=True)
 class UndoOutcome:
+    """What undo did, or would do, with one manifest record: its status (undone, already gone, left in place,
+    needs root, refused, would undo) and a sentence saying what, or why not."""
+
     change: dict[str, Any]
     status: str
     message: str

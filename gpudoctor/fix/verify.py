@@ -35,6 +35,9 @@ def live_diagnose(env: Mapping[str, str], only: list[str] | None, requirements: 
 
 @dataclass(frozen=True)
 class Verification:
+    """Whether one finding is gone after the fix, by re-running its check: fixed, NOT fixed (``detail`` is the
+    finding's message), or unknown (``detail`` says why)."""
+
     finding_id: str
     status: str  # fixed | NOT fixed | unknown
     detail: str = ""
