@@ -26,6 +26,9 @@ class InterpreterError(Exception):
 
 @dataclass(frozen=True)
 class Interpreter:
+    """A Python interpreter whose packages are inspected instead of gpudoctor's own (``--python``, or the one
+    ``training_interpreter`` found), as it described itself: executable, version, ``sys.path`` and prefixes."""
+
     executable: str  # as it reports sys.executable
     version: str
     path: tuple[str, ...]

@@ -38,6 +38,10 @@ _NAME = re.compile(r"\b(?P<name>cudaError[A-Z][A-Za-z]{1,60}|CUDA_ERROR_[A-Z_]{2
 
 @dataclass(frozen=True)
 class CudaError:
+    """One entry of the CUDA error table (``rules/cuda_errors.toml``): an error value with its runtime and
+    driver enum names, the string CUDA prints for it, the catalogue rule it shows, and the signature its
+    hits are ranked by. ``numeric`` False: only its enum names decode (the bare number is too common in logs)."""
+
     code: int
     runtime: str
     driver: str

@@ -37,6 +37,9 @@ _CPP_WHAT = re.compile(r"^\s{0,8}what\(\):\s{0,4}(?P<message>.{1,%d})" % MAX_MES
 
 @dataclass(frozen=True)
 class LastException:
+    """The last exception a log shows: its type and message, the log line it is on and, when a traceback
+    precedes it, the innermost frame (file, line, function)."""
+
     type: str
     message: str
     line_number: int  # 1-based line of the exception line in the log

@@ -17,6 +17,10 @@ from .matcher import SignatureHit
 
 @dataclass(frozen=True)
 class Diagnosis:
+    """One catalogue rule the log shows, its signature hits merged: those with a message (highest weight first)
+    and those that only contribute values, its ranking weight (its strongest hit's), and whether it is a
+    consequence of another rule present."""
+
     rule: str
     primary: tuple[SignatureHit, ...]  # hits with a message, highest weight first
     supporting: tuple[SignatureHit, ...]  # hits that only contribute values

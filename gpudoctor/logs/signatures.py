@@ -35,6 +35,9 @@ class Lookup:
 
 @dataclass(frozen=True)
 class Signature:
+    """One ``[[signature]]`` of ``rules/signatures.toml``, validated and its regex compiled: a line-level
+    symptom of a catalogue rule (the file's header says what each field means)."""
+
     id: str
     rule: str
     keyword: str
