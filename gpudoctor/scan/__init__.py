@@ -33,6 +33,10 @@ __all__ = ["ScanResult", "FileEdit", "scan_paths", "code_fix_plan", "installed_v
 
 @dataclass(frozen=True)
 class ScanResult:
+    """What ``scan_paths`` found: the findings, how many Python and config files it looked at, the files it
+    could not read and why, the packages judged at the newest known version (not installed), and its
+    check results."""
+
     findings: tuple[Finding, ...]
     python_files: int
     config_files: int
@@ -141,6 +145,9 @@ def _versions_from(facts, knowledge: Knowledge) -> Versions:
 
 @dataclass(frozen=True)
 class FileEdit:
+    """The ``fix --code`` edit of one file: the EditFile action (None when the file does not change), its
+    unified diff, and the findings' edits done and refused (with why)."""
+
     path: str
     action: EditFile | None  # None: nothing mechanical could be done in this file
     diff: str

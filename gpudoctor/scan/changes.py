@@ -20,6 +20,10 @@ HF_DIALECTS = ("hf", "llamafactory")
 
 @dataclass(frozen=True)
 class Change:
+    """One keyword (or config key) a release of ``package`` deprecated or removed, from a ``[[change]]`` of
+    ``rules/code_changes.toml``: the callables it applies to, what replaces it, the versions, and the rule
+    its finding reports."""
+
     package: str
     callables: tuple[str, ...]  # "<top module>.<dotted name>"
     old: str
@@ -66,6 +70,9 @@ class VersionFact:
 
 @dataclass(frozen=True)
 class Knowledge:
+    """What ``rules/code_changes.toml`` says: the keyword changes, Unsloth's fast-path requirements, the
+    callables that take TrainingArguments' keywords, and the version facts the static diagnoses depend on."""
+
     changes: tuple[Change, ...]
     fast_path: FastPath
     training_arguments: tuple[str, ...] = ()  # TrainingArguments and the TRL configs built on it

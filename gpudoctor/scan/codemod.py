@@ -28,6 +28,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 @dataclass(frozen=True)
 class EditResult:
+    """The text after the mechanical edits, the edits made, and those refused with the reason."""
+
     new_text: str
     done: tuple[Mapping[str, Any], ...]
     refused: tuple[tuple[Mapping[str, Any], str], ...]  # (edit, why not)

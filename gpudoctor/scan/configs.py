@@ -25,6 +25,9 @@ _YAML_KEY = re.compile(r"^(?P<indent>[ ]*)(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*)[ \t
 
 @dataclass(frozen=True)
 class ConfigKey:
+    """One key of a config file: its line (0 when a TOML key's line was not found), its nesting depth, and
+    its value when that is a scalar."""
+
     key: str
     line: int
     depth: int  # 0: top level
@@ -38,6 +41,9 @@ def key_values(config: "ConfigFile") -> dict:
 
 @dataclass(frozen=True)
 class ConfigFile:
+    """A config file's keys, at every nesting level; ``error`` says why the file was not parsed (then it has
+    no keys)."""
+
     path: str
     keys: tuple[ConfigKey, ...]
     error: str = ""

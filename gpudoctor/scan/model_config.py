@@ -23,6 +23,9 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
 @dataclass(frozen=True)
 class ModelShape:
+    """A model's attention shape from its config.json: head_dim, query heads and KV heads (fewer under GQA or
+    MQA), its model_type, and how head_dim was found."""
+
     head_dim: int
     heads: int
     kv_heads: int

@@ -26,6 +26,9 @@ WATCHED_METHODS = frozenset({"gradient_checkpointing_enable", "enable_input_requ
 
 @dataclass(frozen=True)
 class KeywordSite:
+    """One keyword argument of a call (or a positional one, named "0" or "1"): where it is, and its literal
+    value or the dotted name or call it is written as."""
+
     name: str
     line: int
     column: int
@@ -41,6 +44,9 @@ class KeywordSite:
 
 @dataclass(frozen=True)
 class CallSite:
+    """A call of an imported name (``trl.SFTTrainer``) or of a watched method (``.gradient_checkpointing_enable``):
+    its line, the keywords it passes, whether it passes ``**kwargs``, and its first two positional arguments."""
+
     qualified: str  # "trl.SFTTrainer", "unsloth.FastLanguageModel.get_peft_model"; ".half" for a method
     line: int
     keywords: tuple[KeywordSite, ...]
@@ -54,6 +60,10 @@ class CallSite:
 
 @dataclass(frozen=True)
 class PythonFile:
+    """What ``read_python`` read in one Python file: its resolved calls and watched method calls in line order,
+    the names bound once to a string literal, and the top-level packages it imports. A file that names none
+    of transformers, trl, unsloth or peft is not parsed and has no calls."""
+
     path: str
     calls: tuple[CallSite, ...]
     error: str = ""  # a syntax error: the file was not read (said, not skipped silently)

@@ -16,6 +16,9 @@ SCAN_TIMEOUT_S = 5.0
 
 @dataclass(frozen=True)
 class ScriptScan:
+    """What ``preflight(scan=True)`` learned from the script it scanned: its findings, the judgements it could
+    not make and the files it could not read, or why the scan was not done."""
+
     script: str
     findings: tuple = ()
     not_judged: tuple[str, ...] = ()  # "rule: file:line: why" for each judgement that could not be made

@@ -28,6 +28,8 @@ _DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "ha
 
 @dataclass(frozen=True)
 class Site:
+    """A place in a scanned file: the path read, the path as the report shows it, and the line."""
+
     file: str  # the path read
     shown: str  # the path as the report shows it (relative to the scanned directory)
     line: int
@@ -39,6 +41,9 @@ class Site:
 
 @dataclass(frozen=True)
 class ModelLoad:
+    """A model the code or config loads: the loader, the model's id or path (or why it is not known), and what
+    the load asks for (attention implementation, dtype, 4/8-bit, cache_dir), each with where it is written."""
+
     site: Site
     loader: str  # "transformers.AutoModelForCausalLM.from_pretrained", "LLaMA-Factory config", ...
     reference: str  # the model id or path; "" when the code does not name it with a literal
@@ -59,6 +64,9 @@ class ModelLoad:
 
 @dataclass(frozen=True)
 class Precision:
+    """A half precision (bf16 or fp16) a script or config asks for, through a training argument or a model
+    load's dtype: where, and how it is written."""
+
     site: Site
     mode: str  # "bf16" | "fp16"
     how: str  # "TrainingArguments(bf16=True)", "torch_dtype=torch.bfloat16", "bf16: true"
@@ -68,6 +76,9 @@ class Precision:
 
 @dataclass(frozen=True)
 class Quantization:
+    """A 4- or 8-bit bitsandbytes load a script or config asks for: where, how it is written, and the
+    library that loads it."""
+
     site: Site
     bits: int
     how: str  # "BitsAndBytesConfig(load_in_4bit=True)", "quantization_bit: 4"

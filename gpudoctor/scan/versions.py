@@ -13,12 +13,17 @@ INSTALLED, NEWEST_KNOWN = "installed", "newest known (not installed)"
 
 @dataclass(frozen=True)
 class PackageVersion:
+    """The version a package is judged at, and where it comes from: installed, or the newest the table knows."""
+
     version: Version
     source: str  # INSTALLED | NEWEST_KNOWN
 
 
 @dataclass(frozen=True)
 class Versions:
+    """The versions a scan judges code against: those installed of the packages the table knows, the newest
+    the table knows of each, and why the installed packages could not be read ("" when they were)."""
+
     installed: Mapping[str, Version]  # canonical name -> version
     newest_known: Mapping[str, Version]
     probe_error: str = ""  # why the installed packages could not be read ("" when they were)
