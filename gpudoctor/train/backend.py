@@ -11,6 +11,9 @@ from typing import Any
 
 @dataclass
 class BackendRow:
+    """One backend of one capability in the backend matrix: how far it got (status, and the stage where it
+    stopped, with why), its timings, and its error against the reference."""
+
     capability: str  # "nf4-dequant" | "attention"
     backend: str
     status: str = "untried"  # works | mismatch | fails | unavailable

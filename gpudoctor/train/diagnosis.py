@@ -34,6 +34,9 @@ def jit_causes() -> frozenset[str]:
 
 @dataclass
 class TrainPass:
+    """What the training pass comes to: its findings, the check results of the rules it decides, and the
+    ``train`` section of the JSON report."""
+
     findings: list[Finding] = field(default_factory=list)
     checks: list[CheckResult] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)  # the "train" key of the JSON report

@@ -21,6 +21,9 @@ from .timing import synchronize
 
 @dataclass
 class TrainingResult:
+    """What the QLoRA steps showed: each step's loss and time, the tensors whose gradients or frozen bytes
+    went wrong, the tensor and parameter counts, and peak GPU memory."""
+
     losses: list[float] = field(default_factory=list)
     step_ms: list[float] = field(default_factory=list)
     nonfinite_grads: list[str] = field(default_factory=list)

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Preset:
+    """A model shape for the training pass (see PRESETS): a real model's attention shapes with few layers and
+    short sequences, and the steps, learning rate, dtype and LoRA settings it trains with."""
+
     name: str
     description: str
     vocab: int

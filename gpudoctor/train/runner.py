@@ -26,6 +26,10 @@ _TAIL_CHARS = 20000
 
 @dataclass
 class ChildOutcome:
+    """How the training-pass child ended: its command, return code (negative: the signal that killed it),
+    whether it timed out, wall time, its JSON result (None when it printed none), its progress events, a
+    tail of its stderr, and the findings the log matcher read there."""
+
     command: list[str]
     returncode: int | None = None
     timed_out: bool = False
