@@ -384,13 +384,18 @@ def _parse_requirements(options: dict) -> dict | None:
 
 
 def _run_checks(options: dict, requirements: dict | None) -> dict:
+    # NVML first, before anything else is imported: its child process (host/nvml_query.py) spends
+    # tens of milliseconds importing pynvml and in nvmlInit, on another core, beside every import
+    # below (bench/preflight_timeline.py on the H200).
+    from .host import nvml_query
+
+    try:
+        nvml = nvml_query.spawn()
+    except OSError:  # no Python to start: LiveHost asks in-process
+        nvml = None
     from .host.live import LiveHost
 
-    host = LiveHost()
-    # NVML first, before anything else is imported: nvmlInit and the health queries spend tens of
-    # milliseconds in the driver with the GIL released (ctypes), the longest probe on a GPU host
-    # (bench/preflight_timeline.py on the H200), so they overlap every import below.
-    host.start_nvml()
+    host = LiveHost(nvml_query=nvml)
     facts = None
     if not options.get("skip"):
         # Every probe gets its own thread before the checks are imported, so their

@@ -1,21 +1,13 @@
 """The only code that touches the machine. See ``base.Host`` for what probes may ask."""
 
-from .base import (
-    CommandResult,
-    Distribution,
-    FileRead,
-    Host,
-    HostError,
-    LinkResult,
-    NvmlDevice,
-    NvmlInfo,
-    PathInfo,
-    SystemInfo,
-)
-
-# The hosts are imported on first use: preflight() needs only LiveHost, and every module
-# imported here is paid by every training script that calls it.
-_LAZY = {"LiveHost": ".live", "RecordingHost": ".snapshot", "SnapshotHost": ".snapshot"}
+# Every name is imported on first use: preflight() starts its NVML child (host/nvml_query.py)
+# before anything else, so this package must cost nothing to enter, and every module imported
+# here is paid by every training script that calls preflight().
+_LAZY = {
+    **dict.fromkeys(("CommandResult", "Distribution", "FileRead", "Host", "HostError", "LinkResult", "NvmlDevice",
+                     "NvmlInfo", "PathInfo", "SystemInfo"), ".base"),
+    "LiveHost": ".live", "RecordingHost": ".snapshot", "SnapshotHost": ".snapshot",
+}
 
 
 def __getattr__(name: str):

@@ -11,7 +11,7 @@ import fnmatch
 import os
 import posixpath
 import stat as statmod
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping, Protocol
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -27,6 +27,8 @@ class FileRead:
 
 @dataclass(frozen=True)
 class PathInfo:
+    """What ``lstat`` and ``stat`` said about one path; ``error`` says why it could not be read."""
+
     exists: bool
     is_dir: bool = False
     is_file: bool = False
@@ -49,6 +51,8 @@ class PathInfo:
 
 @dataclass(frozen=True)
 class CommandResult:
+    """One command's outcome: exit status and (bounded) output, or why it did not run or finish."""
+
     argv: tuple[str, ...]
     returncode: int | None
     stdout: str = ""
@@ -83,6 +87,8 @@ class LinkResult:
 
 @dataclass(frozen=True)
 class Distribution:
+    """One installed Python distribution, as its ``*.dist-info`` / ``*.egg-info`` metadata says."""
+
     name: str  # as in the metadata
     version: str
     location: str
@@ -93,6 +99,8 @@ class Distribution:
 
 @dataclass(frozen=True)
 class NvmlDevice:
+    """One GPU as NVML lists it."""
+
     index: int
     name: str
     compute_capability: tuple[int, int]
@@ -131,6 +139,9 @@ class NvmlHealth:
 
 @dataclass(frozen=True)
 class NvmlInfo:
+    """NVML's answer for this machine: the driver, its CUDA version and every GPU, or why NVML
+    could not answer (``error_kind``)."""
+
     ok: bool
     error_kind: str | None = None  # library-not-found | driver-not-loaded | mismatch | no-permission | timeout | other
     error: str | None = None
@@ -138,6 +149,29 @@ class NvmlInfo:
     cuda_driver_version: int | None = None  # e.g. 13000
     devices: tuple[NvmlDevice, ...] = ()
     health: tuple[NvmlHealth, ...] | None = None  # None: not asked (snapshots recorded before it existed)
+
+    def with_devices(self, devices: tuple[NvmlDevice, ...], health: tuple[NvmlHealth, ...] | None) -> NvmlInfo:
+        return NvmlInfo(self.ok, self.error_kind, self.error, self.driver_version, self.cuda_driver_version,
+                        devices, health)
+
+
+def from_json(cls, data: Mapping[str, Any]):
+    """Rebuild one of the dataclasses above from its JSON form (``asdict``), tolerating unknown
+    keys; JSON's lists come back as the tuples the fields hold."""
+    names = {f.name for f in fields(cls)}
+    kwargs = {k: v for k, v in data.items() if k in names}
+    for key, value in list(kwargs.items()):
+        if isinstance(value, list):
+            kwargs[key] = tuple(tuple(v) if isinstance(v, list) else v for v in value)
+    return cls(**kwargs)
+
+
+def nvml_info_from_json(data: Mapping[str, Any]) -> NvmlInfo:
+    """An NvmlInfo from its JSON form: a snapshot's record, or host/nvml_query.py's answer."""
+    devices = tuple(from_json(NvmlDevice, d) for d in data.get("devices") or [])
+    # absent from snapshots older than the health checks: None, not asked
+    health = None if data.get("health") is None else tuple(from_json(NvmlHealth, h) for h in data["health"])
+    return from_json(NvmlInfo, {**data, "devices": [], "health": None}).with_devices(devices, health)
 
 
 @dataclass(frozen=True)
@@ -156,6 +190,8 @@ class KernelLog:
 
 @dataclass(frozen=True)
 class SystemInfo:
+    """The operating system, C library, memory and Python interpreter of the machine."""
+
     machine: str
     kernel: str
     libc: str | None

@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from typing import Mapping
 
@@ -24,6 +23,7 @@ from .base import (
     NvmlInfo,
     PathInfo,
     SystemInfo,
+    nvml_info_from_json,
 )
 
 MAX_READ_BYTES = 4 << 20  # /proc files are tiny; anything larger is not what we want
@@ -46,9 +46,11 @@ def _oserror_kind(exc: OSError) -> str:
 
 
 class LiveHost(HostHelpers):
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, nvml_query: subprocess.Popen | None = None) -> None:
+        """``nvml_query``: a child already started by ``host.nvml_query.spawn()`` (preflight
+        starts it before this module is even imported), collected by ``nvml()``."""
         self.env = dict(os.environ if env is None else env)
-        self._nvml_pending: tuple[threading.Thread, list] | None = None  # start_nvml()'s query
+        self._nvml_pending: subprocess.Popen | _InProcessQuery | None = nvml_query  # start_nvml()'s query
         self._nvml_lock = threading.Lock()
 
     # -- files ---------------------------------------------------------------------------
@@ -138,6 +140,8 @@ class LiveHost(HostHelpers):
         """Link an empty shared object exactly as Triton's ``_build`` links its launcher:
         ``cc src -O3 -shared -fPIC -Wno-psabi -o out.so <lib_flag> -L<dir>...``, with gcc's
         LIBRARY_PATH as given (it is how the user-local fix reaches the linker)."""
+        import tempfile  # here: ~2.5 ms to import (random, weakref), and only the link test uses it
+
         with tempfile.TemporaryDirectory(prefix="gpudoctor-link-") as tmp:
             # An empty assembler file, not C: the question is whether the linker finds the
             # library (`cannot find -lcuda` is a search failure, reported with or without a
@@ -162,9 +166,9 @@ class LiveHost(HostHelpers):
 
     # -- NVML ----------------------------------------------------------------------------
     def start_nvml(self) -> None:
-        """Begin this host's NVML query now, in a thread, for ``nvml()`` to collect. nvmlInit
-        spends tens of milliseconds in the driver with the GIL released (ctypes), so preflight()
-        starts it before importing the engine and the two overlap. State of this host only."""
+        """Begin this host's NVML query now, for ``nvml()`` to collect: a child Python process
+        (host/nvml_query.py says why not a thread), so nvmlInit's tens of milliseconds in the
+        driver and pynvml's import overlap whatever the caller does next."""
         with self._nvml_lock:
             if self._nvml_pending is None:
                 self._nvml_pending = _start_nvml_query()
@@ -172,11 +176,10 @@ class LiveHost(HostHelpers):
     def nvml(self) -> NvmlInfo:
         with self._nvml_lock:
             started, self._nvml_pending = self._nvml_pending, None
-        worker, box = started or _start_nvml_query()
-        worker.join(NVML_TIMEOUT_S)
-        if not box:
-            return NvmlInfo(False, "timeout", f"NVML did not answer within {NVML_TIMEOUT_S:.0f} s")
-        return box[0]
+        query = started or _start_nvml_query()
+        if isinstance(query, _InProcessQuery):
+            return query.result(NVML_TIMEOUT_S)
+        return _nvml_answer(query)
 
     # -- the kernel log ------------------------------------------------------------------
     def kernel_log(self) -> KernelLog:
@@ -305,11 +308,51 @@ def _distro_release() -> tuple[str, str, str, str]:
     return release.id(), release.version(), release.name(pretty=True), release.like()
 
 
-def _start_nvml_query() -> tuple[threading.Thread, list]:
-    box: list[NvmlInfo] = []
-    worker = threading.Thread(target=lambda: box.append(_query_nvml()), daemon=True, name="gpudoctor-nvml")
-    worker.start()
-    return worker, box
+def _start_nvml_query() -> subprocess.Popen | _InProcessQuery:
+    from . import nvml_query
+
+    try:
+        return nvml_query.spawn()
+    except OSError:  # no Python to start (an embedded interpreter): ask in this process
+        return _InProcessQuery()
+
+
+class _InProcessQuery:
+    """nvml_query.query() in a thread of this process, where no child can be started."""
+
+    def __init__(self) -> None:
+        from . import nvml_query
+
+        self._answer: list[dict] = []
+        self._worker = threading.Thread(target=lambda: self._answer.append(nvml_query.query()), daemon=True,
+                                        name="gpudoctor-nvml")
+        self._worker.start()
+
+    def result(self, timeout: float) -> NvmlInfo:
+        self._worker.join(timeout)
+        if not self._answer:
+            return NvmlInfo(False, "timeout", f"NVML did not answer within {timeout:.0f} s")
+        return nvml_info_from_json(self._answer[0])
+
+
+def _nvml_answer(proc: subprocess.Popen) -> NvmlInfo:
+    """The child's JSON answer, read bounded and within NVML_TIMEOUT_S; a child that hung, died
+    or printed something else becomes an NvmlInfo that says so (a skipped check, never a pass)."""
+    import json
+
+    from .nvml_query import MAX_ANSWER_BYTES
+
+    out, err, outcome = read_bounded_output(proc, NVML_TIMEOUT_S, MAX_ANSWER_BYTES)
+    if outcome == "timeout":
+        return NvmlInfo(False, "timeout", f"NVML did not answer within {NVML_TIMEOUT_S:.0f} s")
+    if outcome == "too-large":
+        return NvmlInfo(False, "other", f"the NVML query process printed over {MAX_ANSWER_BYTES} bytes; stopped it")
+    try:
+        answer = json.loads(out)
+        return nvml_info_from_json(answer)
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        tail = _decode(err).strip().splitlines()[-1:] or [f"{type(exc).__name__}: {exc}"]
+        return NvmlInfo(False, "other", f"the NVML query process exited {proc.returncode} without an answer: {tail[0]}")
 
 
 def _physical_memory() -> int | None:
@@ -327,101 +370,3 @@ def _physical_memory() -> int | None:
         return None
 
 
-def _query_nvml() -> NvmlInfo:
-    """Ask NVML in-process. pynvml is a thin ctypes wrapper; loading it cannot crash Python."""
-    try:
-        import pynvml
-    except Exception as exc:  # noqa: BLE001
-        return NvmlInfo(False, "library-not-found", f"nvidia-ml-py not importable: {exc}")
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        return NvmlInfo(False, _nvml_error_kind(exc), str(exc))
-    except Exception as exc:  # noqa: BLE001
-        return NvmlInfo(False, "other", str(exc))
-    try:
-        driver = _s(pynvml.nvmlSystemGetDriverVersion())
-        try:
-            cuda = int(pynvml.nvmlSystemGetCudaDriverVersion())
-        except pynvml.NVMLError:
-            cuda = None
-        devices = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-            devices.append(
-                _device(index, _s(pynvml.nvmlDeviceGetName(handle)), (int(major), int(minor)),
-                        int(pynvml.nvmlDeviceGetMemoryInfo(handle).total))
-            )
-        health = tuple(_health(pynvml, pynvml.nvmlDeviceGetHandleByIndex(d.index), d.index) for d in devices)
-        return NvmlInfo(True, driver_version=driver, cuda_driver_version=cuda, devices=tuple(devices), health=health)
-    except pynvml.NVMLError as exc:
-        return NvmlInfo(False, _nvml_error_kind(exc), str(exc))
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
-
-
-def _health(pynvml, handle, index):
-    """The health queries of one GPU, each on its own: a GPU without ECC (GeForce) or row
-    remapping (pre-Ampere) answers NVML_ERROR_NOT_SUPPORTED for that query alone. In the same
-    NVML session as the device list, so `gpudoctor check` pays no second nvmlInit."""
-    from .base import NvmlHealth
-
-    values: dict = {}
-    unknown: list[tuple[str, str]] = []
-
-    def ask(names, call, convert=lambda v: v):
-        try:
-            answer = convert(call())
-        except pynvml.NVMLError as exc:
-            why = "not supported" if getattr(exc, "value", None) == pynvml.NVML_ERROR_NOT_SUPPORTED else str(exc)
-            unknown.extend((name, why) for name in names)
-            return
-        except Exception as exc:  # noqa: BLE001 - an older nvidia-ml-py lacks the function
-            unknown.extend((name, f"{type(exc).__name__}: {exc}") for name in names)
-            return
-        values.update(zip(names, answer if len(names) > 1 else (answer,)))
-
-    uncorrected = pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-    ask(("uuid",), lambda: pynvml.nvmlDeviceGetUUID(handle), _s)
-    ask(("pci_bus_id",), lambda: pynvml.nvmlDeviceGetPciInfo(handle).busId, _s)
-    ask(("ecc_enabled",), lambda: pynvml.nvmlDeviceGetEccMode(handle)[0], bool)
-    ask(("ecc_uncorrected_volatile",), lambda: pynvml.nvmlDeviceGetTotalEccErrors(handle, uncorrected, pynvml.NVML_VOLATILE_ECC), int)
-    ask(("ecc_uncorrected_aggregate",), lambda: pynvml.nvmlDeviceGetTotalEccErrors(handle, uncorrected, pynvml.NVML_AGGREGATE_ECC), int)
-    ask(("retired_pages_pending",), lambda: pynvml.nvmlDeviceGetRetiredPagesPendingStatus(handle), bool)
-    ask(("remapped_rows_uncorrectable", "row_remap_pending", "row_remap_failure"),
-        lambda: pynvml.nvmlDeviceGetRemappedRows(handle), lambda r: (int(r[1]), bool(r[2]), bool(r[3])))
-    ask(("clocks_event_reasons",), lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle), int)
-    ask(("pcie_gen_current",), lambda: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle), int)
-    ask(("pcie_gen_max",), lambda: pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle), int)
-    ask(("pcie_gen_gpu_max",), lambda: pynvml.nvmlDeviceGetGpuMaxPcieLinkGeneration(handle), int)
-    ask(("pcie_width_current",), lambda: pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle), int)
-    ask(("pcie_width_max",), lambda: pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle), int)
-    ask(("persistence_mode",), lambda: pynvml.nvmlDeviceGetPersistenceMode(handle), bool)
-    ask(("mig_enabled",), lambda: pynvml.nvmlDeviceGetMigMode(handle)[0], bool)
-    return NvmlHealth(index=index, unknown=tuple(unknown), **values)
-
-
-def _device(index, name, cc, memory):
-    from .base import NvmlDevice
-
-    return NvmlDevice(index, name, cc, memory)
-
-
-def _s(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _nvml_error_kind(exc) -> str:
-    import pynvml
-
-    code = getattr(exc, "value", None)
-    return {
-        pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: "library-not-found",
-        pynvml.NVML_ERROR_DRIVER_NOT_LOADED: "driver-not-loaded",
-        pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: "mismatch",
-        pynvml.NVML_ERROR_NO_PERMISSION: "no-permission",
-    }.get(code, "other")

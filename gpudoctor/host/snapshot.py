@@ -12,7 +12,7 @@ import errno
 import json
 import os
 import stat
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from typing import Any, Mapping
 
 from .. import __version__
@@ -25,11 +25,11 @@ from .base import (
     HostHelpers,
     KernelLog,
     LinkResult,
-    NvmlDevice,
-    NvmlHealth,
     NvmlInfo,
     PathInfo,
     SystemInfo,
+    from_json,
+    nvml_info_from_json,
 )
 from .redact import relevant_env
 
@@ -47,16 +47,6 @@ def _command_key(argv) -> str:
 
 def _link_key(cc: str, lib_dirs, lib_flag: str, library_path: str) -> str:
     return "\x00".join([cc, ":".join(lib_dirs), lib_flag, library_path])
-
-
-def _build(cls, data: Mapping[str, Any]):
-    """Rebuild a dataclass from JSON, tolerating unknown keys; tuples come back as lists."""
-    names = {f.name for f in fields(cls)}
-    kwargs = {k: v for k, v in data.items() if k in names}
-    for key, value in list(kwargs.items()):
-        if isinstance(value, list):
-            kwargs[key] = tuple(tuple(v) if isinstance(v, list) else v for v in value)
-    return cls(**kwargs)
 
 
 def _read_bounded(path: str, follow_link: bool) -> bytes:
@@ -121,33 +111,26 @@ class SnapshotHost(HostHelpers):
 
     def _load(self, data: dict[str, Any]) -> None:
         self.env = dict(data.get("env") or {})
-        self._files = {p: _build(FileRead, v) for p, v in (data.get("files") or {}).items()}
+        self._files = {p: from_json(FileRead, v) for p, v in (data.get("files") or {}).items()}
         self._dirs = dict(data.get("dirs") or {})
-        self._stats = {p: _build(PathInfo, v) for p, v in (data.get("stats") or {}).items()}
+        self._stats = {p: from_json(PathInfo, v) for p, v in (data.get("stats") or {}).items()}
         self._commands = {}
         for entry in data.get("commands") or []:
-            result = _build(CommandResult, entry)
+            result = from_json(CommandResult, entry)
             self._commands[_command_key(result.argv)] = result
         self._links = {}
         for entry in data.get("link_tests") or []:
             key = _link_key(entry["cc"], entry["lib_dirs"], entry["lib_flag"], entry["library_path"])
-            self._links[key] = _build(LinkResult, entry["result"])
+            self._links[key] = from_json(LinkResult, entry["result"])
         nvml = data.get("nvml")
-        if nvml is not None:
-            devices = tuple(_build(NvmlDevice, d) for d in nvml.get("devices") or [])
-            self._nvml = _build(NvmlInfo, {**nvml, "devices": [], "health": None})
-            # Recorded health (absent from snapshots older than the health checks: None, not asked)
-            health = None if nvml.get("health") is None else tuple(_build(NvmlHealth, h) for h in nvml["health"])
-            self._nvml = NvmlInfo(**{**asdict(self._nvml), "devices": devices, "health": health})
-        else:
-            self._nvml = NvmlInfo(False, "other", NOT_RECORDED)
+        self._nvml = NvmlInfo(False, "other", NOT_RECORDED) if nvml is None else nvml_info_from_json(nvml)
         # Recorded kernel-log lines (absent from snapshots older than the Xid check: not recorded)
         kernel_log = data.get("kernel_log")
-        self._kernel_log = KernelLog(error=NOT_RECORDED) if kernel_log is None else _build(KernelLog, kernel_log)
+        self._kernel_log = KernelLog(error=NOT_RECORDED) if kernel_log is None else from_json(KernelLog, kernel_log)
         dists = data.get("distributions")
-        self._dists = None if dists is None else [_build(Distribution, d) for d in dists]
+        self._dists = None if dists is None else [from_json(Distribution, d) for d in dists]
         system = data.get("system")
-        self._system = None if system is None else _build(SystemInfo, system)
+        self._system = None if system is None else from_json(SystemInfo, system)
         self._disk_free = dict(data.get("disk_free") or {})
         self._writable = dict(data.get("writable") or {})
 

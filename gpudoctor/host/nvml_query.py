@@ -1,0 +1,144 @@
+"""Ask NVML about the driver and every GPU, in a child Python process.
+
+Why a process and not a thread: importing pynvml (~8,000 lines that define a ctypes structure
+per NVML type) and making some twenty ctypes calls per GPU are Python work that holds the GIL,
+and preflight's first call is bound by the GIL (bench/preflight_timeline.py: the main thread's
+imports). In a child they run on another core, beside those imports, and the training process
+never loads libnvidia-ml at all.
+
+This file is both a module of gpudoctor (``spawn()``: start the child) and the child's script
+(``python -I -S nvml_query.py SYS_PATH_JSON``, which prints ``query()``'s answer as JSON). As a
+script it must not import gpudoctor, so it uses the standard library and pynvml alone; ``-I -S``
+skip site (and every ``.pth`` file a big environment carries), the parent's ``sys.path`` is
+handed over instead, so the child imports the same pynvml the parent would.
+
+The JSON is ``host.base.NvmlInfo`` in the form snapshots record (``nvml_info_from_json``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+# The child's answer is a few kilobytes per GPU; anything beyond this is not ours.
+MAX_ANSWER_BYTES = 1 << 20
+
+
+def spawn(env=None) -> subprocess.Popen:
+    """Start the child; ``host.live.LiveHost.nvml`` reads its answer (bounded, with a timeout).
+    Raises OSError when no Python can be started here (an embedded interpreter whose
+    ``sys.executable`` is empty): the caller then asks in-process."""
+    if not sys.executable:
+        raise OSError("sys.executable is empty: no Python to start")
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", os.path.abspath(__file__), json.dumps(sys.path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,  # so a timeout kills it and nothing else
+    )
+
+
+def query() -> dict:
+    """What NVML says, as plain JSON values. Never raises: every failure is an answer
+    (``ok`` false, ``error_kind``, ``error``)."""
+    try:
+        import pynvml
+    except Exception as exc:  # noqa: BLE001
+        return _failure("library-not-found", f"nvidia-ml-py not importable: {exc}")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return _failure(_error_kind(pynvml, exc), str(exc))
+    except Exception as exc:  # noqa: BLE001
+        return _failure("other", str(exc))
+    try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        try:
+            cuda = int(pynvml.nvmlSystemGetCudaDriverVersion())
+        except pynvml.NVMLError:
+            cuda = None
+        devices, health = [], []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            devices.append({"index": index, "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                            "compute_capability": [int(major), int(minor)],
+                            "memory_total": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)})
+            health.append(_health(pynvml, handle, index))
+        return {"ok": True, "error_kind": None, "error": None, "driver_version": driver,
+                "cuda_driver_version": cuda, "devices": devices, "health": health}
+    except pynvml.NVMLError as exc:
+        return _failure(_error_kind(pynvml, exc), str(exc))
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _health(pynvml, handle, index: int) -> dict:
+    """One GPU's health queries (host.base.NvmlHealth), each on its own: a GPU without ECC
+    (GeForce) or row remapping (pre-Ampere) answers NVML_ERROR_NOT_SUPPORTED for that query
+    alone. In the same NVML session as the device list: no second nvmlInit."""
+    values: dict = {"index": index}
+    unknown: list[list[str]] = []
+
+    def ask(names, call, convert=lambda v: v):
+        try:
+            answer = convert(call())
+        except pynvml.NVMLError as exc:
+            why = "not supported" if getattr(exc, "value", None) == pynvml.NVML_ERROR_NOT_SUPPORTED else str(exc)
+            unknown.extend([name, why] for name in names)
+            return
+        except Exception as exc:  # noqa: BLE001 - an older nvidia-ml-py lacks the function
+            unknown.extend([name, f"{type(exc).__name__}: {exc}"] for name in names)
+            return
+        values.update(zip(names, answer if len(names) > 1 else (answer,)))
+
+    uncorrected = pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+    ask(("uuid",), lambda: pynvml.nvmlDeviceGetUUID(handle), _text)
+    ask(("pci_bus_id",), lambda: pynvml.nvmlDeviceGetPciInfo(handle).busId, _text)
+    ask(("ecc_enabled",), lambda: pynvml.nvmlDeviceGetEccMode(handle)[0], bool)
+    ask(("ecc_uncorrected_volatile",),
+        lambda: pynvml.nvmlDeviceGetTotalEccErrors(handle, uncorrected, pynvml.NVML_VOLATILE_ECC), int)
+    ask(("ecc_uncorrected_aggregate",),
+        lambda: pynvml.nvmlDeviceGetTotalEccErrors(handle, uncorrected, pynvml.NVML_AGGREGATE_ECC), int)
+    ask(("retired_pages_pending",), lambda: pynvml.nvmlDeviceGetRetiredPagesPendingStatus(handle), bool)
+    ask(("remapped_rows_uncorrectable", "row_remap_pending", "row_remap_failure"),
+        lambda: pynvml.nvmlDeviceGetRemappedRows(handle), lambda r: (int(r[1]), bool(r[2]), bool(r[3])))
+    ask(("clocks_event_reasons",), lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle), int)
+    ask(("pcie_gen_current",), lambda: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle), int)
+    ask(("pcie_gen_max",), lambda: pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle), int)
+    ask(("pcie_gen_gpu_max",), lambda: pynvml.nvmlDeviceGetGpuMaxPcieLinkGeneration(handle), int)
+    ask(("pcie_width_current",), lambda: pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle), int)
+    ask(("pcie_width_max",), lambda: pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle), int)
+    ask(("persistence_mode",), lambda: pynvml.nvmlDeviceGetPersistenceMode(handle), bool)
+    ask(("mig_enabled",), lambda: pynvml.nvmlDeviceGetMigMode(handle)[0], bool)
+    values["unknown"] = unknown
+    return values
+
+
+def _failure(kind: str, error: str) -> dict:
+    return {"ok": False, "error_kind": kind, "error": error}
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _error_kind(pynvml, exc) -> str:
+    return {
+        pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: "library-not-found",
+        pynvml.NVML_ERROR_DRIVER_NOT_LOADED: "driver-not-loaded",
+        pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: "mismatch",
+        pynvml.NVML_ERROR_NO_PERMISSION: "no-permission",
+    }.get(getattr(exc, "value", None), "other")
+
+
+if __name__ == "__main__":
+    sys.path[:0] = [entry for entry in json.loads(sys.argv[1]) if entry not in sys.path]
+    sys.stdout.write(json.dumps(query()))

@@ -1,0 +1,126 @@
+"""NVML is asked in a child Python process (gpudoctor/host/nvml_query.py). This machine has no
+GPU, so the child's full path runs against a stand-in pynvml that replays the 2xH200 recording
+(fixtures/snapshots/h200x2-baseline: every answer, the one "not supported" query included);
+the real pynvml runs too, and answers "library not found" here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpudoctor.host import nvml_query
+from gpudoctor.host.base import nvml_info_from_json
+from gpudoctor.host.live import LiveHost, _nvml_answer
+from gpudoctor.host.snapshot import SnapshotHost
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "snapshots"
+
+# A pynvml that answers each call from the recorded NvmlInfo, as nvidia-ml-py's functions do
+# (bytes or str, named tuples, NVMLError with .value), and raises NOT_SUPPORTED for what the
+# recording lists as unknown.
+REPLAYING_PYNVML = textwrap.dedent('''
+    import json, os
+    from types import SimpleNamespace
+
+    RECORD = json.load(open(os.path.join(os.path.dirname(__file__), "record.json")))
+    NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_NO_PERMISSION = 12, 9, 4
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH, NVML_ERROR_NOT_SUPPORTED = 18, 3
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC = 1, 0, 1
+
+    class NVMLError(Exception):
+        def __init__(self, value):
+            self.value = value
+
+    def _health(handle, name):
+        health = RECORD["health"][handle]
+        if name in dict(health["unknown"]):
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return health[name]
+
+    nvmlInit = nvmlShutdown = lambda: None
+    nvmlSystemGetDriverVersion = lambda: RECORD["driver_version"]
+    nvmlSystemGetCudaDriverVersion = lambda: RECORD["cuda_driver_version"]
+    nvmlDeviceGetCount = lambda: len(RECORD["devices"])
+    nvmlDeviceGetHandleByIndex = lambda index: index
+    nvmlDeviceGetCudaComputeCapability = lambda h: tuple(RECORD["devices"][h]["compute_capability"])
+    nvmlDeviceGetName = lambda h: RECORD["devices"][h]["name"].encode()
+    nvmlDeviceGetMemoryInfo = lambda h: SimpleNamespace(total=RECORD["devices"][h]["memory_total"], free=0, used=0)
+    nvmlDeviceGetUUID = lambda h: _health(h, "uuid")
+    nvmlDeviceGetPciInfo = lambda h: SimpleNamespace(busId=_health(h, "pci_bus_id").encode())
+    nvmlDeviceGetEccMode = lambda h: (int(_health(h, "ecc_enabled")), 0)
+    nvmlDeviceGetTotalEccErrors = lambda h, kind, counter: _health(
+        h, "ecc_uncorrected_volatile" if counter == NVML_VOLATILE_ECC else "ecc_uncorrected_aggregate")
+    nvmlDeviceGetRetiredPagesPendingStatus = lambda h: _health(h, "retired_pages_pending")
+    nvmlDeviceGetRemappedRows = lambda h: (0, _health(h, "remapped_rows_uncorrectable"),
+                                           int(_health(h, "row_remap_pending")), int(_health(h, "row_remap_failure")))
+    nvmlDeviceGetCurrentClocksEventReasons = lambda h: _health(h, "clocks_event_reasons")
+    nvmlDeviceGetCurrPcieLinkGeneration = lambda h: _health(h, "pcie_gen_current")
+    nvmlDeviceGetMaxPcieLinkGeneration = lambda h: _health(h, "pcie_gen_max")
+    nvmlDeviceGetGpuMaxPcieLinkGeneration = lambda h: _health(h, "pcie_gen_gpu_max")
+    nvmlDeviceGetCurrPcieLinkWidth = lambda h: _health(h, "pcie_width_current")
+    nvmlDeviceGetMaxPcieLinkWidth = lambda h: _health(h, "pcie_width_max")
+    nvmlDeviceGetPersistenceMode = lambda h: int(_health(h, "persistence_mode"))
+    nvmlDeviceGetMigMode = lambda h: (int(_health(h, "mig_enabled")), 0)
+''')
+
+
+@pytest.fixture
+def replaying_pynvml(tmp_path, monkeypatch):
+    record = json.loads((FIXTURES / "h200x2-baseline" / "snapshot.json").read_text())["nvml"]
+    (tmp_path / "pynvml.py").write_text(REPLAYING_PYNVML)
+    (tmp_path / "record.json").write_text(json.dumps(record))
+    monkeypatch.syspath_prepend(str(tmp_path))  # the child is handed this sys.path
+    return SnapshotHost(str(FIXTURES / "h200x2-baseline")).nvml()
+
+
+def test_the_child_answers_what_the_recorded_gpus_said(replaying_pynvml):
+    answer = LiveHost().nvml()
+    assert answer == replaying_pynvml
+    assert answer.health[0].why_unknown("retired_pages_pending") == "not supported"
+
+
+def test_a_query_started_early_is_the_one_collected(replaying_pynvml):
+    host = LiveHost(nvml_query=nvml_query.spawn())
+    assert host.nvml() == replaying_pynvml
+
+
+def test_the_child_and_an_in_process_query_agree_on_this_machine():
+    # the real nvidia-ml-py: no driver here, so both say why NVML could not answer
+    in_process = nvml_info_from_json(nvml_query.query())
+    assert LiveHost().nvml() == in_process
+
+
+def test_without_a_python_to_start_the_query_runs_in_process(replaying_pynvml, monkeypatch):
+    monkeypatch.setattr(sys, "executable", "")
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)  # the stand-in, not a real one imported before
+    assert LiveHost().nvml() == replaying_pynvml
+
+
+def _child(code: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+
+
+def test_a_child_that_hangs_is_killed_and_said(monkeypatch):
+    monkeypatch.setattr("gpudoctor.host.live.NVML_TIMEOUT_S", 0.5)
+    proc = _child("import time; time.sleep(30)")
+    info = _nvml_answer(proc)
+    assert (info.ok, info.error_kind) == (False, "timeout") and "did not answer within" in info.error
+    assert proc.poll() is not None
+
+
+def test_a_child_that_dies_without_an_answer_is_said():
+    info = _nvml_answer(_child("import sys; sys.stderr.write('Fatal Python error: Segmentation fault\\n'); sys.exit(139)"))
+    assert (info.ok, info.error_kind) == (False, "other")
+    assert "exited 139 without an answer: Fatal Python error: Segmentation fault" in info.error
+
+
+def test_a_child_that_prints_without_end_is_stopped(monkeypatch):
+    monkeypatch.setattr(nvml_query, "MAX_ANSWER_BYTES", 1 << 16)
+    info = _nvml_answer(_child("import sys\nwhile True: sys.stdout.write('x' * 65536)"))
+    assert (info.ok, info.error_kind, info.error) == (False, "other", "the NVML query process printed over 65536 bytes; stopped it")
