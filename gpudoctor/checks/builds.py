@@ -38,10 +38,10 @@ def check_python_headers_missing(python_headers, packages, system):
 
 
 def _torch_minimum(torch: Version) -> dict | None:
-    from packaging.specifiers import SpecifierSet
-
-    return next((row for row in compat_tables()["torch_min_compiler"]
-                 if SpecifierSet(row["torch"]).contains(Version(torch.public), prereleases=True)), None)
+    """The row for this torch: the newest whose ``torch_from`` it has reached (rules/compat.toml
+    says why a plain version and not a specifier); the local part (+cu130) does not count."""
+    release = Version(torch.public)
+    return next((row for row in compat_tables()["torch_min_compiler"] if release >= Version(row["torch_from"])), None)
 
 
 def _judged(toolchain, packages):

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from gpudoctor.checks.base import Skip
 from gpudoctor.checks.compat import check_xformers_abi_mismatch
@@ -130,12 +131,16 @@ def test_unreadable_xformers_metadata_is_a_skip():
 def test_every_compat_row_parses_and_cites_its_source():
     tables = compat_tables()
     for table, versions in (("peft_transformers", ("peft", "transformers")),
-                            ("bitsandbytes_triton", ("bitsandbytes", "triton")), ("torch_min_compiler", ("torch",))):
+                            ("bitsandbytes_triton", ("bitsandbytes", "triton"))):
         for row in tables[table]:
             for name in versions:
                 SpecifierSet(row[name])
             assert row["source"] and row["references"], row
             assert all(ref.startswith("https://") for ref in row["references"])
+    firsts = [Version(row["torch_from"]) for row in tables["torch_min_compiler"]]
+    assert firsts == sorted(firsts, reverse=True) and firsts[-1] == Version("0"), "newest first, down to every release"
+    for row in tables["torch_min_compiler"]:
+        assert row["source"] and all(ref.startswith("https://") for ref in row["references"]), row
 
 
 def test_every_wheel_library_names_wheels_and_nothing_else():
