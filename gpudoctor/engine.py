@@ -14,6 +14,9 @@ from .model import CheckResult, CheckStatus, Finding, sort_findings
 
 @dataclass(frozen=True)
 class Report:
+    """What one run of the checks found: the findings, each check's outcome, and the facts they
+    were decided on."""
+
     findings: tuple[Finding, ...]
     checks: tuple[CheckResult, ...]
     facts: Any = None  # the Facts object, for reporters that show the machine summary

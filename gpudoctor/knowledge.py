@@ -17,6 +17,9 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 @dataclass(frozen=True)
 class Rule:
+    """One rule of ``rules/catalogue.toml``: everything a user sees about a problem (title, what,
+    why, fix, references) is derived from it, whichever detector found the problem."""
+
     id: str
     area: str
     severity: Severity

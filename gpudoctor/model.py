@@ -67,6 +67,9 @@ class Fix:
 
 @dataclass(frozen=True)
 class Finding:
+    """One problem found on this machine: the rule it breaks (``id``), what was seen and the
+    evidence, and the fixes for it, best first."""
+
     id: str
     severity: Severity
     title: str
@@ -85,6 +88,8 @@ class Finding:
 
 @dataclass(frozen=True)
 class CheckResult:
+    """How one check ended (passed, failed, skipped with a reason, error) and what it found."""
+
     id: str
     status: CheckStatus
     reason: str = ""

@@ -15,6 +15,8 @@ from typing import Any, Mapping
 
 @dataclass(frozen=True)
 class MakeDir:
+    """Create a directory of gpudoctor's own (private by default)."""
+
     path: str
     mode: int = 0o700
 

@@ -16,6 +16,9 @@ from .xdg import gpudoctor_dir
 
 @dataclass(frozen=True)
 class GpudoctorDirs:
+    """gpudoctor's own directories, from the XDG base directory variables: the only places a
+    user-local fix writes."""
+
     cache: str  # $XDG_CACHE_HOME/gpudoctor   (stub libraries, the preflight cache)
     config: str  # $XDG_CONFIG_HOME/gpudoctor (env.sh: the user-local fixes)
     state: str  # $XDG_STATE_HOME/gpudoctor   (manifest of applied changes, for --undo)

@@ -17,6 +17,9 @@ MET, NOT_MET, UNVERIFIED = "met", "NOT met", "cannot verify here"
 
 @dataclass(frozen=True)
 class RequirementVerdict:
+    """Whether one feature the user required (``require=``) is met here, and the rule that
+    decided it."""
+
     feature: str  # as the user wrote it: bf16, flash-attn, head_dim=80
     status: str  # met | NOT met | cannot verify here
     reason: str

@@ -21,6 +21,9 @@ class PassedWithin(Exception):
 
 @dataclass(frozen=True)
 class Check:
+    """One static check: the rule it decides, the facts it needs (names in ``facts.Facts``), and the
+    function that turns those facts into findings (raising ``Skip`` when it cannot decide)."""
+
     id: str  # the rule id it decides
     needs: tuple[str, ...]  # names of facts (see gpudoctor.facts.Facts)
     run: Callable[..., list[Finding]]

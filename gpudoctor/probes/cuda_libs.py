@@ -20,6 +20,8 @@ MAX_ENTRIES = 64  # LD_LIBRARY_PATH entries examined; a longer one is cut (and s
 
 @dataclass(frozen=True)
 class LibraryCopy:
+    """One CUDA library (libcublas, libcudnn, ...) found in a directory of ``LD_LIBRARY_PATH``."""
+
     directory: str
     stem: str  # libcublas
     soname_major: str  # "13": the soname is libcublas.so.13
@@ -29,6 +31,8 @@ class LibraryCopy:
 
 @dataclass(frozen=True)
 class LdPathLibraries:
+    """The CUDA libraries ``LD_LIBRARY_PATH`` puts in front of the ones torch's wheels bring."""
+
     ld_library_path: str | None
     copies: tuple[LibraryCopy, ...]
     unreadable: tuple[str, ...]  # entries that could not be listed (and why is not known: not recorded, permission)

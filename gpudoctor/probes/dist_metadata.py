@@ -19,6 +19,8 @@ _NAME_SEPARATORS = re.compile(r"[-_.]+")
 
 @dataclass(frozen=True)
 class DistRequirements:
+    """One distribution's declared requirements and wheel tags, read from its own metadata files."""
+
     name: str
     version: str | None  # None: not installed
     requires: tuple[str, ...] = ()

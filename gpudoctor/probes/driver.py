@@ -14,6 +14,9 @@ HIDDEN_VISIBLE_DEVICES = ("", "-1", "none", "void", "NoDevFiles")
 
 @dataclass(frozen=True)
 class DriverFacts:
+    """The NVIDIA driver as the machine shows it: the GPUs on the PCI bus, the loaded kernel
+    module's version, NVML's answer and ``CUDA_VISIBLE_DEVICES``."""
+
     pci_known: bool  # False where /sys/bus/pci cannot be read (some VMs and sandboxes)
     pci_gpus: tuple[str, ...]  # PCI addresses of NVIDIA display/3D controllers
     module_version: str | None  # from /proc/driver/nvidia/version

@@ -31,6 +31,8 @@ def clock_reasons(mask: int) -> list[str]:
 
 @dataclass(frozen=True)
 class GpuHealth:
+    """One GPU's health as NVML reports it, with the GPU's name for messages."""
+
     name: str
     nvml: NvmlHealth
 
@@ -63,6 +65,8 @@ class GpuHealth:
 
 @dataclass(frozen=True)
 class HealthFacts:
+    """The health of every GPU NVML lists, or why there is none to judge."""
+
     gpus: tuple[GpuHealth, ...]
     unavailable: str | None = None  # why there is nothing to judge (no NVML, not recorded)
 

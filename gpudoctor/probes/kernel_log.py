@@ -28,6 +28,9 @@ _RECOVERY_ACTION = re.compile(r"to 0x[0-9a-fA-F]+ \(([^)]+)\)")
 
 @dataclass(frozen=True)
 class XidKind:
+    """What one Xid code means and what to do about it (a row of ``rules/xid.toml``, from NVIDIA's
+    Xid catalogue)."""
+
     code: int
     mnemonic: str
     description: str
@@ -38,6 +41,8 @@ class XidKind:
 
 @dataclass(frozen=True)
 class XidEvent:
+    """One ``NVRM: Xid`` line of the kernel log, parsed."""
+
     code: int
     pci: tuple[int, int, int]  # domain, bus, device
     at_s: float | None  # seconds since boot, from the log's stamp
@@ -58,6 +63,8 @@ class XidEvent:
 
 @dataclass(frozen=True)
 class KernelLogFacts:
+    """The NVIDIA driver's Xid errors in the kernel log, and how far back the log reaches."""
+
     events: tuple[XidEvent, ...]  # every Xid in the log, oldest first
     driver_loaded_at_s: float | None  # the last "NVRM: loading NVIDIA" line; None if the log no longer has it
     source: str | None

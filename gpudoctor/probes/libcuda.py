@@ -23,6 +23,8 @@ USUAL_DIRS = (
 
 @dataclass(frozen=True)
 class LibcudaDir:
+    """One directory that holds (or should hold) ``libcuda.so``, and how it was found."""
+
     path: str
     sources: tuple[str, ...]  # ldconfig, LD_LIBRARY_PATH, LIBRARY_PATH, TRITON_LIBCUDA_PATH, usual, compat, conda, toolkit-stubs
     has_versioned: bool  # libcuda.so.1
@@ -47,6 +49,8 @@ class TritonLibcuda:
 
 @dataclass(frozen=True)
 class LibcudaFacts:
+    """Where ``libcuda.so`` is on this machine and whether Triton's way of finding it succeeds."""
+
     triton: TritonLibcuda  # ldconfig and Triton's view of it (also read through the properties below)
     triton_libcuda_path: str | None
     ld_library_path: tuple[str, ...]

@@ -16,6 +16,9 @@ from ..knowledge import load_tables
 
 @dataclass(frozen=True)
 class LinkFacts:
+    """The result of linking an empty shared object exactly as Triton links its launcher (or why
+    the test was skipped)."""
+
     triton_version: str | None
     flag: str | None
     cc: str | None

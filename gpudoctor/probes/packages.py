@@ -22,6 +22,9 @@ _WHEEL_TORCH = re.compile(r"torch(\d+\.\d+)")
 
 @dataclass(frozen=True)
 class PackageFacts:
+    """Every installed distribution by canonical name, every copy of each (a package installed
+    twice is a finding)."""
+
     installed: dict[str, tuple[Distribution, ...]]  # canonical name -> every copy found
     recorded: bool  # False when the distribution list could not be read
 

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class PythonHeaders:
+    """Whether the interpreter's ``Python.h`` is installed (Triton's launcher and every C extension
+    build include it)."""
+
     python: str | None  # the interpreter's executable
     version: str | None  # "3.12"
     include_dir: str | None

@@ -16,6 +16,8 @@ MIN_CACHE_FREE = 1 << 30  # 1 GiB: a few hundred compiled kernels plus headroom
 
 @dataclass(frozen=True)
 class PathEntryProblem:
+    """One unsafe or useless entry of a search-path variable (PATH, LD_LIBRARY_PATH, ...)."""
+
     variable: str
     entry: str
     problem: str  # empty | relative | world-writable | shared-temp | foreign-owner | unsafe-parent | creatable
@@ -24,6 +26,8 @@ class PathEntryProblem:
 
 @dataclass(frozen=True)
 class RuntimeFacts:
+    """Where Triton would write its cache and whether it can, and the unsafe search-path entries."""
+
     triton_cache_dir: str
     triton_cache_via: str
     triton_cache_exists: bool

@@ -9,6 +9,9 @@ from ..host.base import SystemInfo
 
 @dataclass(frozen=True)
 class SystemFacts:
+    """The machine's operating system and what it runs in: WSL, a container, Colab, and the kind
+    of Python environment."""
+
     info: SystemInfo | None
     is_wsl: bool
     container: str | None  # docker | podman | kubernetes | container | None

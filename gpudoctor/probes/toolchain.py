@@ -15,6 +15,8 @@ _VERSIONED_COMPILER = re.compile(r"^(gcc|g\+\+|clang|clang\+\+)-(\d+)$")
 
 @dataclass(frozen=True)
 class CudaToolkit:
+    """One CUDA toolkit installation and the newest host compilers its ``host_config.h`` accepts."""
+
     root: str
     found_via: tuple[str, ...]  # CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda, glob
     version: tuple[int, int] | None
@@ -25,6 +27,8 @@ class CudaToolkit:
 
 @dataclass(frozen=True)
 class Compiler:
+    """One C/C++ compiler found on this machine, and how it was found."""
+
     path: str
     family: str  # gcc | clang
     version: tuple[int, ...] | None
@@ -35,6 +39,9 @@ class Compiler:
 
 @dataclass(frozen=True)
 class ToolchainFacts:
+    """The CUDA toolkits and compilers a build here would use: nvcc's, torch's cpp_extension's
+    and Triton's launcher's."""
+
     toolkits: tuple[CudaToolkit, ...]
     compilers: tuple[Compiler, ...]
     compiler_env: dict[str, str] = field(default_factory=dict)

@@ -15,6 +15,9 @@ from ..paths import GpudoctorDirs
 
 @dataclass(frozen=True)
 class Machine:
+    """What a remedy may know about the machine to build a concrete fix: where the real libcuda is,
+    which compilers and package manager exist, and the fixes the static checks already built."""
+
     libcuda_dirs: tuple[str, ...] = ()  # directories holding the driver's real libcuda.so.1, best first
     gcc_by_major: Mapping[int, tuple[str, str | None]] = field(default_factory=dict)  # major -> (gcc, g++)
     c_compilers: tuple[str, ...] = ()  # working C compilers found (gcc, clang), PATH order

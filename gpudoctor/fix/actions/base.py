@@ -28,6 +28,9 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class UndoContext:
+    """What undoing a recorded change may use: gpudoctor's own directories, and a way to run
+    commands as root when the user asked for that."""
+
     dirs: "GpudoctorDirs"
     root: RootRunner | None = None  # runs an argv as root; None: root changes stay for later
 
@@ -41,6 +44,10 @@ def _no_apply(applier: "Applier", action: Any) -> str:
 
 @dataclass(frozen=True)
 class ActionKind:
+    """Everything about one kind of fix action in one place (pre-commit's one-module-per-language):
+    its plan order, how it is described, rendered for people and for the reviewable script,
+    whether it needs root, how it is applied and how each manifest entry it writes is undone."""
+
     action_types: tuple[type, ...]
     order: int  # lower runs first in a plan
     describe: Callable[[Any], str]
