@@ -20,15 +20,12 @@ from __future__ import annotations
 from ..checks.base import finding
 from ..model import CheckResult, CheckStatus, Finding
 from ..remedies import fixes_for
+from ..report.text import format_bytes
 from ..train.signals import MIN_LOSS_DROP, loss_fell
 
 # The check carries the training pass's rule id, as the single-GPU pass's checks do (grouped with
 # it in the report); its findings name the cause (nccl-timeout, cuda-oom, ...).
 CHECK_ID = "training-pass-diverged"
-
-
-def _mb(n) -> str:
-    return "?" if n is None else f"{n / 2**20:.0f} MB"
 
 
 def _failure_findings(rank: int, result: dict) -> list[Finding]:
@@ -174,8 +171,8 @@ def judge_fsdp(results: dict) -> tuple[list[Finding], list[CheckResult], dict]:
                                 f"{len(ranks)} ranks over gloo, no GPU ({first.get('preset')} preset in Triton's "
                                 f"interpreter): {curve}{compiled}; GPU memory not measured")], summary
     fraction = memory["fraction"]
-    peak = (f"peak memory per rank {_mb(memory['max_rank_peak_bytes'])} against {_mb(memory['single_device_peak_bytes'])} "
-            f"on one GPU")
+    peak = (f"peak memory per rank {format_bytes(memory['max_rank_peak_bytes'])} against "
+            f"{format_bytes(memory['single_device_peak_bytes'])} on one GPU")
     if fraction is None or fraction >= 1.0:
         return [], [CheckResult(CHECK_ID, CheckStatus.ERROR,
                                 f"{curve}, but sharding did not lower memory: {peak}; the pass did not prove FSDP2 "
@@ -199,8 +196,8 @@ def fsdp_lines(results: dict, summary: dict) -> list[str]:
         compiled = ", ".join(f"{x:.3f}" for x in summary["compiled_fsdp_losses"])
         lines.append(f"  loss compiled:   {compiled} (graph breaks: {summary.get('graph_breaks')})")
     if summary.get("max_rank_peak_bytes") is not None:
-        per = ", ".join(f"rank {r} {_mb(b)}" for r, b in sorted(summary["per_rank_peak_bytes"].items()))
-        lines.append(f"  peak memory: {per}; single GPU {_mb(summary['single_device_peak_bytes'])}")
+        per = ", ".join(f"rank {r} {format_bytes(b)}" for r, b in sorted(summary["per_rank_peak_bytes"].items()))
+        lines.append(f"  peak memory: {per}; single GPU {format_bytes(summary['single_device_peak_bytes'])}")
     steps = summary.get("step_ms") or {}
     if steps:
         rank0 = steps[min(steps)]

@@ -7,6 +7,7 @@ from ..checks.base import finding
 from ..knowledge import load_catalogue
 from ..model import CheckResult, CheckStatus, Finding
 from ..remedies import fixes_for
+from ..report.text import format_bytes
 from .nccl_parse import LOW_FRACTION, link_bandwidth
 from .nccl_topology import THROUGH_THE_CPU, describe, kind, weakest_pair
 
@@ -18,10 +19,6 @@ DISABLING_VARS = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NC
 def _failure_id(timed_out: bool) -> str:
     # nccl-timeout belongs to the log-diagnosis rules; fall back where this build lacks it.
     return "nccl-timeout" if timed_out and "nccl-timeout" in load_catalogue() else "nccl-failure"
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**30:g} GB" if n >= 2**30 else f"{n / 2**20:g} MB"
 
 
 def measured_link(ranks: dict) -> dict | None:
@@ -76,15 +73,15 @@ def judge_nccl(results: dict) -> tuple[list[Finding], list[CheckResult]]:
     measured = largest["busbw_gbs"]
     if measured >= LOW_FRACTION * expected:
         return [], [CheckResult(CHECK_ID, CheckStatus.PASS,
-                                f"all-reduce {_size(largest['bytes'])}: {measured:g} GB/s bus bandwidth, "
+                                f"all-reduce {format_bytes(largest['bytes'])}: {measured:g} GB/s bus bandwidth, "
                                 f"{measured / expected:.0%} of {expected:g} GB/s ({basis})"
                                 + (f"; {_pair_text(link)}" if link else ""))]
     causes = _likely_causes(ranks, link)
     low = finding(
         CHECK_ID,
-        f"All-reduce of {_size(largest['bytes'])} reached {measured:g} GB/s bus bandwidth, {measured / expected:.0%} of "
-        f"the {expected:g} GB/s the links allow ({basis}); " + (f"likely cause: {'; '.join(causes)}." if causes else
-                                                                 "no disabling setting found: check PCIe ACS/IOMMU."),
+        f"All-reduce of {format_bytes(largest['bytes'])} reached {measured:g} GB/s bus bandwidth, "
+        f"{measured / expected:.0%} of the {expected:g} GB/s the links allow ({basis}); "
+        + (f"likely cause: {'; '.join(causes)}." if causes else "no disabling setting found: check PCIe ACS/IOMMU."),
         {"measured_busbw_gbs": measured, "expected_gbs": expected, "basis": basis, "bytes": largest["bytes"],
          "transports": first.get("transports"), "p2p": first.get("p2p"), "causes": causes,
          "nccl_env": first.get("nccl_env"), "topology": link},
@@ -129,7 +126,7 @@ def nccl_lines(results: dict) -> list[str]:
         head = f"[bold]Collectives over {first.get('backend')}[/] ({first.get('world_size')} ranks, no GPU: NCCL not measured)"
     lines = [head]
     for op in ("all_reduce", "all_gather"):
-        figures = ", ".join(f"{_size(r['bytes'])} {r['busbw_gbs']:g}" for r in first.get(op, []))
+        figures = ", ".join(f"{format_bytes(r['bytes'])} {r['busbw_gbs']:g}" for r in first.get(op, []))
         lines.append(f"  {op.replace('_', '-')} bus bandwidth GB/s: {figures}")
     if first.get("transports"):
         lines.append("  transports: " + ", ".join(f"{t} ({n} channels)" for t, n in first["transports"].items()))

@@ -4,6 +4,8 @@ characters escaped (``\\x1b``) instead of sending them to the reader's terminal 
 
 The log reader already strips well-formed ANSI colour codes; this is the last line of defence for
 what it leaves (``ESC c``, C1 controls such as ``0x9b`` = CSI, over-long sequences).
+
+Also the one way a byte count is written (``format_bytes``), so every report says sizes alike.
 """
 
 from __future__ import annotations
@@ -57,3 +59,23 @@ def code_fence(lines: list[str]) -> str:
     """A backtick fence longer than any backtick run in ``lines``, so no line can close it early."""
     longest = max((len(run) for line in lines for run in re.findall("`+", line)), default=0)
     return "`" * max(3, longest + 1)
+
+
+_BINARY_UNITS = ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+
+
+def format_bytes(n: float | None, missing: str = "?") -> str:
+    """A byte count in the largest binary unit it fills, to three significant digits with trailing
+    zeros dropped: "1 GiB", "1.5 GiB", "79.2 GiB", "460 MiB", "512 KiB", "100 B"; ``missing``
+    for None (not measured)."""
+    if n is None:
+        return missing
+    for size, unit in _BINARY_UNITS:
+        if n >= size:
+            value = n / size
+            break
+    else:
+        return f"{n:.0f} B"
+    digits = 2 if value < 10 else 1 if value < 100 else 0
+    text = f"{value:.{digits}f}"
+    return (text.rstrip("0").rstrip(".") if digits else text) + f" {unit}"

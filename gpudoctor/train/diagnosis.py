@@ -20,6 +20,7 @@ from ..checks.base import finding
 from ..model import CheckResult, CheckStatus, Finding, Fix, Severity
 from ..remedies import Machine, fixes_for
 from ..remedies.training import RERUN_AFTER_FIX
+from ..report.text import format_bytes
 from .protocol import INSTALL_HINT
 
 
@@ -144,10 +145,6 @@ def _backend_findings(stage: dict, log_matcher) -> list[Finding]:
     return found
 
 
-def _fmt_bytes(n: int | None) -> str:
-    return "n/a" if n is None else f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
-
-
 def _checks(stages: dict, result: dict, findings: list[Finding]) -> list[CheckResult]:
     def status_for(rule: str, stage_ids: tuple[str, ...]) -> tuple[CheckStatus, float, tuple[Finding, ...]]:
         mine = tuple(f for f in findings if f.id == rule)
@@ -209,7 +206,8 @@ def _checks(stages: dict, result: dict, findings: list[Finding]) -> list[CheckRe
         peak = result.get("peak_memory_bytes")
         total = (result.get("device") or {}).get("memory_bytes")
         checks.append(CheckResult("cuda-oom", CheckStatus.FAIL if mine else CheckStatus.PASS,
-                                  f"peak GPU memory {_fmt_bytes(peak)} of {_fmt_bytes(total)}", 0.0, mine))
+                                  f"peak GPU memory {format_bytes(peak, 'n/a')} of {format_bytes(total, 'n/a')}",
+                                  0.0, mine))
     for stage_id, rule in (("compile", "train-torch-compile"), ("peft", "unsloth-layers-not-patched")):
         if stage_id not in stages:
             continue

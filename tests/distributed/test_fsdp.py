@@ -62,6 +62,13 @@ def test_recorded_pass_is_judged_a_pass(path):
     assert "loss FSDP2" in text and "loss single GPU" in text
 
 
+def test_recorded_gpu_pass_says_peak_memory_in_binary_units():
+    results = _recorded(os.path.join(ROOT, "fixtures", "distributed", "fsdp-h200x2-compile.json"))
+    _, checks, summary = judge_fsdp(results)
+    assert "peak memory per rank 463 MiB against 568 MiB on one GPU (81%)" in _check(checks).reason
+    assert "  peak memory: rank 0 460 MiB, rank 1 463 MiB; single GPU 568 MiB" in fsdp_lines(results, summary)
+
+
 @pytest.mark.parametrize("path", RECORDED, ids=os.path.basename)
 def test_a_rank_that_hangs_is_a_timeout_not_a_pass(path):
     results = copy.deepcopy(_recorded(path))

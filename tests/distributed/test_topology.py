@@ -110,6 +110,9 @@ def test_measured_nvlink_pass_names_the_pair():
     assert "GPUs 0 and 1: NV18 (a bonded set of 18 NVLinks)" in check.reason
     lines = nccl_lines(results)
     assert "  topology (nvidia-smi topo -m), farthest measured pair: GPUs 0 and 1: NV18 (a bonded set of 18 NVLinks)" in lines
+    # message sizes in binary units (report.text.format_bytes): the sizes are powers of two
+    assert check.reason.startswith("all-reduce 1 GiB: 330.05 GB/s bus bandwidth")
+    assert "  all-reduce bus bandwidth GB/s: 1 MiB 30.08, 8 MiB 167.56, 64 MiB 263.25, 256 MiB 290.03, 1 GiB 330.05" in lines
 
 
 def test_p2p_disabled_on_nvlink_blames_the_variable_not_the_topology():

@@ -13,6 +13,7 @@ from gpudoctor.engine import diagnose
 from gpudoctor.facts import Facts
 from gpudoctor.host import SnapshotHost
 from gpudoctor.report.summary import machine_summary
+from gpudoctor.report.text import format_bytes
 
 SNAPSHOT = "fixtures/snapshots/h200-baseline"
 
@@ -90,3 +91,16 @@ def test_explain_and_run_print_through_reporters(capsys):
     assert "the command exited 3; diagnosing the last 40 lines" in text
     assert f"{findings[0].id}: {findings[0].title}" in text
     assert "no known failure recognised" in RunReporter(1, 2).render(ReportView(()))
+
+
+@pytest.mark.parametrize("n,text", [(None, "?"), (100, "100 B"), (512 << 10, "512 KiB"), (1 << 20, "1 MiB"),
+                                    (482718720, "460 MiB"), (1 << 30, "1 GiB"), (3 << 29, "1.5 GiB"),
+                                    (int(1.234 * 2**30), "1.23 GiB"), (int(79.2 * 2**30), "79.2 GiB")])
+def test_one_way_to_write_a_byte_count(n, text):
+    """NCCL message sizes, FSDP peak memory and the training pass's peak memory are all written
+    by format_bytes: binary units, three significant digits, trailing zeros dropped."""
+    assert format_bytes(n) == text
+
+
+def test_a_byte_count_not_measured_says_so_in_the_callers_words():
+    assert format_bytes(None, "n/a") == "n/a"

@@ -89,6 +89,14 @@ def test_out_of_memory_maps_to_cuda_oom():
     assert [f.id for f in train.findings] == ["cuda-oom"]
 
 
+def test_peak_gpu_memory_is_said_in_binary_units():
+    result = {"schema": 1, "mode": "gpu", "preset": "phi2", "stages": [], "peak_memory_bytes": 3 << 29,
+              "device": {"memory_bytes": 80 << 30}}
+    train = diagnose_outcome(ChildOutcome(command=["test"], returncode=0, result=result), timeout_s=60)
+    (oom,) = [c for c in train.checks if c.id == "cuda-oom"]
+    assert oom.reason == "peak GPU memory 1.5 GiB of 80 GiB"
+
+
 def test_unsloth_would_not_patch_a_config_with_dropout():
     args = argparse.Namespace(lora_dropout=0.1, lora_bias="none")
     stages = StageRunner()
