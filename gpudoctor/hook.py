@@ -386,16 +386,15 @@ def _parse_requirements(options: dict) -> dict | None:
 def _run_checks(options: dict, requirements: dict | None) -> dict:
     # NVML first, before anything else is imported: its child process (host/nvml_query.py) spends
     # tens of milliseconds importing pynvml and in nvmlInit, on another core, beside every import
-    # below (bench/preflight_timeline.py on the H200).
+    # below (bench/preflight_timeline.py on the H200). None (too few CPUs): LiveHost asks in a thread.
     from .host import nvml_query
 
-    try:
-        nvml = nvml_query.spawn()
-    except OSError:  # no Python to start: LiveHost asks in-process
-        nvml = None
+    nvml = nvml_query.start()
     from .host.live import LiveHost
 
     host = LiveHost(nvml_query=nvml)
+    if nvml is None:
+        host.start_nvml()
     facts = None
     if not options.get("skip"):
         # Every probe gets its own thread before the checks are imported, so their

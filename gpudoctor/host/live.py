@@ -167,8 +167,8 @@ class LiveHost(HostHelpers):
     # -- NVML ----------------------------------------------------------------------------
     def start_nvml(self) -> None:
         """Begin this host's NVML query now, for ``nvml()`` to collect: a child Python process
-        (host/nvml_query.py says why not a thread), so nvmlInit's tens of milliseconds in the
-        driver and pynvml's import overlap whatever the caller does next."""
+        (host/nvml_query.py says why not a thread, and when a thread after all), so nvmlInit's
+        tens of milliseconds in the driver and pynvml's import overlap what the caller does next."""
         with self._nvml_lock:
             if self._nvml_pending is None:
                 self._nvml_pending = _start_nvml_query()
@@ -311,14 +311,12 @@ def _distro_release() -> tuple[str, str, str, str]:
 def _start_nvml_query() -> subprocess.Popen | _InProcessQuery:
     from . import nvml_query
 
-    try:
-        return nvml_query.spawn()
-    except OSError:  # no Python to start (an embedded interpreter): ask in this process
-        return _InProcessQuery()
+    return nvml_query.start() or _InProcessQuery()
 
 
 class _InProcessQuery:
-    """nvml_query.query() in a thread of this process, where no child can be started."""
+    """nvml_query.query() in a thread of this process, where a child would not run beside the
+    caller (too few CPUs) or cannot be started (no ``sys.executable``)."""
 
     def __init__(self) -> None:
         from . import nvml_query

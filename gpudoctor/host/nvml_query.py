@@ -24,12 +24,31 @@ import sys
 
 # The child's answer is a few kilobytes per GPU; anything beyond this is not ours.
 MAX_ANSWER_BYTES = 1 << 20
+# A child pays for its own interpreter and pynvml's import (~35 ms of CPU on a 2-core box); that
+# is free only on a core nobody else needs. With fewer usable CPUs than this it would compete
+# with the very imports it should run beside, so the query stays in a thread of this process.
+MIN_CPUS_FOR_A_CHILD = 4
+
+
+def start() -> subprocess.Popen | None:
+    """The child, started, where it can run beside the caller; None where the query should
+    stay in-process (too few usable CPUs, or no Python to start)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    if cpus < MIN_CPUS_FOR_A_CHILD:
+        return None
+    try:
+        return spawn()
+    except OSError:
+        return None
 
 
 def spawn(env=None) -> subprocess.Popen:
     """Start the child; ``host.live.LiveHost.nvml`` reads its answer (bounded, with a timeout).
     Raises OSError when no Python can be started here (an embedded interpreter whose
-    ``sys.executable`` is empty): the caller then asks in-process."""
+    ``sys.executable`` is empty)."""
     if not sys.executable:
         raise OSError("sys.executable is empty: no Python to start")
     return subprocess.Popen(

@@ -69,6 +69,14 @@ REPLAYING_PYNVML = textwrap.dedent('''
 ''')
 
 
+@pytest.fixture(autouse=True)
+def no_pynvml_imported_here():
+    """Each test imports whichever pynvml its sys.path finds (the stand-in or the real one)."""
+    sys.modules.pop("pynvml", None)
+    yield
+    sys.modules.pop("pynvml", None)
+
+
 @pytest.fixture
 def replaying_pynvml(tmp_path, monkeypatch):
     record = json.loads((FIXTURES / "h200x2-baseline" / "snapshot.json").read_text())["nvml"]
@@ -79,25 +87,29 @@ def replaying_pynvml(tmp_path, monkeypatch):
 
 
 def test_the_child_answers_what_the_recorded_gpus_said(replaying_pynvml):
-    answer = LiveHost().nvml()
+    answer = LiveHost(nvml_query=nvml_query.spawn()).nvml()
     assert answer == replaying_pynvml
     assert answer.health[0].why_unknown("retired_pages_pending") == "not supported"
 
 
-def test_a_query_started_early_is_the_one_collected(replaying_pynvml):
-    host = LiveHost(nvml_query=nvml_query.spawn())
-    assert host.nvml() == replaying_pynvml
+@pytest.mark.parametrize("cpus, child", [(2, False), (4, True), (64, True)])
+def test_a_child_only_where_a_core_is_free_for_it(replaying_pynvml, monkeypatch, cpus, child):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cpus)))
+    started = nvml_query.start()
+    assert (started is not None) == child
+    assert LiveHost(nvml_query=started).nvml() == replaying_pynvml
 
 
 def test_the_child_and_an_in_process_query_agree_on_this_machine():
     # the real nvidia-ml-py: no driver here, so both say why NVML could not answer
     in_process = nvml_info_from_json(nvml_query.query())
-    assert LiveHost().nvml() == in_process
+    assert LiveHost(nvml_query=nvml_query.spawn()).nvml() == in_process
 
 
 def test_without_a_python_to_start_the_query_runs_in_process(replaying_pynvml, monkeypatch):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(64)))
     monkeypatch.setattr(sys, "executable", "")
-    monkeypatch.delitem(sys.modules, "pynvml", raising=False)  # the stand-in, not a real one imported before
+    assert nvml_query.start() is None
     assert LiveHost().nvml() == replaying_pynvml
 
 

@@ -9,8 +9,6 @@ is left alone and named."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import stat
 from typing import Any
@@ -21,6 +19,8 @@ from .base import ALREADY, DONE, GONE, KEPT, UNDONE, ActionKind, Refused, UndoCo
 
 
 def sha256_hex(data: bytes) -> str:
+    import hashlib  # here, like base64 below: preflight imports this module for a finding's fix, never applies it
+
     return hashlib.sha256(data).hexdigest()
 
 
@@ -50,6 +50,8 @@ def write_atomically(path: str, data: bytes) -> None:
 
 
 def apply(applier: Any, action: EditFile) -> str:
+    import base64
+
     new = action.new_text.encode("utf-8")
     try:
         original = _read(action.path)
@@ -74,6 +76,8 @@ def record_problem(change: dict[str, Any]) -> str:
     trusts nothing read back (issue 14), and a record that names a file and two digests and
     carries base64 bytes is all this undo ever acts on (it writes only the recorded original,
     and only over the exact bytes gpudoctor wrote)."""
+    import base64
+
     path = change.get("path")
     if not (isinstance(path, str) and os.path.isabs(path) and os.path.normpath(path) == path
             and not any(ch in path for ch in "\0\n\r")):
@@ -92,6 +96,8 @@ def record_problem(change: dict[str, Any]) -> str:
 
 
 def undo_edit_file(change: dict[str, Any], context: UndoContext) -> tuple[str, str]:
+    import base64
+
     path = change["path"]
     try:
         current = sha256_hex(_read(path))
