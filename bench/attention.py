@@ -7,6 +7,7 @@ every shape fills the GPU.
 
     python bench/attention.py --out bench/results/attention-h200.json [--sweep] [--host]
     python bench/attention.py --sweep-only --sweep --host --shapes hd40,hd256 --out ...
+    python bench/attention.py --sweep-only --sweep --round s3 --out ...   (this round's candidates)
 
 --sweep times whole configurations (see sweep_candidates) against every SDPA backend at the
 shapes of SWEEP_SHAPES; --host shows where one call's time goes at the training pass's shape.
@@ -145,7 +146,12 @@ T = KernelTiles
 
 def sweep_candidates(shape):
     """(name, config) pairs: the shipped config first, then variants of it (a variant equal to
-    an earlier one is left out). Loads: pointers, host-side or device-side tensor descriptors."""
+    an earlier one is left out). Loads: pointers, host-side or device-side tensor descriptors.
+    With --round s3 (this session's round): delta computed in the dQ kernel, and on top of that
+    the tiles that compile for sm90 without spills or with two programs per SM (registers and
+    shared memory read off ptxas on the CPU; see _S3_TILES)."""
+    if ROUND == "s3":
+        return _s3_candidates(shape)
     head_dim = shape[5]
     base = select_config(torch.cuda.get_device_capability(), head_dim, shape[4])
     host = replace(base, tma=HOST_DESCRIPTORS)
@@ -166,6 +172,10 @@ def sweep_candidates(shape):
         else:
             options += [("host-fwd-128x32w8s3", replace(host, forward=T(128, 32, 8, 3))),
                         ("host-dq-64x64w8s2", replace(host, backward_dq=T(64, 64, 8, 2)))]
+    return _unique_with_repeat(options, base)
+
+
+def _unique_with_repeat(options, base):
     unique, seen = [], []
     for name, config in options:
         if config not in seen:
@@ -173,6 +183,54 @@ def sweep_candidates(shape):
             seen.append(config)
     # The shipped config once more, timed last: the spread between the two is the noise.
     return unique + [("shipped-again", base)]
+
+
+# Round s3 tile variants per head_dim bucket (what runs: 40 -> the 64 kernels, 112 -> 128).
+# Picked from `bench/attention_ncu.py --ptxas` (sm90 compiled on the CPU by Triton 3.6 and its
+# ptxas; bench/results/attention-h200-2026-11-23-s3-ptxas-sm90.txt), registers / spill bytes /
+# shared memory, programs per SM:
+# - forward hd128: shipped 128x128 w8 s3 255 / 0 / 224 KB, one per SM; 64x64 w4 s2 164 / 0 /
+#   80 KB, two; 64x32 w4 s3 128 / 0 / 64 KB, three: programs whose softmax and matrix products
+#   the SM can interleave between them (no warp specialization needed);
+# - dQ hd128: shipped 128x64 w8 s3 207 / 0 / 160 KB, one; 64x64 w4 s2 176 / 0 / 96 KB and
+#   64x32 w4 s3 156 / 0 / 80 KB, two;
+# - dK/dV hd128: shipped 64x128 w8 s3 spills 188 bytes; s1 16, s2 180;
+# - forward hd256 (host descriptors): 64x32 w4 s2 200 / 0 / 96 KB, two per SM;
+# - dK/dV hd256 (host descriptors): shipped 64x64 w8 s1 spills 288 bytes; 32x64 w8 s2 8-12,
+#   64x64 w8 s2 192 (32x32 w8 s2: 988, left out; spill bytes move by a few between compiles);
+# - forward hd64: 64x64 w4 s3 123 / 0 / 56 KB and s2 126 / 0 / 40 KB, four per SM (shipped
+#   128x64 w8 s3: two).
+_S3_TILES = {
+    64: [("fwd-64x64w4s3", "forward", T(64, 64, 4, 3)),
+         ("fwd-64x64w4s2", "forward", T(64, 64, 4, 2))],
+    128: [("fwd-64x64w4s2", "forward", T(64, 64, 4, 2)),
+          ("fwd-64x32w4s3", "forward", T(64, 32, 4, 3)),
+          ("dkdv-64x128w8s1", "backward_dkdv", T(64, 128, 8, 1)),
+          ("dkdv-64x128w8s2", "backward_dkdv", T(64, 128, 8, 2)),
+          ("dq-64x64w4s2", "backward_dq", T(64, 64, 4, 2)),
+          ("dq-64x32w4s3", "backward_dq", T(64, 32, 4, 3))],
+    256: [("fwd-64x32w4s2", "forward", T(64, 32, 4, 2)),
+          ("dkdv-32x64w8s2", "backward_dkdv", T(32, 64, 8, 2)),
+          ("dkdv-64x64w8s2", "backward_dkdv", T(64, 64, 8, 2))],
+}
+
+
+def _s3_candidates(shape):
+    label, head_dim = shape[0], shape[5]
+    base = select_config(torch.cuda.get_device_capability(), head_dim, shape[4])
+    delta = replace(base, delta_in_dq=True)
+    options = [("shipped", base), ("delta-in-dq", delta)]
+    bucket = 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
+    if label not in S3_GUARD_SHAPES:
+        for name, field, tiles in _S3_TILES.get(bucket, []):
+            options.append((f"delta+{name}", replace(delta, **{field: tiles})))
+    return _unique_with_repeat(options, base)
+
+
+# Shapes timed in round s3 only for the shipped config and delta-in-dq (no tile variants):
+# the guard that nothing gets slower, and fp16.
+S3_GUARD_SHAPES = {"hd80-train", "hd80", "hd72", "hd128-gqa8-s16k", "hd128-gqa4-fp16"}
+ROUND = os.environ.get("ATTENTION_SWEEP_ROUND", "")
 
 
 def sweep_jobs(names=None):
@@ -414,10 +472,15 @@ def main(argv=None):
     parser.add_argument("--shapes", default="", help="sweep only these shape names (comma-separated)")
     parser.add_argument("--host", action="store_true", help="profile one call at the training shape")
     parser.add_argument("--compile-workers", type=int, default=12)
+    parser.add_argument("--round", default="", help="candidate set: '' (issue 18's), 's3'")
     parser.add_argument("--check-worker", help=argparse.SUPPRESS)
     parser.add_argument("--check-dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     names = [name for name in args.shapes.split(",") if name]
+    if args.round:  # read by the check workers too (they inherit the environment)
+        os.environ["ATTENTION_SWEEP_ROUND"] = args.round
+        global ROUND
+        ROUND = args.round
     if args.check_worker:
         index, workers = map(int, args.check_worker.split("/"))
         check_worker(index, workers, names, args.check_dir)

@@ -719,7 +719,7 @@ def _backward_dq_key_blocks(
 
 @triton.jit
 def _attention_backward_dq_kernel(
-    Q, K, V, DO, DQ, LSE, DELTA,
+    Q, K, V, DO, DQ, LSE, DELTA, O,
     Q_MAIN_DESC, Q_TAIL_DESC, K_MAIN_DESC, K_TAIL_DESC, V_MAIN_DESC, V_TAIL_DESC,
     DO_MAIN_DESC, DO_TAIL_DESC, DQ_MAIN_DESC, DQ_TAIL_DESC,
     stride_qb, stride_qh, stride_qm, stride_qd,
@@ -727,14 +727,18 @@ def _attention_backward_dq_kernel(
     stride_vb, stride_vh, stride_vn, stride_vd,
     stride_dob, stride_doh, stride_dom, stride_dod,
     stride_dqb, stride_dqh, stride_dqm, stride_dqd,
+    stride_ob, stride_oh, stride_om, stride_od,
     num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
     head_dim, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
     MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
-    TMA: tl.constexpr,
+    TMA: tl.constexpr, COMPUTE_DELTA: tl.constexpr,
 ):
-    """dQ in its own kernel, one program per query block: no atomics, deterministic."""
+    """dQ in its own kernel, one program per query block: no atomics, deterministic. With
+    COMPUTE_DELTA it also computes this block's delta = rowsum(o * do) from the dO tile it
+    loads anyway (one O tile more) and stores it for the dK/dV kernel, which then runs after
+    it: no separate delta pass (one launch and one read of dO fewer)."""
     # (see _attention_forward_kernel)
     head_dim = tl.multiple_of(head_dim, 8)
     if CAUSAL:  # longest first (see _attention_forward_kernel)
@@ -795,12 +799,28 @@ def _attention_backward_dq_kernel(
         q_tail = q_main  # never read
         do_tail = do_main
     row_ptrs = batch_head.to(tl.int64) * seq_q + offs_m
+    if COMPUTE_DELTA:
+        # Through pointers whatever the other loads use: one tile per program, off the loop.
+        o_base = O + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
+        o_main = _load_tile(o_base, offs_m, offs_d_main, stride_om, stride_od, seq_q, head_dim,
+                            CHECK_M, MAIN_PADDED)
+        delta = tl.sum(o_main.to(tl.float32) * do_main.to(tl.float32), axis=1)
+        if HAS_TAIL:
+            o_tail = _load_tile(o_base, offs_m, offs_d_tail, stride_om, stride_od, seq_q, head_dim,
+                                CHECK_M, TAIL_PADDED)
+            delta += tl.sum(o_tail.to(tl.float32) * do_tail.to(tl.float32), axis=1)
+        if CHECK_M:
+            tl.store(DELTA + row_ptrs, delta, mask=offs_m < seq_q)
+        else:
+            tl.store(DELTA + row_ptrs, delta)
     if CHECK_M:
         lse = tl.load(LSE + row_ptrs, mask=offs_m < seq_q, other=0.0)
-        delta = tl.load(DELTA + row_ptrs, mask=offs_m < seq_q, other=0.0)
+        if not COMPUTE_DELTA:
+            delta = tl.load(DELTA + row_ptrs, mask=offs_m < seq_q, other=0.0)
     else:
         lse = tl.load(LSE + row_ptrs)
-        delta = tl.load(DELTA + row_ptrs)
+        if not COMPUTE_DELTA:
+            delta = tl.load(DELTA + row_ptrs)
     dq_main = tl.zeros([BLOCK_M, D_MAIN], dtype=tl.float32)
     dq_tail = tl.zeros([BLOCK_M, D_TAIL], dtype=tl.float32)
 
@@ -874,6 +894,9 @@ class AttentionConfig:
     # reduce-add, or atomics) instead of a separate dQ kernel; 5 matrix products per block pair
     # instead of 7, not bitwise reproducible.
     atomic_dq: bool = False
+    # Backward: delta = rowsum(o * do) computed by the dQ kernel (launched before the dK/dV
+    # kernel) instead of a separate pass. Ignored with atomic_dq (no dQ kernel then).
+    delta_in_dq: bool = False
 
 
 def _tiles(block_m, block_n, num_warps, num_stages):
@@ -1262,11 +1285,16 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     else:
         dq = torch.empty_like(q, memory_format=torch.contiguous_format)
 
-    delta_block = 64 if q.is_cuda else 16
-    _backward_delta_kernel[(triton.cdiv(seq_q, delta_block), batch * num_heads)](
-        out, grad_out, delta, *out.stride(), *grad_out.stride(), num_heads, seq_q,
-        head_dim=head_dim, D_PADDED=_next_power_of_2(head_dim), BLOCK_M=delta_block,
-    )
+    delta_in_dq = config.delta_in_dq and not atomic_dq
+    if delta_in_dq:
+        dq = _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
+                        softmax_scale, interpreted, slices, compute_delta=True)
+    else:
+        delta_block = 64 if q.is_cuda else 16
+        _backward_delta_kernel[(triton.cdiv(seq_q, delta_block), batch * num_heads)](
+            out, grad_out, delta, *out.stride(), *grad_out.stride(), num_heads, seq_q,
+            head_dim=head_dim, D_PADDED=_next_power_of_2(head_dim), BLOCK_M=delta_block,
+        )
     tiles = config.backward_dkdv
     _attention_backward_dkdv_kernel[(triton.cdiv(seq_k, tiles.block_n), batch * num_kv_heads)](
         q, k, v, grad_out, dk, dv, dq_sum if atomic_dq else dk, lse, delta,
@@ -1282,19 +1310,30 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     )
     if atomic_dq:
         return dq_sum.to(q.dtype), dk, dv
+    if not delta_in_dq:
+        dq = _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
+                        softmax_scale, interpreted, slices, compute_delta=False)
+    return dq, dk, dv
+
+
+def _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale, softmax_scale,
+               interpreted, slices, compute_delta):
+    """The dQ kernel; with ``compute_delta`` it also writes ``delta`` (read, else)."""
+    batch, num_heads, seq_q, head_dim = q.shape
+    num_kv_heads, seq_k = k.shape[1], k.shape[2]
     tiles = config.backward_dq
     _attention_backward_dq_kernel[(triton.cdiv(seq_q, tiles.block_m), batch * num_heads)](
-        q, k, v, grad_out, dq, lse, delta,
+        q, k, v, grad_out, dq, lse, delta, out,
         *_descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
                                (v, tiles.block_n), (grad_out, tiles.block_m), (dq, tiles.block_m)),
-        *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dq.stride(),
-        num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
+        *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dq.stride(), *out.stride(),
+        num_heads, num_heads // num_kv_heads, seq_q, seq_k, qk_scale, softmax_scale,
         CAUSAL=causal, BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
         CHECK_M=seq_q % tiles.block_m != 0, CHECK_N=seq_k % tiles.block_n != 0,
-        INTERPRETED=interpreted, TMA=config.tma,
+        INTERPRETED=interpreted, TMA=config.tma, COMPUTE_DELTA=compute_delta,
         num_warps=tiles.num_warps, num_stages=tiles.num_stages, **slices,
     )
-    return dq, dk, dv
+    return dq
 
 
 def padded_width(head_dim: int, config: AttentionConfig) -> int:

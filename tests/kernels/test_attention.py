@@ -478,3 +478,44 @@ def test_in_kernel_column_mask_of_the_public_launchers(head_dim, device):
     expected.backward(grad_out.double())
     for got, want in ((out, expected.detach()), (dq, q64.grad), (dk, k64.grad), (dv, v64.grad)):
         assert _relative_error(got, want) < 5e-3, f"head_dim={head_dim} seed={seed}"
+
+
+# delta = rowsum(o * do) computed inside the dQ kernel (delta_in_dq) instead of its own pass:
+# ragged query blocks, a head_dim tail (80 = 64+16, and 72 = 64+16 zero-filled on the
+# descriptor kernels), the masked-column padding (40 on descriptors), GQA, cross-attention.
+DELTA_IN_DQ_CASES = [
+    ((1, 4, 2, 37, 37, 80), True, attention_module.POINTERS),
+    ((1, 2, 1, 19, 45, 64), False, attention_module.POINTERS),
+    ((1, 4, 2, 33, 33, 72), True, HOST_DESCRIPTORS),
+    ((1, 2, 2, 29, 29, 40), False, DEVICE_DESCRIPTORS),
+]
+
+
+@pytest.mark.parametrize("shape,causal,mode", DELTA_IN_DQ_CASES,
+                         ids=[f"{'x'.join(map(str, s))}-{'causal' if c else 'full'}-tma{m}"
+                              for s, c, m in DELTA_IN_DQ_CASES])
+def test_delta_computed_in_the_dq_kernel_matches_float64_reference(shape, causal, mode, device):
+    if mode != attention_module.POINTERS and not _descriptors_here(device, mode):
+        pytest.skip("tensor descriptors run on sm90 only")
+    base = select_config(None if device == "cpu" else torch.cuda.get_device_capability(), shape[-1])
+    config = dataclasses.replace(base, tma=mode, delta_in_dq=True)
+    _compare_with_reference(shape, causal, torch.float16, device, torch.float64, tolerance=5e-3,
+                            config=config, deterministic=True)
+
+
+def test_delta_in_dq_launches_no_delta_kernel(device, monkeypatch):
+    launched = []
+    real = attention_module._backward_delta_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            launched.append(grid)
+            return real[grid]
+
+    monkeypatch.setattr(attention_module, "_backward_delta_kernel", Spy())
+    base = select_config(None if device == "cpu" else torch.cuda.get_device_capability(), 64)
+    q, k, v, grad_out = _make_inputs(1, 2, 1, 20, 20, 64, torch.float16, device, _fresh_seed())
+    flash_attention(q, k, v, config=dataclasses.replace(base, delta_in_dq=False)).backward(grad_out)
+    assert len(launched) == 1
+    flash_attention(q, k, v, config=dataclasses.replace(base, delta_in_dq=True)).backward(grad_out)
+    assert len(launched) == 1
