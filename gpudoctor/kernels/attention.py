@@ -879,6 +879,9 @@ class KernelTiles:
 
 @dataclass(frozen=True)
 class AttentionConfig:
+    """How one attention call runs: the tiles of each kernel and the variants chosen for this GPU
+    and head_dim (``select_config``, or the cached autotune of an unmeasured architecture)."""
+
     forward: KernelTiles
     # dK/dV: one program per key block (block_n), walking query blocks of block_m.
     backward_dkdv: KernelTiles

@@ -89,3 +89,9 @@ def test_model_re_exports_exactly_the_action_module():
 
     assert model._ACTION_NAMES == set(model_actions.ACTION_TYPES) | {"Action", "ACTION_TYPES", "action_from_json"}
     assert all(getattr(model, name) is getattr(model_actions, name) for name in model._ACTION_NAMES)
+
+
+def test_the_nvml_child_script_stands_alone():
+    """host/nvml_query.py also runs as ``python -I -S nvml_query.py``: as a script it cannot
+    import gpudoctor, and it must stay cheap to import for preflight()."""
+    assert _imports(os.path.join(PACKAGE, "host", "nvml_query.py")) == set()
