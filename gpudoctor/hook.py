@@ -395,6 +395,13 @@ def _run_checks(options: dict, requirements: dict | None) -> dict:
     host = LiveHost(nvml_query=nvml)
     if nvml is None:
         host.start_nvml()
+    try:
+        return _checked(host, options, requirements)
+    finally:
+        host.discard_nvml()
+
+
+def _checked(host, options: dict, requirements: dict | None) -> dict:
     facts = None
     if not options.get("skip"):
         # Every probe gets its own thread before the checks are imported, so their

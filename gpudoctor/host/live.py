@@ -173,6 +173,18 @@ class LiveHost(HostHelpers):
             if self._nvml_pending is None:
                 self._nvml_pending = _start_nvml_query()
 
+    def discard_nvml(self) -> None:
+        """Stop a query started but never collected (preflight with ``skip=`` may need no NVML,
+        or fail before it): the child is killed and reaped, so no zombie or ResourceWarning is
+        left in the caller's process."""
+        with self._nvml_lock:
+            started, self._nvml_pending = self._nvml_pending, None
+        if isinstance(started, subprocess.Popen):
+            kill_process_group(started)
+            for stream in (started.stdout, started.stderr):
+                if stream is not None:
+                    stream.close()
+
     def nvml(self) -> NvmlInfo:
         with self._nvml_lock:
             started, self._nvml_pending = self._nvml_pending, None

@@ -45,7 +45,7 @@ def start() -> subprocess.Popen | None:
         return None
 
 
-def spawn(env=None) -> subprocess.Popen:
+def spawn() -> subprocess.Popen:
     """Start the child; ``host.live.LiveHost.nvml`` reads its answer (bounded, with a timeout).
     Raises OSError when no Python can be started here (an embedded interpreter whose
     ``sys.executable`` is empty)."""
@@ -56,7 +56,6 @@ def spawn(env=None) -> subprocess.Popen:
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=env,
         start_new_session=True,  # so a timeout kills it and nothing else
     )
 

@@ -27,7 +27,8 @@ REPLAYING_PYNVML = textwrap.dedent('''
     import json, os
     from types import SimpleNamespace
 
-    RECORD = json.load(open(os.path.join(os.path.dirname(__file__), "record.json")))
+    with open(os.path.join(os.path.dirname(__file__), "record.json")) as handle:
+        RECORD = json.load(handle)
     NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_NO_PERMISSION = 12, 9, 4
     NVML_ERROR_LIB_RM_VERSION_MISMATCH, NVML_ERROR_NOT_SUPPORTED = 18, 3
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC = 1, 0, 1
@@ -136,3 +137,29 @@ def test_a_child_that_prints_without_end_is_stopped(monkeypatch):
     monkeypatch.setattr(nvml_query, "MAX_ANSWER_BYTES", 1 << 16)
     info = _nvml_answer(_child("import sys\nwhile True: sys.stdout.write('x' * 65536)"))
     assert (info.ok, info.error_kind, info.error) == (False, "other", "the NVML query process printed over 65536 bytes; stopped it")
+
+
+def test_a_query_never_collected_leaves_no_process_behind(replaying_pynvml):
+    proc = nvml_query.spawn()
+    host = LiveHost(nvml_query=proc)
+    host.discard_nvml()
+    assert proc.returncode is not None and proc.stdout.closed and proc.stderr.closed
+    assert host.nvml() == replaying_pynvml  # a later question asks again
+
+
+def test_preflight_reaps_its_nvml_child_even_when_the_checks_fail(monkeypatch, tmp_path):
+    import gpudoctor.hook as hook
+
+    started = []
+    real_spawn = nvml_query.spawn
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(nvml_query, "spawn", lambda: started.append(real_spawn()) or started[-1])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+
+    def checks_that_fail(host, options, requirements):
+        raise RuntimeError("a bug in the doctor")
+
+    monkeypatch.setattr(hook, "_checked", checks_that_fail)
+    result = hook.preflight(quiet=True, raise_on_error=False, use_cache=False, apply_env=False)
+    assert "a bug in the doctor" in result.not_run
+    assert len(started) == 1 and started[0].returncode is not None
