@@ -390,15 +390,19 @@ def _run_checks(options: dict, requirements: dict | None) -> dict:
     from .host import nvml_query
 
     nvml = nvml_query.start()
-    from .host.live import LiveHost
-
-    host = LiveHost(nvml_query=nvml)
-    if nvml is None:
-        host.start_nvml()
+    host = None
     try:
+        from .host.live import LiveHost
+
+        host = LiveHost(nvml_query=nvml)
+        if nvml is None:
+            host.start_nvml(child=False)  # start() said no child here; not asked twice
         return _checked(host, options, requirements)
     finally:
-        host.discard_nvml()
+        if host is not None:
+            host.discard_nvml()
+        elif nvml is not None:  # LiveHost could not even be imported
+            nvml.kill()
 
 
 def _checked(host, options: dict, requirements: dict | None) -> dict:

@@ -25,7 +25,8 @@ _OUTPUT_BOUND = 8 << 20  # per stream; NCCL_DEBUG=INFO on many GPUs is long, a c
 class PhaseOutput:
     """One phase child's run: its JSON result (the parent adds host, wall_s, returncode and timed_out, and
     ``error`` and ``stderr_tail`` when the child failed), what it printed on each stream, and whether it was
-    killed at the deadline. ``returncode`` is None when the child could not be started."""
+    killed at the deadline. A child that could not be started has ``returncode`` None and a result of
+    ``error`` alone."""
 
     result: dict
     stdout: str

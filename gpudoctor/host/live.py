@@ -165,33 +165,38 @@ class LiveHost(HostHelpers):
         return LinkResult(result.returncode == 0, shown, (result.stderr + result.stdout)[-4000:])
 
     # -- NVML ----------------------------------------------------------------------------
-    def start_nvml(self) -> None:
+    def start_nvml(self, child: bool = True) -> None:
         """Begin this host's NVML query now, for ``nvml()`` to collect: a child Python process
         (host/nvml_query.py says why not a thread, and when a thread after all), so nvmlInit's
         tens of milliseconds in the driver and pynvml's import overlap what the caller does next."""
         with self._nvml_lock:
             if self._nvml_pending is None:
-                self._nvml_pending = _start_nvml_query()
+                self._nvml_pending = _start_nvml_query() if child else _InProcessQuery()
 
     def discard_nvml(self) -> None:
         """Stop a query started but never collected (preflight with ``skip=`` may need no NVML,
-        or fail before it): the child is killed and reaped, so no zombie or ResourceWarning is
-        left in the caller's process."""
+        or fail before it): the child is killed and reaped without waiting on it (a child inside
+        nvmlInit dies only when the driver call returns), and a later ``nvml()`` on this host
+        answers that it was stopped instead of starting another."""
         with self._nvml_lock:
-            started, self._nvml_pending = self._nvml_pending, None
+            started, self._nvml_pending = self._nvml_pending, _DISCARDED
         if isinstance(started, subprocess.Popen):
-            kill_process_group(started)
-            for stream in (started.stdout, started.stderr):
-                if stream is not None:
-                    stream.close()
+            _stop(started, wait_s=0.5)
 
     def nvml(self) -> NvmlInfo:
         with self._nvml_lock:
-            started, self._nvml_pending = self._nvml_pending, None
+            started = self._nvml_pending
+            if started is not _DISCARDED:
+                self._nvml_pending = None
+        if started is _DISCARDED:
+            return NvmlInfo(False, "other", "the NVML query was stopped: preflight had finished")
         query = started or _start_nvml_query()
         if isinstance(query, _InProcessQuery):
             return query.result(NVML_TIMEOUT_S)
-        return _nvml_answer(query)
+        answer = _nvml_answer(query)
+        if answer is None:  # the child could not run (an interpreter that needs PYTHONHOME): ask here
+            return _InProcessQuery().result(NVML_TIMEOUT_S)
+        return answer
 
     # -- the kernel log ------------------------------------------------------------------
     def kernel_log(self) -> KernelLog:
@@ -236,14 +241,24 @@ class LiveHost(HostHelpers):
         )
 
 
-def kill_process_group(proc: subprocess.Popen) -> None:
+# How long a killed child may take to die before it is left behind: a process inside a driver
+# call (nvidia-smi or NVML on a GPU that fell off the bus, Xid 79) takes SIGKILL only when the
+# call returns, which can be never; waiting for it would hang the caller with it.
+KILL_WAIT_S = 5.0
+
+
+def kill_process_group(proc: subprocess.Popen, wait_s: float = KILL_WAIT_S) -> None:
     """SIGKILL the group a child leads (started with start_new_session=True): the child and the
-    compilers or workers it started, and nothing else; then reap it."""
+    compilers or workers it started, and nothing else; then reap it, waiting at most ``wait_s``
+    (an unkillable child is left to subprocess's own reaping of abandoned children)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:  # already gone
         pass
-    proc.wait()
+    try:
+        proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 # distro's own id normalization for os-release IDs (distro.NORMALIZED_OS_ID).
@@ -345,24 +360,43 @@ class _InProcessQuery:
         return nvml_info_from_json(self._answer[0])
 
 
-def _nvml_answer(proc: subprocess.Popen) -> NvmlInfo:
-    """The child's JSON answer, read bounded and within NVML_TIMEOUT_S; a child that hung, died
-    or printed something else becomes an NvmlInfo that says so (a skipped check, never a pass)."""
+_DISCARDED = object()  # LiveHost._nvml_pending after discard_nvml()
+
+
+def _stop(proc: subprocess.Popen, wait_s: float = KILL_WAIT_S) -> None:
+    kill_process_group(proc, wait_s)
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+
+
+def _nvml_answer(proc: subprocess.Popen) -> NvmlInfo | None:
+    """The child's JSON answer, read bounded and within NVML_TIMEOUT_S; a child that hung or
+    printed something else, or died of a signal inside NVML, becomes an NvmlInfo that says so
+    (a skipped check, never a pass). None: the child exited without an answer (an interpreter
+    that cannot start under ``-I -S``, one that needs PYTHONHOME for instance); the caller then
+    asks in-process."""
     import json
 
     from .nvml_query import MAX_ANSWER_BYTES
 
-    out, err, outcome = read_bounded_output(proc, NVML_TIMEOUT_S, MAX_ANSWER_BYTES)
+    try:
+        out, err, outcome = read_bounded_output(proc, NVML_TIMEOUT_S, MAX_ANSWER_BYTES)
+    except BaseException:  # KeyboardInterrupt while waiting: the child must not outlive the question
+        _stop(proc)
+        raise
     if outcome == "timeout":
         return NvmlInfo(False, "timeout", f"NVML did not answer within {NVML_TIMEOUT_S:.0f} s")
     if outcome == "too-large":
         return NvmlInfo(False, "other", f"the NVML query process printed over {MAX_ANSWER_BYTES} bytes; stopped it")
     try:
-        answer = json.loads(out)
-        return nvml_info_from_json(answer)
-    except (ValueError, TypeError, AttributeError, KeyError) as exc:
-        tail = _decode(err).strip().splitlines()[-1:] or [f"{type(exc).__name__}: {exc}"]
-        return NvmlInfo(False, "other", f"the NVML query process exited {proc.returncode} without an answer: {tail[0]}")
+        return nvml_info_from_json(json.loads(out))
+    except (ValueError, TypeError, AttributeError, KeyError):
+        pass
+    if proc.returncode is not None and proc.returncode < 0:  # a crash inside NVML: not asked again here
+        tail = (_decode(err).strip().splitlines() or ["no output"])[-1]
+        return NvmlInfo(False, "other", f"the NVML query process died of signal {-proc.returncode}: {tail}")
+    return None
 
 
 def _physical_memory() -> int | None:

@@ -4,13 +4,14 @@ Why a process and not a thread: importing pynvml (~8,000 lines that define a cty
 per NVML type) and making some twenty ctypes calls per GPU are Python work that holds the GIL,
 and preflight's first call is bound by the GIL (bench/preflight_timeline.py: the main thread's
 imports). In a child they run on another core, beside those imports, and the training process
-never loads libnvidia-ml at all.
+does not load libnvidia-ml. Where a child cannot run beside it (fewer than MIN_CPUS_FOR_A_CHILD
+usable CPUs, a frozen or embedded interpreter), the same ``query()`` runs in a thread instead.
 
 This file is both a module of gpudoctor (``spawn()``: start the child) and the child's script
 (``python -I -S nvml_query.py SYS_PATH_JSON``, which prints ``query()``'s answer as JSON). As a
 script it must not import gpudoctor, so it uses the standard library and pynvml alone; ``-I -S``
 skip site (and every ``.pth`` file a big environment carries), the parent's ``sys.path`` is
-handed over instead, so the child imports the same pynvml the parent would.
+handed over instead, in its order, so the child imports the same pynvml the parent would.
 
 The JSON is ``host.base.NvmlInfo`` in the form snapshots record (``nvml_info_from_json``).
 """
@@ -32,7 +33,7 @@ MIN_CPUS_FOR_A_CHILD = 4
 
 def start() -> subprocess.Popen | None:
     """The child, started, where it can run beside the caller; None where the query should
-    stay in-process (too few usable CPUs, or no Python to start)."""
+    stay in-process (too few usable CPUs, no plain Python to start, or the start failed)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -41,23 +42,40 @@ def start() -> subprocess.Popen | None:
         return None
     try:
         return spawn()
-    except OSError:
+    except (OSError, ValueError):
         return None
 
 
 def spawn() -> subprocess.Popen:
     """Start the child; ``host.live.LiveHost.nvml`` reads its answer (bounded, with a timeout).
-    Raises OSError when no Python can be started here (an embedded interpreter whose
-    ``sys.executable`` is empty)."""
-    if not sys.executable:
-        raise OSError("sys.executable is empty: no Python to start")
+    Raises OSError where this process cannot start a plain Python running this file: an
+    embedded interpreter (empty ``sys.executable``, or uwsgi/httpd), a frozen application
+    (PyInstaller: ``sys.executable`` is the application itself), gpudoctor imported from a zip."""
+    executable = sys.executable or ""
+    if getattr(sys, "frozen", False) or not os.path.basename(executable).lower().startswith(("python", "pypy")):
+        raise OSError(f"{executable or 'sys.executable'} is not a Python interpreter to start")
+    script = os.path.abspath(__file__)
+    if not os.path.isfile(script):
+        raise OSError(f"{script} is not a file a child can run")
     return subprocess.Popen(
-        [sys.executable, "-I", "-S", os.path.abspath(__file__), json.dumps(sys.path)],
+        [executable, "-I", "-S", script, json.dumps(_importable_path())],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # so a timeout kills it and nothing else
     )
+
+
+def _importable_path() -> list[str]:
+    """sys.path as the child needs it, in the parent's order: the entries the import system can
+    use (str, bytes, os.PathLike), as text, absolute (the child's working directory is the same,
+    but an absolute path says so)."""
+    entries = []
+    for entry in sys.path:
+        if isinstance(entry, (str, bytes, os.PathLike)):
+            text = os.fsdecode(entry)
+            entries.append(os.path.abspath(text) if text else os.getcwd())
+    return entries
 
 
 def query() -> dict:
@@ -91,6 +109,8 @@ def query() -> dict:
                 "cuda_driver_version": cuda, "devices": devices, "health": health}
     except pynvml.NVMLError as exc:
         return _failure(_error_kind(pynvml, exc), str(exc))
+    except Exception as exc:  # noqa: BLE001 - an nvidia-ml-py that answers in an unexpected shape
+        return _failure("other", f"{type(exc).__name__}: {exc}")
     finally:
         try:
             pynvml.nvmlShutdown()
@@ -158,5 +178,5 @@ def _error_kind(pynvml, exc) -> str:
 
 
 if __name__ == "__main__":
-    sys.path[:0] = [entry for entry in json.loads(sys.argv[1]) if entry not in sys.path]
+    sys.path[:] = json.loads(sys.argv[1])  # the parent's, in its order (the standard library is in it)
     sys.stdout.write(json.dumps(query()))

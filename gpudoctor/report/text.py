@@ -71,11 +71,12 @@ def format_bytes(n: float | None, missing: str = "?") -> str:
     if n is None:
         return missing
     for size, unit in _BINARY_UNITS:
-        if n >= size:
+        # the unit whose rounded value stays under 1000: 1023.9 MiB reads "1 GiB", not "1024 MiB"
+        if n >= size or round(n / size * 1024) >= 1000:
             value = n / size
             break
     else:
         return f"{n:.0f} B"
-    digits = 2 if value < 10 else 1 if value < 100 else 0
+    digits = 2 if value < 9.995 else 1 if value < 99.95 else 0
     text = f"{value:.{digits}f}"
     return (text.rstrip("0").rstrip(".") if digits else text) + f" {unit}"

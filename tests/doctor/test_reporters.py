@@ -95,7 +95,10 @@ def test_explain_and_run_print_through_reporters(capsys):
 
 @pytest.mark.parametrize("n,text", [(None, "?"), (100, "100 B"), (512 << 10, "512 KiB"), (1 << 20, "1 MiB"),
                                     (482718720, "460 MiB"), (1 << 30, "1 GiB"), (3 << 29, "1.5 GiB"),
-                                    (int(1.234 * 2**30), "1.23 GiB"), (int(79.2 * 2**30), "79.2 GiB")])
+                                    (int(1.234 * 2**30), "1.23 GiB"), (int(79.2 * 2**30), "79.2 GiB"),
+                                    # never four digits: a value that would round to 1000 or more reads in the next unit
+                                    (int(1023.6 * 2**20), "1 GiB"), (int(999.4 * 2**20), "999 MiB"),
+                                    (1023, "1 KiB"), (int(9.999 * 2**20), "10 MiB")])
 def test_one_way_to_write_a_byte_count(n, text):
     """NCCL message sizes, FSDP peak memory and the training pass's peak memory are all written
     by format_bytes: binary units, three significant digits, trailing zeros dropped."""
