@@ -52,9 +52,10 @@ def classify(exc: BaseException) -> dict:
         failure.update(kind="triton-jit", cause="libcuda-not-in-linker-cache")
     elif "out of memory" in lowered:
         failure.update(kind="oom")
-    elif _collective_timed_out(lowered):
+    elif "nccl-timeout" in _log_rules(text) or _gloo_timed_out(lowered):
         failure.update(kind="nccl-timeout")
-    elif any(type(e).__name__ in ("DistBackendError", "DistNetworkError") for e in _chain(exc)) or "nccl error" in lowered:
+    elif (any(type(e).__name__ in ("DistBackendError", "DistNetworkError") for e in _chain(exc))
+          or "nccl-failure" in _log_rules(text)):
         failure.update(kind="nccl")
     elif "illegal memory access" in lowered:
         failure.update(kind="illegal-memory-access")
@@ -65,11 +66,19 @@ def classify(exc: BaseException) -> dict:
     return failure
 
 
-def _collective_timed_out(lowered: str) -> bool:
-    # torch's NCCL watchdog: "Watchdog caught collective operation timeout"; gloo: "Timed out
-    # waiting <ms>ms for recv operation to complete" (gloo/transport/tcp/unbound_buffer.cc).
-    return ("watchdog caught collective operation timeout" in lowered
-            or ("timed out waiting" in lowered and "for recv" in lowered))
+def _log_rules(text: str) -> set[str]:
+    """The rules the log signatures find in the exception's text: rules/signatures.toml owns the
+    libraries' wordings (torch's NCCL watchdog, ``NCCL error in: ...``), here as in every log."""
+    from ..logs import diagnose_lines
+
+    return {finding.id for finding in diagnose_lines(text.splitlines(), source="<exception>")}
+
+
+def _gloo_timed_out(lowered: str) -> bool:
+    # gloo, the backend the FSDP pass runs on without GPUs (the CPU tests): "Timed out waiting
+    # <ms>ms for recv operation to complete" (gloo/transport/tcp/unbound_buffer.cc). Not a log
+    # signature: nccl-timeout's title and fixes are NCCL's, and no user trains on gloo.
+    return "timed out waiting" in lowered and "for recv" in lowered
 
 
 FATAL_KINDS = ("illegal-memory-access", "cuda-error")  # the CUDA context cannot be used after these

@@ -109,6 +109,10 @@ def test_out_of_memory_on_one_rank_is_cuda_oom():
     # torch's ProcessGroupNCCL watchdog
     ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, "
      "NumelOut=1, Timeout(ms)=600000) ran for 600088 milliseconds before timing out.", "nccl-timeout"),
+    # the same timeout seen by a blocking wait (TORCH_NCCL_BLOCKING_WAIT=1, WorkNCCL::checkAndThrowException):
+    # the log signature knows it, the classifier's own string test did not
+    ("[Rank 0] Caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=_ALLGATHER_BASE, NumelIn=4096, "
+     "NumelOut=8192, Timeout(ms)=60000) ran for 60004 milliseconds before timing out.", "nccl-timeout"),
     # gloo's tcp transport (gloo/transport/tcp/unbound_buffer.cc)
     ("[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation "
      "to complete", "nccl-timeout"),
