@@ -10,9 +10,7 @@ _LAZY = ("preflight", "PreflightError", "PreflightResult")
 def __getattr__(name):
     # Lazy, so `import gpudoctor` stays cheap for training scripts.
     if name in _LAZY:
-        import importlib
-
-        module = importlib.import_module("gpudoctor.hook")
+        from . import hook as module  # not importlib.import_module: importlib is one more import
         for lazy in _LAZY:
             globals()[lazy] = getattr(module, lazy)
         return globals()[name]

@@ -11,16 +11,15 @@ summary on stderr and raises :class:`PreflightError` on error findings (warnings
 ``strict=True``) unless ``raise_on_error=False``. Options may also come from
 ``[tool.gpudoctor]`` in the project's ``pyproject.toml``; explicit arguments win.
 
-The cached path imports only os, sys, json, time and two small gpudoctor modules (``xdg``, the
-rule ``paths.GpudoctorDirs`` is built from, and ``report.preflight``, the summary's reporter):
-no dataclasses, typing, rich or the engine, since every import here is paid by every training
-run. Nothing imported from ``gpudoctor.cli``, and no process-global state is changed besides
+The cached path imports only os, sys, time, CPython's C JSON scanner and two small gpudoctor
+modules (``xdg``, the rule ``paths.GpudoctorDirs`` is built from, and ``report.preflight``, the
+summary's reporter): no json package (it imports re), dataclasses, typing, rich or the engine,
+since every import here is paid by every training run. Nothing imported from ``gpudoctor.cli``, and no process-global state is changed besides
 the documented ``os.environ`` update from the env file.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -319,7 +318,7 @@ def _fingerprint(pyproject: str | None, explicit: dict) -> str:
             parts.append(handle.read(4096).decode("utf-8", "replace"))
     except OSError:
         parts.append(None)
-    data = json.dumps(parts, default=str, sort_keys=True).encode()
+    data = repr(parts).encode()  # not json.dumps: json.encoder imports re (see _read_cache_json)
     try:
         from _blake2 import blake2b  # hashlib would load OpenSSL (~2 ms)
     except ImportError:  # pragma: no cover - other Pythons
@@ -341,7 +340,7 @@ def _load_cache(path: str) -> dict | None:
     stale, or dated in the future: a clock set back must not keep an entry forever)."""
     try:
         with open(path, encoding="utf-8") as handle:
-            entry = json.load(handle)
+            entry = _read_cache_json(handle.read())
         age = time.time() - entry["time"]
         blocking = entry["blocking"]
         well_formed = (entry["schema"] == CACHE_SCHEMA and isinstance(entry["options"], dict)
@@ -356,6 +355,36 @@ def _load_cache(path: str) -> dict | None:
     return entry
 
 
+class _JsonScannerContext:
+    """What the C scanner of CPython's json reads from its decoder: json.loads' defaults."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+
+def _read_cache_json(text: str):
+    """json.loads(text) for the cached path, through the C scanner json.loads itself uses
+    (``_json.make_scanner``) without importing json: json.decoder and json.encoder import re,
+    about 8 ms of a bare venv's 11 ms start-up on the 2-core box (docs/benchmarks.md), which the
+    cached call would otherwise add to every training run. Bad input raises ValueError, like
+    json.loads; without the C scanner (not CPython) it is json.loads."""
+    try:
+        from _json import make_scanner
+    except ImportError:  # pragma: no cover - other Pythons
+        import json
+
+        return json.loads(text)
+    try:
+        value, end = make_scanner(_JsonScannerContext)(text, len(text) - len(text.lstrip()))
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if text[end:].strip():
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
 def _store_cache(path: str, entry: dict) -> None:
     """Best effort: a read-only cache dir must not break training."""
     directory = os.path.dirname(path)
@@ -363,6 +392,8 @@ def _store_cache(path: str, entry: dict) -> None:
         from .paths import write_private_file
 
         os.makedirs(directory, mode=0o700, exist_ok=True)
+        import json
+
         write_private_file(path, json.dumps(entry).encode("utf-8"), durable=False)
         stale = sorted((os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".json")),
                        key=lambda p: os.stat(p).st_mtime)[:-CACHE_KEEP]

@@ -183,6 +183,40 @@ def test_cached_path_imports_neither_the_model_nor_dataclasses(home, tmp_path):
     assert out.stdout.strip() == "[]"
 
 
+def test_cached_path_imports_only_what_it_names(home, tmp_path):
+    """Against what the interpreter loaded before (a site .pth may import re or json itself):
+    the cached call adds gpudoctor's hook and xdg, _blake2 and the C JSON scanner, nothing else
+    (json.decoder and json.encoder import re: ~8 ms of a bare venv's start-up)."""
+    code = ("import sys; before = set(sys.modules); import gpudoctor; "
+            "r = gpudoctor.preflight(quiet=True, raise_on_error=False); "
+            "print(r.cached, sorted(set(sys.modules) - before))")
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr
+    cached, added = out.stdout.split(" ", 1)
+    assert cached == "True"
+    assert set(eval(added)) <= {"gpudoctor", "gpudoctor.hook", "gpudoctor.xdg", "_blake2", "_json", "__future__"}
+
+
+@pytest.mark.parametrize("text", [
+    '{"schema": 4, "time": 1732370000.5, "options": {"require": ["bf16"], "skip": null, "strict": false}}',
+    r'{"findings": [{"id": "cuda-oom", "message": "caf\u00e9 \u2713 \"quoted\"\n", "evidence": {"n": -1e-3}}]}',
+    '[NaN, Infinity, -Infinity, 1e400, 12345678901234567890]', '"text"', '  {"a": [] }\n',
+])
+def test_the_cached_paths_json_reader_reads_what_json_reads(text):
+    import json
+    import math
+
+    ours, theirs = pf._read_cache_json(text), json.loads(text)
+    assert json.dumps(ours) == json.dumps(theirs) or all(math.isnan(a) for a in (ours[0], theirs[0]))
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"a": 1} trailing', "{'a': 1}", '{"a": 01}', "[1,]"])
+def test_the_cached_paths_json_reader_refuses_what_json_refuses(text):
+    with pytest.raises(ValueError):
+        pf._read_cache_json(text)
+
+
 def test_checks_that_could_not_run_are_not_ok(checks, tmp_path, monkeypatch, capsys):
     def broken(options, requirements=None):
         raise RuntimeError("a bug in a check")
