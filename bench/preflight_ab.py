@@ -1,0 +1,85 @@
+"""A/B of preflight()'s first and cached call between source trees, sample by sample.
+
+bench/preflight.py times one tree; comparing trees run after one another on a noisy machine
+mixes the machine's drift into the difference. Here the variants alternate sample by sample
+(the order reversed every other sample), each in a fresh interpreter importing gpudoctor from
+its own tree (PYTHONPATH and the working directory), each with an empty cache dir for the first
+call and the same dir again for the cached one. Reported: median and first quartile minus the
+median of ``python -c pass`` measured in the same loop, and each variant's ratio to the first.
+
+Usage: python bench/preflight_ab.py prev=.out/prev now=. [--runs 60] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CALL = "import gpudoctor; gpudoctor.preflight(quiet=True, raise_on_error=False)"
+
+
+def _time(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return (time.perf_counter() - start) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("variants", nargs="+", help="NAME=DIR: a source tree holding gpudoctor/")
+    parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument("--out", default=None, help="write the raw numbers as JSON")
+    args = parser.parse_args()
+    variants = dict(v.split("=", 1) for v in args.variants)
+    variants = {name: os.path.abspath(path) for name, path in variants.items()}
+    py = sys.executable
+    first = {name: [] for name in variants}
+    cached = {name: [] for name in variants}
+    reference = []
+    with tempfile.TemporaryDirectory(prefix="gpudoctor-bench-") as tmp:
+        for run in range(args.runs):
+            reference.append(_time([py, "-c", "pass"]))
+            names = list(variants) if run % 2 == 0 else list(variants)[::-1]
+            for name in names:
+                env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, f"{name}{run}"), PYTHONDONTWRITEBYTECODE="",
+                           PYTHONPATH=variants[name])
+                first[name].append(_time([py, "-c", CALL], env, variants[name]))
+                cached[name].append(_time([py, "-c", CALL], env, variants[name]))
+    ref = statistics.median(reference)
+
+    def cost(values: list[float]) -> dict[str, float]:
+        return {"median": round(statistics.median(values) - ref, 2),
+                "p25": round(statistics.quantiles(values, n=4)[0] - ref, 2)}
+
+    summary = {name: {"first": cost(first[name]), "cached": cost(cached[name])} for name in variants}
+    base = next(iter(variants))
+    ratios = {name: round(summary[name]["first"]["median"] / summary[base]["first"]["median"], 3) for name in variants}
+    result = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
+        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs",
+        "python": platform.python_version(),
+        "runs": args.runs,
+        "variants": variants,
+        "reference_ms": round(ref, 2),
+        "cost_ms": summary,
+        f"first_call_ratio_to_{base}": ratios,
+        "raw_ms": {"reference": [round(v, 2) for v in reference],
+                   "first": {k: [round(v, 2) for v in vs] for k, vs in first.items()},
+                   "cached": {k: [round(v, 2) for v in vs] for k, vs in cached.items()}},
+    }
+    if args.out:
+        with open(args.out, "w") as handle:
+            json.dump(result, handle, indent=2)
+    print(json.dumps({k: v for k, v in result.items() if k != "raw_ms"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
