@@ -26,24 +26,58 @@ import sys
 # The child's answer is a few kilobytes per GPU; anything beyond this is not ours.
 MAX_ANSWER_BYTES = 1 << 20
 # A child pays for its own interpreter and pynvml's import (~35 ms of CPU on a 2-core box); that
-# is free only on a core nobody else needs. With fewer usable CPUs than this it would compete
-# with the very imports it should run beside, so the query stays in a thread of this process.
+# is free only on a core nobody else needs. With fewer usable CPUs than this (usable_cpus: the
+# affinity mask and the cgroup quota) it would compete with the very imports it should run
+# beside, so the query stays in a thread of this process.
 MIN_CPUS_FOR_A_CHILD = 4
 
 
 def start() -> subprocess.Popen | None:
     """The child, started, where it can run beside the caller; None where the query should
     stay in-process (too few usable CPUs, no plain Python to start, or the start failed)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    if cpus < MIN_CPUS_FOR_A_CHILD:
+    if usable_cpus() < MIN_CPUS_FOR_A_CHILD:
         return None
     try:
         return spawn()
     except (OSError, ValueError):
         return None
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on at once: its affinity mask (a cpuset), lowered by a
+    cgroup CPU quota (a Kubernetes pod or ``docker --cpus`` limited to 2 CPUs on a 64-core node
+    sees 64 in its mask). Read from the cgroup v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota()
+    return max(1, min(cpus, quota)) if quota is not None else cpus
+
+
+def _cgroup_cpu_quota(root: str = "/sys/fs/cgroup") -> int | None:
+    """The CPU quota of this process's cgroup, rounded up to whole CPUs; None when unlimited or
+    unknown. Only the cgroup at the mount root is read (what a container sees as its own)."""
+    def read(name: str) -> str | None:
+        try:
+            with open(os.path.join(root, name), encoding="ascii") as handle:
+                return handle.read(256).strip()
+        except (OSError, ValueError):
+            return None
+
+    v2 = read("cpu.max")  # "max 100000" or "200000 100000"
+    if v2 is not None:
+        parts = v2.split()
+        quota, period = (parts[0], parts[1]) if len(parts) == 2 else ("max", "1")
+    else:
+        quota, period = read("cpu/cpu.cfs_quota_us") or "-1", read("cpu/cpu.cfs_period_us") or "1"
+    try:
+        quota_us, period_us = int(quota), int(period)
+    except ValueError:  # "max": no quota
+        return None
+    if quota_us <= 0 or period_us <= 0:
+        return None
+    return -(-quota_us // period_us)
 
 
 def spawn() -> subprocess.Popen:

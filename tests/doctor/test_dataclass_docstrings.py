@@ -15,7 +15,9 @@ def _dataclasses_without_docstring() -> list[str]:
     for directory, _, files in os.walk(PACKAGE):
         for name in sorted(f for f in files if f.endswith(".py")):
             path = os.path.join(directory, name)
-            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            with open(path, encoding="utf-8") as handle:
+                tree = ast.parse(handle.read())
+            for node in ast.walk(tree):
                 if (isinstance(node, ast.ClassDef) and ast.get_docstring(node) is None
                         and any("dataclass" in ast.unparse(d) for d in node.decorator_list)):
                     missing.append(f"{os.path.relpath(path, PACKAGE)}:{node.lineno} {node.name}")

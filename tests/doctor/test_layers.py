@@ -16,7 +16,9 @@ def _imports(path: str) -> set[str]:
     module = os.path.relpath(path, os.path.dirname(PACKAGE))[:-3].replace(os.sep, ".")
     package = module.rsplit(".", 1)[0] if not path.endswith("__init__.py") else module.removesuffix(".__init__")
     found = set()
-    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+    with open(path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]

@@ -97,6 +97,7 @@ def test_the_child_answers_what_the_recorded_gpus_said(replaying_pynvml):
 @pytest.mark.parametrize("cpus, child", [(2, False), (4, True), (64, True)])
 def test_a_child_only_where_a_core_is_free_for_it(replaying_pynvml, monkeypatch, cpus, child):
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cpus)))
+    monkeypatch.setattr(nvml_query, "_cgroup_cpu_quota", lambda: None)
     started = nvml_query.start()
     assert (started is not None) == child
     assert LiveHost(nvml_query=started).nvml() == replaying_pynvml
@@ -112,7 +113,7 @@ def test_the_child_and_an_in_process_query_agree_on_this_machine():
 
 
 def test_without_a_python_to_start_the_query_runs_in_process(replaying_pynvml, monkeypatch):
-    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(nvml_query, "usable_cpus", lambda: 64)
     monkeypatch.setattr(sys, "executable", "")
     assert LiveHost().nvml() == replaying_pynvml
 
@@ -157,7 +158,7 @@ def test_the_child_gets_the_parents_path_in_order_and_only_what_imports_can_use(
 
 @pytest.mark.parametrize("executable, frozen", [("", False), ("/usr/bin/uwsgi", False), ("/opt/app/train", True)])
 def test_no_child_where_sys_executable_is_not_a_plain_python(monkeypatch, executable, frozen):
-    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(nvml_query, "usable_cpus", lambda: 64)
     monkeypatch.setattr(sys, "executable", executable)
     monkeypatch.setattr(sys, "frozen", frozen, raising=False)
     assert nvml_query.start() is None
@@ -183,7 +184,7 @@ def test_preflight_reaps_its_nvml_child_even_when_the_checks_fail(monkeypatch, t
 
     started = []
     real_spawn = nvml_query.spawn
-    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(nvml_query, "usable_cpus", lambda: 64)
     monkeypatch.setattr(nvml_query, "spawn", lambda: started.append(real_spawn()) or started[-1])
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
 
@@ -194,3 +195,25 @@ def test_preflight_reaps_its_nvml_child_even_when_the_checks_fail(monkeypatch, t
     result = hook.preflight(quiet=True, raise_on_error=False, use_cache=False, apply_env=False)
     assert "a bug in the doctor" in result.not_run
     assert len(started) == 1 and started[0].returncode is not None
+
+
+@pytest.mark.parametrize("files, quota", [
+    ({"cpu.max": "max 100000\n"}, None),                       # cgroup v2, no limit
+    ({"cpu.max": "200000 100000\n"}, 2),                       # docker --cpus 2
+    ({"cpu.max": "150000 100000\n"}, 2),                       # 1.5 CPUs: rounded up
+    ({"cpu/cpu.cfs_quota_us": "400000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 4),  # cgroup v1
+    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),   # v1, no limit
+    ({}, None),                                                 # no cgroup files (not Linux, or masked)
+    ({"cpu.max": "garbage"}, None),
+])
+def test_a_cgroup_cpu_quota_lowers_the_cpus_counted(tmp_path, files, quota):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert nvml_query._cgroup_cpu_quota(str(tmp_path)) == quota
+
+
+def test_a_pod_limited_to_two_cpus_on_a_big_node_gets_no_child(monkeypatch):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(nvml_query, "_cgroup_cpu_quota", lambda: 2)
+    assert nvml_query.usable_cpus() == 2 and nvml_query.start() is None
