@@ -58,7 +58,8 @@ def test_remedies_are_built_from_values_not_probes(path):
 
 
 def _builds_fixes(path: str) -> bool:
-    tree = ast.parse(open(path, encoding="utf-8").read())
+    with open(path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "Fix" for n in ast.walk(tree))
 
 
