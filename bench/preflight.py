@@ -26,10 +26,28 @@ import time
 CALL = "import gpudoctor; gpudoctor.preflight(quiet=True, raise_on_error=False)"
 
 
-def _time(argv: list[str], env: dict[str, str]) -> float:
+def time_command(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> float:
+    """Wall time of one command, in ms (its output discarded)."""
     start = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return (time.perf_counter() - start) * 1000
+
+
+def header() -> dict:
+    """Date, machine and Python: the first keys of every preflight benchmark's result."""
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
+        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs",
+        "python": platform.python_version(),
+    }
+
+
+def report(result: dict, out: str | None) -> None:
+    """Write the result (raw samples included) to ``out`` and print it without them."""
+    if out:
+        with open(out, "w") as handle:
+            json.dump(result, handle, indent=2)
+    print(json.dumps({k: v for k, v in result.items() if k != "raw_ms"}, indent=2))
 
 
 def main() -> None:
@@ -44,25 +62,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gpudoctor-bench-") as tmp:
         for run in range(args.runs):
             env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, f"cache{run}"), PYTHONDONTWRITEBYTECODE="")
-            series["reference"].append(_time([py, "-c", "pass"], env))
+            series["reference"].append(time_command([py, "-c", "pass"], env))
             call = f"{args.prelude}; {CALL}" if args.prelude else CALL
-            series["first"].append(_time([py, "-c", call], env))  # empty cache dir: a miss
-            series["cached"].append(_time([py, "-c", call], env))
+            series["first"].append(time_command([py, "-c", call], env))  # empty cache dir: a miss
+            series["cached"].append(time_command([py, "-c", call], env))
     median = {name: statistics.median(values) for name, values in series.items()}
     result = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
-        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs",
-        "python": platform.python_version(),
+        **header(),
         "runs": args.runs,
         "median_ms": {k: round(v, 2) for k, v in median.items()},
         "preflight_first_ms": round(median["first"] - median["reference"], 2),
         "preflight_cached_ms": round(median["cached"] - median["reference"], 2),
         "raw_ms": {k: [round(v, 2) for v in values] for k, values in series.items()},
     }
-    if args.out:
-        with open(args.out, "w") as handle:
-            json.dump(result, handle, indent=2)
-    print(json.dumps({k: v for k, v in result.items() if k != "raw_ms"}, indent=2))
+    report(result, args.out)
 
 
 if __name__ == "__main__":

@@ -13,23 +13,12 @@ Usage: python bench/preflight_ab.py prev=.out/prev now=. [--runs 60] [--out FILE
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
-CALL = "import gpudoctor; gpudoctor.preflight(quiet=True, raise_on_error=False)"
-
-
-def _time(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return (time.perf_counter() - start) * 1000
+from preflight import CALL, header, report, time_command  # bench/preflight.py, beside this file
 
 
 def main() -> None:
@@ -46,13 +35,13 @@ def main() -> None:
     reference = []
     with tempfile.TemporaryDirectory(prefix="gpudoctor-bench-") as tmp:
         for run in range(args.runs):
-            reference.append(_time([py, "-c", "pass"]))
+            reference.append(time_command([py, "-c", "pass"]))
             names = list(variants) if run % 2 == 0 else list(variants)[::-1]
             for name in names:
                 env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, f"{name}{run}"), PYTHONDONTWRITEBYTECODE="",
                            PYTHONPATH=variants[name])
-                first[name].append(_time([py, "-c", CALL], env, variants[name]))
-                cached[name].append(_time([py, "-c", CALL], env, variants[name]))
+                first[name].append(time_command([py, "-c", CALL], env, variants[name]))
+                cached[name].append(time_command([py, "-c", CALL], env, variants[name]))
     ref = statistics.median(reference)
 
     def cost(values: list[float]) -> dict[str, float]:
@@ -63,9 +52,7 @@ def main() -> None:
     base = next(iter(variants))
     ratios = {name: round(summary[name]["first"]["median"] / summary[base]["first"]["median"], 3) for name in variants}
     result = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
-        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs",
-        "python": platform.python_version(),
+        **header(),
         "runs": args.runs,
         "variants": variants,
         "reference_ms": round(ref, 2),
@@ -75,10 +62,7 @@ def main() -> None:
                    "first": {k: [round(v, 2) for v in vs] for k, vs in first.items()},
                    "cached": {k: [round(v, 2) for v in vs] for k, vs in cached.items()}},
     }
-    if args.out:
-        with open(args.out, "w") as handle:
-            json.dump(result, handle, indent=2)
-    print(json.dumps({k: v for k, v in result.items() if k != "raw_ms"}, indent=2))
+    report(result, args.out)
 
 
 if __name__ == "__main__":

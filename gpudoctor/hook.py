@@ -14,8 +14,9 @@ summary on stderr and raises :class:`PreflightError` on error findings (warnings
 The cached path imports only os, sys, time, CPython's C JSON scanner and two small gpudoctor
 modules (``xdg``, the rule ``paths.GpudoctorDirs`` is built from, and ``report.preflight``, the
 summary's reporter): no json package (it imports re), dataclasses, typing, rich or the engine,
-since every import here is paid by every training run. Nothing imported from ``gpudoctor.cli``, and no process-global state is changed besides
-the documented ``os.environ`` update from the env file.
+since every import here is paid by every training run. Nothing imported from ``gpudoctor.cli``,
+and no process-global state is changed besides the documented ``os.environ`` update from the
+env file.
 """
 
 from __future__ import annotations
@@ -389,11 +390,11 @@ def _store_cache(path: str, entry: dict) -> None:
     """Best effort: a read-only cache dir must not break training."""
     directory = os.path.dirname(path)
     try:
+        import json  # here, not at the top: the cached path must not import it (_read_cache_json)
+
         from .paths import write_private_file
 
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        import json
-
         write_private_file(path, json.dumps(entry).encode("utf-8"), durable=False)
         stale = sorted((os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".json")),
                        key=lambda p: os.stat(p).st_mtime)[:-CACHE_KEEP]

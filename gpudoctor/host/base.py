@@ -11,7 +11,7 @@ import fnmatch
 import os
 import posixpath
 import stat as statmod
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Mapping, Protocol
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -150,10 +150,6 @@ class NvmlInfo:
     devices: tuple[NvmlDevice, ...] = ()
     health: tuple[NvmlHealth, ...] | None = None  # None: not asked (snapshots recorded before it existed)
 
-    def with_devices(self, devices: tuple[NvmlDevice, ...], health: tuple[NvmlHealth, ...] | None) -> NvmlInfo:
-        return NvmlInfo(self.ok, self.error_kind, self.error, self.driver_version, self.cuda_driver_version,
-                        devices, health)
-
 
 def from_json(cls, data: Mapping[str, Any]):
     """Rebuild one of the dataclasses above from its JSON form (``asdict``), tolerating unknown
@@ -171,7 +167,7 @@ def nvml_info_from_json(data: Mapping[str, Any]) -> NvmlInfo:
     devices = tuple(from_json(NvmlDevice, d) for d in data.get("devices") or [])
     # absent from snapshots older than the health checks: None, not asked
     health = None if data.get("health") is None else tuple(from_json(NvmlHealth, h) for h in data["health"])
-    return from_json(NvmlInfo, {**data, "devices": [], "health": None}).with_devices(devices, health)
+    return replace(from_json(NvmlInfo, {**data, "devices": [], "health": None}), devices=devices, health=health)
 
 
 @dataclass(frozen=True)

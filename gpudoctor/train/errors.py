@@ -46,16 +46,17 @@ def classify(exc: BaseException) -> dict:
             failure.update(kind="triton-jit", command=[str(x) for x in (e.cmd or [])][:3])
             return failure
     lowered = text.lower()
+    rules = _log_rules(text)
     if "failed to find c compiler" in lowered:
         failure.update(kind="triton-jit", cause="c-compiler-missing")
     elif "libcuda.so cannot found" in lowered:
         failure.update(kind="triton-jit", cause="libcuda-not-in-linker-cache")
     elif "out of memory" in lowered:
         failure.update(kind="oom")
-    elif "nccl-timeout" in _log_rules(text) or _gloo_timed_out(lowered):
+    elif "nccl-timeout" in rules or _gloo_timed_out(lowered):
         failure.update(kind="nccl-timeout")
     elif (any(type(e).__name__ in ("DistBackendError", "DistNetworkError") for e in _chain(exc))
-          or "nccl-failure" in _log_rules(text)):
+          or "nccl-failure" in rules):
         failure.update(kind="nccl")
     elif "illegal memory access" in lowered:
         failure.update(kind="illegal-memory-access")
