@@ -37,6 +37,15 @@ def fixes_for(rule_id: str, values: Mapping[str, Any] | None = None, machine: An
     return remedies_fixes_for(rule_id, values, machine)
 
 
+def judged_python(system: Any, packages: Any = None) -> dict[str, Any]:
+    """The interpreter whose packages were judged (the system fact's, the inspected one under
+    ``--python``) and whether it has pip, for the pip command a remedy names
+    (remedies/installer.py); {} where unknown."""
+    from ..remedies.installer import judged_python as values  # only where a fix is built, like fixes_for
+
+    return values(system, packages)
+
+
 def remedy_machine():
     """``remedies.machine`` (the machine values a fix names), imported only where a fix is built."""
     from ..remedies import machine

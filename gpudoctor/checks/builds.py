@@ -7,7 +7,7 @@ from packaging.version import Version
 
 from ..model import Severity
 from ..probes.compat_data import compat_tables
-from .base import Skip, finding, fixes_for, remedy_machine
+from .base import Skip, finding, fixes_for, judged_python, remedy_machine
 from .toolchain import _compiler_named, build_paths
 
 
@@ -32,7 +32,8 @@ def check_python_headers_missing(python_headers, packages, system):
         fixes_for("python-headers-missing", {"python_version": python_headers.version,
                                              "include_dir": python_headers.include_dir,
                                              "base_prefix": info.base_prefix if info else None,
-                                             "package_manager": remedy_machine().distro_manager(system)}),
+                                             "package_manager": remedy_machine().distro_manager(system),
+                                             **judged_python(system, packages)}),
         severity=severity,
     )]
 
@@ -70,7 +71,7 @@ def _judged(toolchain, packages):
     return [j for j in judged if j[1].version is not None and j[3] is not None]
 
 
-def check_host_compiler_too_old(toolchain, packages):
+def check_host_compiler_too_old(toolchain, packages, system=None):
     if packages.triton is None and packages.get("torch") is None:
         raise Skip("neither Triton nor torch is installed: nothing here compiles against them")
     judged = _judged(toolchain, packages)
@@ -96,7 +97,8 @@ def check_host_compiler_too_old(toolchain, packages):
          "builds": {w: f"{c.path} {'.'.join(map(str, c.version))} ({v}) < {m}" for w, c, v, m, _ in failing},
          "torch": str(packages.version("torch")) if packages.version("torch") else None},
         fixes_for("host-compiler-too-old", {"compiler": "GCC" if family == "gcc" else "Clang", "min_version": minimum,
-                                            "gcc_by_major": remedy_machine().gcc_by_major(toolchain)}),
+                                            "gcc_by_major": remedy_machine().gcc_by_major(toolchain),
+                                            **judged_python(system, packages)}),
         severity=severity,
     )]
 

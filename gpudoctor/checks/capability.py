@@ -5,7 +5,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from ..knowledge import load_tables
-from .base import Skip, cc_str, finding, fixes_for, gpus_or_skip, parse_cc
+from .base import Skip, cc_str, finding, fixes_for, gpus_or_skip, judged_python, parse_cc
 
 
 def torch_arch_list(torch_version: Version, torch_cuda: tuple[int, int]) -> tuple[list[str], str] | None:
@@ -32,7 +32,7 @@ def arch_supported(capability: tuple[int, int], archs: list[str]) -> bool:
     return False
 
 
-def check_torch_arch_unsupported(driver, packages):
+def check_torch_arch_unsupported(driver, packages, system=None):
     torch = packages.version("torch")
     if torch is None or packages.torch_cuda is None:
         raise Skip("no CUDA build of torch installed")
@@ -51,7 +51,7 @@ def check_torch_arch_unsupported(driver, packages):
             f"GPU {gpu.index} ({gpu.name}, {sm}) is not among the architectures torch {torch} was compiled for "
             f"({', '.join(archs)}): kernels fail with `no kernel image is available for execution on the device`.",
             {"gpu": gpu.name, "capability": cc_str(gpu.compute_capability), "torch": str(torch), "archs": archs, "source": source},
-            fixes_for("torch-arch-unsupported"),
+            fixes_for("torch-arch-unsupported", judged_python(system, packages)),
         ))
     return findings
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from packaging.version import InvalidVersion, Version
 
 from ..probes.compat_data import compat_tables
-from .base import Skip, finding, fixes_for
+from .base import Skip, finding, fixes_for, judged_python
 
 
 def _installed(packages, name: str) -> Version:
@@ -28,7 +28,7 @@ def _matching_rows(table: str, versions: dict[str, Version]) -> list[dict]:
             if all(SpecifierSet(row[name], prereleases=True).contains(version) for name, version in versions.items())]
 
 
-def check_peft_transformers_incompatible(packages):
+def check_peft_transformers_incompatible(packages, system=None):
     peft = _installed(packages, "peft")
     transformers = _installed(packages, "transformers")
     rows = _matching_rows("peft_transformers", {"peft": peft, "transformers": transformers})
@@ -41,11 +41,12 @@ def check_peft_transformers_incompatible(packages):
         f"({row['source']}). Works with {row['fixed_by']}.",
         {"peft": str(peft), "transformers": str(transformers), "error": row["missing"], "fixed_by": row["fixed_by"],
          "source": row["source"], "references": list(row["references"])},
-        fixes_for("peft-transformers-incompatible", {"package": "peft", "fixed_by": row["fixed_by"]}),
+        fixes_for("peft-transformers-incompatible", {"package": "peft", "fixed_by": row["fixed_by"],
+                                                     **judged_python(system, packages)}),
     )]
 
 
-def check_bitsandbytes_triton_incompatible(packages):
+def check_bitsandbytes_triton_incompatible(packages, system=None):
     bnb = _installed(packages, "bitsandbytes")
     triton_dist = packages.triton
     if triton_dist is None:
@@ -64,7 +65,7 @@ def check_bitsandbytes_triton_incompatible(packages):
         f"{row['fixed_by']}.",
         {"bitsandbytes": str(bnb), "triton": f"{triton_dist.name}=={triton}", "fixed_by": row["fixed_by"],
          "source": row["source"]},
-        fixes_for("bitsandbytes-triton-incompatible", {"fixed_by": row["fixed_by"]}),
+        fixes_for("bitsandbytes-triton-incompatible", {"fixed_by": row["fixed_by"], **judged_python(system, packages)}),
     )]
 
 
@@ -82,7 +83,7 @@ def _torch_requirement(requires):
     return None
 
 
-def check_xformers_abi_mismatch(packages, xformers):
+def check_xformers_abi_mismatch(packages, xformers, system=None):
     if xformers.version is None:
         raise Skip("xformers is not installed")
     torch = _installed(packages, "torch")
@@ -111,5 +112,5 @@ def check_xformers_abi_mismatch(packages, xformers):
         "extensions`) and memory_efficient_attention has no operator.",
         {"xformers": xformers.version, "requires": str(requirement), "torch": str(torch),
          "metadata": xformers.metadata_path},
-        fixes_for("xformers-abi-mismatch", {"torch": str(torch), "built_for": built_for}),
+        fixes_for("xformers-abi-mismatch", {"torch": str(torch), "built_for": built_for, **judged_python(system, packages)}),
     )]

@@ -10,12 +10,12 @@ from packaging.version import Version
 from ..knowledge import load_tables
 from ..model import Severity
 from ..probes.packages import WATCHED
-from .base import Skip, finding, fixes_for
+from .base import Skip, finding, fixes_for, judged_python
 
 _BNB_LIB = re.compile(r"libbitsandbytes_cuda(\d+)(?:_nocublaslt)?\.so$")
 
 
-def check_torch_cpu_only(packages, driver):
+def check_torch_cpu_only(packages, driver, system=None):
     cpu_only = packages.torch_is_cpu_only
     if cpu_only is None:
         raise Skip("torch is not installed")
@@ -28,7 +28,7 @@ def check_torch_cpu_only(packages, driver):
         f"torch {packages.get('torch').version} is a CPU-only build, but this machine has an NVIDIA GPU: "
         "`Torch not compiled with CUDA enabled`.",
         {"torch": packages.get("torch").version, "location": packages.get("torch").location},
-        fixes_for("torch-cpu-only"),
+        fixes_for("torch-cpu-only", judged_python(system, packages)),
     )]
 
 
@@ -43,7 +43,7 @@ def _expected_triton(packages) -> tuple[str, str, str] | None:
     return ("triton", value, "tables.toml") if value else None
 
 
-def check_triton_missing(packages):
+def check_triton_missing(packages, system=None):
     if packages.torch_cuda is None:
         raise Skip("no CUDA build of torch installed")
     if packages.triton is not None:
@@ -55,12 +55,12 @@ def check_triton_missing(packages):
         "triton-missing",
         f"torch {packages.version('torch')} (CUDA) is installed without Triton ({spec} expected): torch.compile and Unsloth need it.",
         {"torch": str(packages.version("torch")), "expected": spec},
-        fixes_for("triton-missing", {"expected": spec}),
+        fixes_for("triton-missing", {"expected": spec, **judged_python(system, packages)}),
         severity=severity,
     )]
 
 
-def check_triton_version_mismatch(packages):
+def check_triton_version_mismatch(packages, system=None):
     if packages.version("torch") is None:
         raise Skip("torch is not installed")
     installed = packages.triton
@@ -77,11 +77,11 @@ def check_triton_version_mismatch(packages):
         f"torch {packages.version('torch')} pins {name}=={version} ({source}) but {installed.name} {installed.version} is installed.",
         {"torch": str(packages.version("torch")), "pinned": f"{name}=={version}", "installed": f"{installed.name}=={installed.version}",
          "source": source},
-        fixes_for("triton-version-mismatch", {"pinned": f"{name}=={version}"}),
+        fixes_for("triton-version-mismatch", {"pinned": f"{name}=={version}", **judged_python(system, packages)}),
     )]
 
 
-def check_flash_attn_abi_mismatch(packages):
+def check_flash_attn_abi_mismatch(packages, system=None):
     fa = packages.get("flash-attn")
     if fa is None:
         raise Skip("flash-attn is not installed")
@@ -98,11 +98,11 @@ def check_flash_attn_abi_mismatch(packages):
         f"flash-attn {fa.version} was built for torch {built_for} but torch {torch} is installed: importing it fails "
         "with `undefined symbol`.",
         {"flash_attn": fa.version, "built_for_torch": built_for, "torch": str(torch)},
-        fixes_for("flash-attn-abi-mismatch"),
+        fixes_for("flash-attn-abi-mismatch", judged_python(system, packages)),
     )]
 
 
-def check_bitsandbytes_cuda_setup(packages, driver, env):
+def check_bitsandbytes_cuda_setup(packages, driver, env, system=None):
     bnb = packages.get("bitsandbytes")
     if bnb is None:
         raise Skip("bitsandbytes is not installed")
@@ -122,11 +122,12 @@ def check_bitsandbytes_cuda_setup(packages, driver, env):
         f"bitsandbytes {bnb.version} has no native library for CUDA {wanted} "
         f"(bundled: {', '.join('cuda' + b for b in bundled) or 'none'}): 4-bit loading will fail.",
         {"bitsandbytes": bnb.version, "wanted": wanted, "bundled": bundled},
-        fixes_for("bitsandbytes-cuda-setup", {"bnb_cuda_version_set": bool(env.get("BNB_CUDA_VERSION"))}),
+        fixes_for("bitsandbytes-cuda-setup", {"bnb_cuda_version_set": bool(env.get("BNB_CUDA_VERSION")),
+                                              **judged_python(system, packages)}),
     )]
 
 
-def check_duplicate_distributions(packages):
+def check_duplicate_distributions(packages, system=None):
     if not packages.recorded:
         raise Skip("the installed distributions could not be listed")
     duplicates = packages.duplicates()
@@ -144,5 +145,5 @@ def check_duplicate_distributions(packages):
         f"{len(ordered)} package(s) installed more than once — {described}{more}. Which copy Python imports depends on sys.path order.",
         {"duplicates": {name: [{"name": c.name, "version": c.version, "location": c.location} for c in copies]
                         for name, copies in ordered}},
-        fixes_for("duplicate-distributions", {"first": first}),
+        fixes_for("duplicate-distributions", {"first": first, **judged_python(system, packages)}),
     )]

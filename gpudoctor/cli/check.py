@@ -212,22 +212,14 @@ def inspected_host(host, python: str | None, snapshot: str | None):
             interpreter = query_interpreter(host, python)
         except InterpreterError as exc:
             raise UsageError(str(exc)) from None
-        return InterpretedHost(host, interpreter), (f"inspecting Python {interpreter.version} at {interpreter.executable} "
-                                                    f"(--python; {_pip_note(interpreter.executable)})")
+        # the pip commands of its fixes name this interpreter (`<python> -m pip`, remedies/installer.py)
+        return InterpretedHost(host, interpreter), f"inspecting Python {interpreter.version} at {interpreter.executable} (--python)"
     interpreter = training_interpreter(host, sys.executable, sys.path, sys.prefix)
     if interpreter is None:
         return host, ""
     return (InterpretedHost(host, interpreter),
             f"inspecting Python {interpreter.version} at {interpreter.executable}: {interpreter.chosen_because} "
-            f"(--python to choose; {_pip_note(interpreter.executable)})")
-
-
-def _pip_note(executable: str) -> str:
-    """A `pip install` below is meant for the inspected environment, which need not be the one
-    whose pip is first on PATH."""
-    import shlex
-
-    return f"run the pip commands below as `{shlex.quote(executable)} -m pip`"
+            "(--python to choose)")
 
 
 def _fixed_not_loaded(report) -> dict | None:

@@ -40,15 +40,18 @@ def add_parser(subparsers) -> None:
 def _machine(args):
     """Where the fix will be applied: this machine (probed only if a failure is recognised), a
     recorded snapshot of the machine the log came from, or none (``--no-probe``). The facts come
-    from the same Host and probes the static checks use."""
+    from the same Host and probes the static checks use, and on this machine the environment is
+    the one `check` inspects (its own, or the interpreter with torch when its own has none), so
+    both name the same `<python> -m pip`."""
     if args.no_probe:
         return None
     from ..facts import Facts
     from ..host import LiveHost, SnapshotHost
     from ..remedies import machine_from_facts
+    from .check import inspected_host
 
     host = SnapshotHost(args.snapshot) if args.snapshot else LiveHost()
-    return lambda: machine_from_facts(Facts(host))
+    return lambda: machine_from_facts(Facts(inspected_host(host, None, args.snapshot)[0]))
 
 
 def run(args) -> int:

@@ -8,10 +8,12 @@ does not load libnvidia-ml. Where a child cannot run beside it (fewer than MIN_C
 usable CPUs, a frozen or embedded interpreter), the same ``query()`` runs in a thread instead.
 
 This file is both a module of gpudoctor (``spawn()``: start the child) and the child's script
-(``python -I -S nvml_query.py SYS_PATH_JSON``, which prints ``query()``'s answer as JSON). As a
-script it must not import gpudoctor, so it uses the standard library and pynvml alone; ``-I -S``
-skip site (and every ``.pth`` file a big environment carries), the parent's ``sys.path`` is
-handed over instead, in its order, so the child imports the same pynvml the parent would.
+(``python -I -S nvml_query.py``, which reads the parent's ``sys.path`` as JSON on stdin and
+prints ``query()``'s answer as JSON). As a script it must not import gpudoctor, so it uses the
+standard library and pynvml alone; ``-I -S`` skip site (and every ``.pth`` file a big environment
+carries), the parent's ``sys.path`` is handed over instead, in its order, so the child imports the
+same pynvml the parent would. It goes through stdin, not argv: a big environment's path is long,
+and a command line is public in ``/proc/<pid>/cmdline`` and ``ps``.
 
 The JSON is ``host.base.NvmlInfo`` in the form snapshots record (``nvml_info_from_json``).
 """
@@ -25,6 +27,10 @@ import sys
 
 # The child's answer is a few kilobytes per GPU; anything beyond this is not ours.
 MAX_ANSWER_BYTES = 1 << 20
+# The path is written to the child's stdin before the child reads it: within one pipe buffer
+# (64 KiB on Linux) the write cannot block. A longer sys.path (hundreds of entries) keeps the
+# query in a thread rather than risk waiting on a child that does not read.
+MAX_PATH_BYTES = 60_000
 # A child pays for its own interpreter and pynvml's import (~35 ms of CPU on a 2-core box); that
 # is free only on a core nobody else needs. With fewer usable CPUs than this (usable_cpus: the
 # affinity mask and the cgroup quota) it would compete with the very imports it should run
@@ -91,13 +97,26 @@ def spawn() -> subprocess.Popen:
     script = os.path.abspath(__file__)
     if not os.path.isfile(script):
         raise OSError(f"{script} is not a file a child can run")
-    return subprocess.Popen(
-        [executable, "-I", "-S", script, json.dumps(_importable_path())],
-        stdin=subprocess.DEVNULL,
+    path = json.dumps(_importable_path()).encode()
+    if len(path) > MAX_PATH_BYTES:
+        raise OSError(f"sys.path is {len(path)} bytes as JSON, over the {MAX_PATH_BYTES} a pipe takes without waiting")
+    proc = subprocess.Popen(
+        [executable, "-I", "-S", script],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # so a timeout kills it and nothing else
     )
+    try:
+        proc.stdin.write(path)
+        proc.stdin.close()
+        proc.stdin = None  # closed: communicate() would flush it (ValueError) if it kept the file
+    except OSError:  # the child is gone already (BrokenPipeError): collect it and say so
+        proc.stdin = None
+        proc.kill()
+        proc.communicate()
+        raise
+    return proc
 
 
 def _importable_path() -> list[str]:
@@ -212,5 +231,5 @@ def _error_kind(pynvml, exc) -> str:
 
 
 if __name__ == "__main__":
-    sys.path[:] = json.loads(sys.argv[1])  # the parent's, in its order (the standard library is in it)
+    sys.path[:] = json.loads(sys.stdin.buffer.read(MAX_PATH_BYTES + 1))  # the parent's, in its order (stdlib included)
     sys.stdout.write(json.dumps(query()))

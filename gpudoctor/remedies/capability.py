@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..model import CodeEdit, Fix, SuggestCommand
+from ..model import CodeEdit, Fix
+from .installer import python
 
 GPUDOCTOR_ATTENTION = "gpudoctor.kernels.attention.flash_attention"
 
@@ -13,8 +14,8 @@ def torch_arch_unsupported(v: Mapping[str, Any]) -> list[Fix]:
     return [Fix("manual", "Install a torch build whose CUDA version has kernels for this GPU (cu128 or newer for "
                           "Blackwell sm_120; cu126 or older for Pascal/Volta); compare torch.cuda.get_arch_list() "
                           "with the GPU's compute capability.",
-                (SuggestCommand("python -c 'import torch; print(torch.cuda.get_arch_list(), "
-                                "torch.cuda.get_device_capability())'"),))]
+                (python(v, "-c 'import torch; print(torch.cuda.get_arch_list(), "
+                           "torch.cuda.get_device_capability())'"),))]
 
 
 def bf16_unsupported(v: Mapping[str, Any]) -> list[Fix]:

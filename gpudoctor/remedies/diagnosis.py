@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..model import CodeEdit, Fix, RemoveFromPathVar, SetEnv, SuggestCommand
+from .installer import pip, python
 
 
 def nccl_timeout(v: Mapping[str, Any]) -> list[Fix]:
@@ -41,7 +42,7 @@ def bitsandbytes_triton_incompatible(v: Mapping[str, Any]) -> list[Fix]:
     # from an unknown machine falls back to that table's answer: bitsandbytes PR #1413, in 0.45.1.
     fixed_by = v.get("fixed_by") or _compat_fixed_by("bitsandbytes_triton") or "bitsandbytes>=0.45.1"
     return [Fix("manual", f"Upgrade bitsandbytes ({fixed_by}): those releases no longer import triton.ops, which "
-                          "Triton 3.2 removed.", (SuggestCommand(f"pip install -U '{fixed_by}'"),))]
+                          "Triton 3.2 removed.", (pip(v, f"install -U '{fixed_by}'"),))]
 
 
 def _compat_fixed_by(table: str) -> str | None:
@@ -60,7 +61,7 @@ def windows_dll_load_failed(v: Mapping[str, Any]) -> list[Fix]:
                           "and import torch again; with torch 2.4.0 (fbgemm.dll needs libomp140) upgrading torch also "
                           "fixes it.",
                 (SuggestCommand("winget install Microsoft.VCRedist.2015+.x64"),
-                 SuggestCommand("pip install -U torch --index-url https://download.pytorch.org/whl/cu121")))]
+                 pip(v, "install -U torch --index-url https://download.pytorch.org/whl/cu121")))]
 
 
 def cuda_library_shadowed(v: Mapping[str, Any]) -> list[Fix]:
@@ -72,8 +73,8 @@ def cuda_library_shadowed(v: Mapping[str, Any]) -> list[Fix]:
     where = f" ({shadow} was loaded)" if shadow else ""
     return [Fix("manual", f"Load the CUDA libraries that torch's wheel ships{where}: take the system CUDA toolkit's lib64 "
                           "out of LD_LIBRARY_PATH for this environment and make the nvidia-* wheels agree.",
-                (SuggestCommand("env -u LD_LIBRARY_PATH python -c 'import torch; print(torch.cuda.is_available())'"),
-                 SuggestCommand("pip install -U nvidia-nvjitlink-cu12")))]
+                (python(v, "-c 'import torch; print(torch.cuda.is_available())'", prefix="env -u LD_LIBRARY_PATH "),
+                 pip(v, "install -U nvidia-nvjitlink-cu12")))]
 
 
 _DEV_PACKAGE = {"apt": "python{v}-dev", "dnf": "python{v}-devel", "yum": "python{v}-devel", "zypper": "python{n}-devel"}
@@ -81,7 +82,7 @@ _DEV_PACKAGE = {"apt": "python{v}-dev", "dnf": "python{v}-devel", "yum": "python
 
 def python_headers_missing(v: Mapping[str, Any]) -> list[Fix]:
     version, manager, base = v.get("python_version"), v.get("package_manager"), v.get("base_prefix")
-    rebuild = SuggestCommand("python -c \"import sysconfig; print(sysconfig.get_paths()['include'])\"")
+    rebuild = python(v, "-c \"import sysconfig; print(sysconfig.get_paths()['include'])\"")
     if version and base in ("/usr", "/usr/local") and manager in _DEV_PACKAGE:
         # the distribution's own Python: its -dev package puts Python.h where sysconfig says
         package = _DEV_PACKAGE[manager].format(v=version, n=version.replace(".", ""))
@@ -111,7 +112,7 @@ def host_compiler_too_old(v: Mapping[str, Any]) -> list[Fix]:
     fixes.append(Fix("manual", f"Build with {what}: load or install a newer compiler, point CC/CXX (and CUDAHOSTCXX) at "
                                "it, and rebuild the extension.",
                      (SuggestCommand("conda install -c conda-forge gxx_linux-64=12  # or: module load gcc/12"),
-                      SuggestCommand("CC=$(which gcc) CXX=$(which g++) pip install --no-build-isolation <package>"))))
+                      pip(v, "install --no-build-isolation <package>", prefix="CC=$(which gcc) CXX=$(which g++) "))))
     return fixes
 
 
@@ -120,9 +121,9 @@ def xformers_abi_mismatch(v: Mapping[str, Any]) -> list[Fix]:
     for_torch = f"torch {torch}" if torch else "the installed torch and CUDA"
     return [Fix("manual", f"Install the xFormers build made for {for_torch} (or install torch and xformers in one pip "
                           "command so they resolve together), then check that its kernels load.",
-                (SuggestCommand(f"pip install -U xformers 'torch=={torch}'" if torch else
-                                "pip install -U xformers --index-url https://download.pytorch.org/whl/cu121"),
-                 SuggestCommand("python -m xformers.info")))]
+                (pip(v, f"install -U xformers 'torch=={torch}'" if torch else
+                     "install -U xformers --index-url https://download.pytorch.org/whl/cu121"),
+                 python(v, "-m xformers.info")))]
 
 
 def token_id_out_of_range(v: Mapping[str, Any]) -> list[Fix]:
@@ -144,7 +145,7 @@ def peft_transformers_incompatible(v: Mapping[str, Any]) -> list[Fix]:
     if fixed_by:  # a known pair (rules/compat.toml): the release that works
         first = fixed_by.split(",")[0].strip()
         return [Fix("manual", f"Install {fixed_by}: that release and the installed one work together.",
-                    (SuggestCommand(f"pip install '{first}'"),))]
+                    (pip(v, f"install '{first}'"),))]
     return [Fix("manual", f"Install versions of {package} and the packages that import it made for each other: upgrade them "
                           "together so pip resolves a consistent set (or pin the set your project was tested with).",
-                (SuggestCommand("pip install -U transformers peft accelerate trl"),))]
+                (pip(v, "install -U transformers peft accelerate trl"),))]

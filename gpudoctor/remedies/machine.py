@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..paths import GpudoctorDirs
+from .installer import has_pip, interpreter_of
 
 
 @dataclass(frozen=True)
@@ -22,12 +23,15 @@ class Machine:
     gcc_by_major: Mapping[int, tuple[str, str | None]] = field(default_factory=dict)  # major -> (gcc, g++)
     c_compilers: tuple[str, ...] = ()  # working C compilers found (gcc, clang), PATH order
     package_manager: str | None = None  # apt | dnf | yum | zypper | pacman
+    python: str | None = None  # the judged interpreter, for `<python> -m pip` (remedies/installer.py)
+    python_has_pip: bool | None = None  # False: no pip there (a uv venv), the command goes through `uv pip`
     dirs: GpudoctorDirs | None = None
     static_fixes: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # rule id -> fixes, from the checks
 
     def values(self) -> dict[str, Any]:
         return {"libcuda_dirs": self.libcuda_dirs, "gcc_by_major": self.gcc_by_major,
-                "c_compilers": self.c_compilers, "package_manager": self.package_manager, "dirs": self.dirs}
+                "c_compilers": self.c_compilers, "package_manager": self.package_manager, "dirs": self.dirs,
+                "python": self.python, "python_has_pip": self.python_has_pip}
 
 
 def distro_manager(system: Any) -> str | None:
@@ -90,11 +94,14 @@ def machine_from_facts(facts: Any, findings: Any = None) -> Machine:
     """``facts``: a ``gpudoctor.facts.Facts`` (each fact probed once, shared with the checks).
     ``findings``: the static findings already computed over those facts (else the checks run)."""
     toolchain = _fact(facts, "toolchain")
+    system = _fact(facts, "system")
     return Machine(
         libcuda_dirs=libcuda_dirs(_fact(facts, "libcuda")),
         gcc_by_major=gcc_by_major(toolchain),
         c_compilers=c_compilers(toolchain),
-        package_manager=distro_manager(_fact(facts, "system")),
+        package_manager=distro_manager(system),
+        python=interpreter_of(system),
+        python_has_pip=has_pip(_fact(facts, "packages")),
         dirs=_fact(facts, "dirs"),
         static_fixes=_static_fixes(facts, findings),
     )

@@ -6,45 +6,46 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..model import Fix, SuggestCommand
+from .installer import pip, pip_words, python
 
 TORCH_CUDA_INDEX = "https://download.pytorch.org/whl/cu126"
 
 
-def _pip(summary: str, *commands: str) -> list[Fix]:
-    return [Fix("manual", summary, tuple(SuggestCommand(c) for c in commands))]
+def _manual(summary: str, *commands: SuggestCommand) -> list[Fix]:
+    return [Fix("manual", summary, commands)]
 
 
 def torch_cpu_only(v: Mapping[str, Any]) -> list[Fix]:
-    return _pip("Reinstall torch from a CUDA index (pick the CUDA your driver supports).",
-                f"pip install --force-reinstall torch --index-url {TORCH_CUDA_INDEX}")
+    return _manual("Reinstall torch from a CUDA index (pick the CUDA your driver supports).",
+                   pip(v, f"install --force-reinstall torch --index-url {TORCH_CUDA_INDEX}"))
 
 
 def triton_missing(v: Mapping[str, Any]) -> list[Fix]:
     spec = v.get("expected") or "triton"
-    return _pip(f"Install the Triton that torch pins ({spec}).", f'pip install "{spec}"')
+    return _manual(f"Install the Triton that torch pins ({spec}).", pip(v, f'install "{spec}"'))
 
 
 def triton_version_mismatch(v: Mapping[str, Any]) -> list[Fix]:
     pinned = v.get("pinned") or (f"triton=={v['wanted']}" if v.get("wanted") not in (None, "", "?") else None)
     if pinned:
-        return _pip(f"Install the Triton that torch pins ({pinned}).", f'pip install "{pinned}"')
-    return _pip("Install the Triton version that this torch pins (`pip show torch` lists it under Requires).",
-                "pip install --force-reinstall triton")
+        return _manual(f"Install the Triton that torch pins ({pinned}).", pip(v, f'install "{pinned}"'))
+    return _manual("Install the Triton version that this torch pins (`pip show torch` lists it under Requires).",
+                   pip(v, "install --force-reinstall triton"))
 
 
 def flash_attn_abi_mismatch(v: Mapping[str, Any]) -> list[Fix]:
-    return _pip("Reinstall flash-attn built for this torch (a prebuilt wheel matching torch, CUDA and the C++ ABI, "
-                "or a build here).", "pip install --force-reinstall --no-build-isolation --no-cache-dir flash-attn")
+    return _manual("Reinstall flash-attn built for this torch (a prebuilt wheel matching torch, CUDA and the C++ ABI, "
+                   "or a build here).", pip(v, "install --force-reinstall --no-build-isolation --no-cache-dir flash-attn"))
 
 
 def bitsandbytes_cuda_setup(v: Mapping[str, Any]) -> list[Fix]:
     summary = "Upgrade bitsandbytes (recent wheels bundle every CUDA version) and run `python -m bitsandbytes` to see what it finds"
     if v.get("bnb_cuda_version_set"):
         summary += "; unset BNB_CUDA_VERSION unless you built that library yourself"
-    return _pip(summary + ".", "pip install -U bitsandbytes", "python -m bitsandbytes")
+    return _manual(summary + ".", pip(v, "install -U bitsandbytes"), python(v, "-m bitsandbytes"))
 
 
 def duplicate_distributions(v: Mapping[str, Any]) -> list[Fix]:
     first = v.get("first") or "<package>"
-    return [Fix("manual", f"pip uninstall {first} until none is left, then install one copy (likewise for the "
-                          "others); check PYTHONPATH and user site-packages (~/.local/lib).")]
+    return [Fix("manual", f"`{pip_words(v, 'uninstall ' + first)}` until none is left, then install one copy "
+                          "(likewise for the others); check PYTHONPATH and user site-packages (~/.local/lib).")]

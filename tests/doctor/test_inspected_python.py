@@ -40,7 +40,16 @@ def test_no_torch_in_the_inspected_env_is_said_and_never_ticked(envs, capsys):
     assert f"inspecting Python {sys.version_info[0]}.{sys.version_info[1]}" in out and envs["bare"] in out
     assert "no torch in the inspected Python environment" in out
     assert "[✓] Python packages" not in out
-    assert "-m pip`" in out  # pip commands are meant for the inspected environment, said in the header
+
+
+def test_fixes_name_the_inspected_interpreter(envs, capsys):
+    """A bare `pip install` runs whichever pip is first on PATH; the fix names the inspected interpreter
+    (this test venv has no pip, as `uv venv` makes them, so the command goes through `uv pip --python`)."""
+    main(["check", "--python", envs["torch"], "--json"])
+    payload = json.loads(capsys.readouterr().out)
+    (finding,) = [f for f in payload["findings"] if f["id"] == "triton-missing"]
+    commands = [c for fix in finding["fixes"] for c in fix["commands"]]
+    assert commands == [f'uv pip install --python {envs["torch"]} "triton==3.1.0"'], finding["fixes"]
 
 
 def test_packages_are_the_named_interpreters(envs, capsys):

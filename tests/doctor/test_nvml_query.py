@@ -156,6 +156,19 @@ def test_the_child_gets_the_parents_path_in_order_and_only_what_imports_can_use(
     proc.communicate()
 
 
+def test_the_path_goes_through_stdin_not_the_public_command_line(monkeypatch):
+    proc = nvml_query.spawn()
+    try:
+        assert proc.args == [sys.executable, "-I", "-S", os.path.abspath(nvml_query.__file__)]
+        assert proc.stdin is None  # written and closed at start: the child reads to the end
+    finally:
+        proc.kill()
+        proc.communicate()
+    monkeypatch.setattr(sys, "path", [f"/opt/env{i:05d}/lib/python3/site-packages" for i in range(2000)])
+    monkeypatch.setattr(nvml_query, "usable_cpus", lambda: 64)
+    assert nvml_query.start() is None  # too long for one pipe buffer: the query stays in a thread
+
+
 @pytest.mark.parametrize("executable, frozen", [("", False), ("/usr/bin/uwsgi", False), ("/opt/app/train", True)])
 def test_no_child_where_sys_executable_is_not_a_plain_python(monkeypatch, executable, frozen):
     monkeypatch.setattr(nvml_query, "usable_cpus", lambda: 64)

@@ -1,0 +1,83 @@
+"""A fix's pip command names the environment that was judged (remedies/installer.py): a bare
+`pip install` runs whichever pip is first on PATH, often another environment's."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+from gpudoctor.model_actions import SuggestCommand
+from gpudoctor.remedies import REMEDIES, fixes_for
+from gpudoctor.remedies.installer import judged_python, pip_words
+
+_REMEDIES_DIR = pathlib.Path(__file__).resolve().parents[2] / "gpudoctor" / "remedies"
+
+
+class _System:
+    def __init__(self, executable):
+        self.info = type("Info", (), {"python_executable": executable})()
+
+
+class _Packages:
+    def __init__(self, names, recorded=True):
+        self.names, self.recorded = set(names), recorded
+
+    def get(self, name):
+        return object() if name in self.names else None
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ({}, "python -m pip install -U bitsandbytes"),  # a log from an unknown machine
+    ({"python": "/opt/env/bin/python"}, "/opt/env/bin/python -m pip install -U bitsandbytes"),
+    ({"python": "/home/a b/.venv/bin/python"}, "'/home/a b/.venv/bin/python' -m pip install -U bitsandbytes"),
+    ({"python": "/opt/env/bin/python", "python_has_pip": True}, "/opt/env/bin/python -m pip install -U bitsandbytes"),
+    ({"python": "/opt/uv/bin/python", "python_has_pip": False},
+     "uv pip install --python /opt/uv/bin/python -U bitsandbytes"),
+    ({"python_has_pip": False}, "python -m pip install -U bitsandbytes"),  # no interpreter known: nothing to hand uv
+])
+def test_pip_words(values, expected):
+    assert pip_words(values, "install -U bitsandbytes") == expected
+
+
+def test_judged_python_says_only_what_is_known():
+    assert judged_python(None) == {}
+    assert judged_python(_System(None), _Packages(["pip"])) == {}
+    assert judged_python(_System("/e/bin/python")) == {"python": "/e/bin/python"}
+    assert judged_python(_System("/e/bin/python"), _Packages([], recorded=False)) == {"python": "/e/bin/python"}
+    assert judged_python(_System("/e/bin/python"), _Packages(["pip"])) == {"python": "/e/bin/python", "python_has_pip": True}
+    assert judged_python(_System("/e/bin/python"), _Packages(["torch"])) == {"python": "/e/bin/python",
+                                                                             "python_has_pip": False}
+
+
+@pytest.mark.parametrize("rule_id", ["torch-cpu-only", "triton-missing", "triton-version-mismatch", "flash-attn-abi-mismatch",
+                                     "bitsandbytes-cuda-setup", "bitsandbytes-triton-incompatible", "xformers-abi-mismatch",
+                                     "peft-transformers-incompatible", "host-compiler-too-old", "cuda-library-shadowed",
+                                     "windows-dll-load-failed"])
+def test_every_pip_command_names_the_judged_interpreter(rule_id):
+    commands = [a.command for fix in fixes_for(rule_id, {"python": "/judged/bin/python"}) for a in fix.actions
+                if isinstance(a, SuggestCommand)]
+    pip_commands = [c for c in commands if " pip " in f" {c} "]
+    assert pip_commands, commands
+    assert all("/judged/bin/python -m pip " in c for c in pip_commands), pip_commands
+
+
+def test_no_remedy_writes_a_bare_pip_or_python_command():
+    """Every command string in remedies/ that starts pip or python goes through installer.py."""
+    offenders = []
+    for path in _REMEDIES_DIR.glob("*.py"):
+        if path.name == "installer.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "SuggestCommand" and node.args:
+                first = node.args[0]
+                text = first.value if isinstance(first, ast.Constant) else ast.unparse(first)
+                words = str(text).strip("f'\"").split()
+                if any(word in ("pip", "python", "python3") for word in words):
+                    offenders.append(f"{path.name}:{node.lineno}: {text}")
+    # gpudoctor's own training pass runs in gpudoctor's interpreter (train/runner.py), not the judged one
+    offenders = [o for o in offenders if "gpudoctor.train" not in o and "your_script.py" not in o]
+    assert not offenders, offenders
+    assert REMEDIES  # the registry imported every remedy module above
