@@ -165,12 +165,16 @@ def _bitsandbytes(quantization: Quantization, facts, no_facts_reason: str):
         if packages.get(loader) is None:
             raise _Cannot(f"neither bitsandbytes nor {loader} is installed in the inspected environment: not the "
                           "environment this code trains in (`--python PATH` names that one)")
-        from ..checks.base import finding
+        from ..checks.base import finding, judged_python
         from ..remedies import fixes_for
 
+        try:
+            system = facts.get("system")
+        except ProbeFailure:
+            system = None  # the fix then says `python -m pip`
         missing = finding(BNB_RULE, f"{quantization.how} needs bitsandbytes, which is not installed beside "
                                     f"{loader} {packages.get(loader).version}: loading raises ImportError.",
-                          {"bitsandbytes": None, "loader": loader}, fixes_for(BNB_RULE))
+                          {"bitsandbytes": None, "loader": loader}, fixes_for(BNB_RULE, judged_python(system, packages)))
         return [_located(missing, site.where, quantization.how, extra)], ""
     found = _run_check(BNB_RULE, facts)
     return ([_located(f, site.where, quantization.how, extra) for f in found],

@@ -109,6 +109,9 @@ def test_4bit_without_bitsandbytes_beside_transformers_is_a_finding(tmp_path):
                    machine="h200-no-bnb")
     (finding,) = result.findings
     assert finding.id == "bitsandbytes-cuda-setup" and "not installed beside transformers" in finding.message
+    # the recorded H200's interpreter (a venv with pip), not whichever pip is first on PATH
+    commands = [a.command for fix in finding.fixes for a in fix.actions if hasattr(a, "command")]
+    assert commands[0] == "/opt/torch/.venv/bin/python3 -m pip install -U bitsandbytes", commands
 
 
 # -- gradient-checkpointing-no-input-grads -------------------------------------------------------
