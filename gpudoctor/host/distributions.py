@@ -6,8 +6,11 @@ csv and zipfile) and parses each METADATA with the email package; on the H200 im
 budget is 100 ms. Here name and version come from the folder name
 (``name-version.dist-info``, the form PEP 491/PEP 376 installers write), and the METADATA
 headers, RECORD and direct_url.json are read only for the few distributions whose details a
-check needs. Anything unusual (a ``.egg-info``, a zip or egg on ``sys.path``, a folder name
-that does not parse) is handed to ``importlib.metadata`` so its answer stays the reference.
+check needs. A ``.egg-info`` (setuptools' older layout, common in conda and distribution Pythons:
+a folder holding PKG-INFO, or the PKG-INFO file itself) gives its name and version from the
+PKG-INFO headers. Anything unusual (a zip or egg on ``sys.path``, a folder name that does not
+parse, an egg-info without both headers or of a package whose files a check reads) is handed to
+``importlib.metadata`` so its answer stays the reference.
 """
 
 from __future__ import annotations
@@ -109,6 +112,17 @@ def _from_dist_info(entry: str, location: str, folder: str, name: str, version: 
     )
 
 
+def _from_egg_info(entry: str, location: str, folder: str) -> Distribution | None:
+    """Name and version from an egg-info's PKG-INFO headers; None to leave it to importlib.metadata
+    (headers missing, or a DETAILED package: its files and requirements live in other egg files)."""
+    path = os.path.join(entry, folder)
+    headers = metadata_headers(os.path.join(path, "PKG-INFO") if os.path.isdir(path) else path)
+    name, version = (headers.get("name") or [""])[0], (headers.get("version") or [""])[0]
+    if not name or not version or canonicalize_name(name) in DETAILED:
+        return None
+    return Distribution(name=name, version=version, location=location)
+
+
 def _via_importlib(dist) -> Distribution | None:
     """One distribution as importlib.metadata sees it (the rare layouts)."""
     name, version = dist.metadata["Name"], dist.version
@@ -160,7 +174,11 @@ def installed_distributions(path: list[str] | None = None) -> list[Distribution]
                 except Exception:  # noqa: BLE001 - one broken dist-info must not hide the others
                     continue
             elif lower.endswith(".egg-info"):
-                rare = True
+                egg = _from_egg_info(entry, location, folder)
+                if egg is None:
+                    rare = True
+                else:
+                    found.append(egg)
         if rare:
             found.extend(_importlib_entry(entry, rare_only=True))
     return found
@@ -173,8 +191,9 @@ def _importlib_entry(entry: str, rare_only: bool = False) -> list[Distribution]:
     for dist in metadata.distributions(path=[entry]):
         try:
             folder = os.path.basename(str(getattr(dist, "_path", "")))
-            if rare_only and _DIST_INFO.match(folder):
-                continue  # already read from its folder name
+            if rare_only and (_DIST_INFO.match(folder) or (folder.lower().endswith(".egg-info")
+                                                           and _from_egg_info(entry, "", folder) is not None)):
+                continue  # already read from its folder name or its PKG-INFO
             item = _via_importlib(dist)
         except Exception:  # noqa: BLE001
             continue

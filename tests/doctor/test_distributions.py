@@ -22,7 +22,7 @@ def _reference(path: list[str]) -> list[tuple]:
         detailed = key in DETAILED
         found.append((
             key,
-            dist.version,
+            dist.version or "",  # a metadata without a version: ours says "" (Distribution.version is a str)
             location,
             tuple(dist.requires or ()) if key == "torch" else (),
             tuple(str(f) for f in (dist.files or ()) if str(f).startswith(INTERESTING_FILE_PREFIXES))
@@ -124,3 +124,42 @@ def test_metadata_headers_stop_at_the_body(tmp_path):
     path.write_text("Name: a\nKeywords: x,\n\ty\n\nName: body\n")
     assert metadata_headers(str(path)) == {"name": ["a"], "keywords": ["x, y"]}
     assert metadata_headers(str(tmp_path / "missing")) == {}
+
+
+def test_egg_info_in_every_form_matches_importlib_metadata(tmp_path):
+    """setuptools' older layout (conda and distribution Pythons carry many): a folder with PKG-INFO,
+    the PKG-INFO file itself, one without a version (left to importlib.metadata), and a DETAILED
+    package's (its files come from importlib.metadata)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    folder = site / "six-1.16.0-py3.12.egg-info"
+    folder.mkdir()
+    (folder / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\nSummary: x\n\nbody\n")
+    (site / "distro_info-1.1-py3.12.egg-info").write_text("Metadata-Version: 1.2\nName: distro-info\nVersion: 1.1\n\n")
+    broken = site / "noversion-0.egg-info"
+    broken.mkdir()
+    (broken / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: noversion\n\n")
+    detailed = site / "bitsandbytes-0.41.0-py3.12.egg-info"
+    detailed.mkdir()
+    (detailed / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: bitsandbytes\nVersion: 0.41.0\n\n")
+    (detailed / "SOURCES.txt").write_text("bitsandbytes/libbitsandbytes_cuda118.so\n")
+    path = [str(site)]
+    assert sorted(_ours(path)) == sorted(_reference(path))
+    found = {d.name: d.version for d in installed_distributions(path)}
+    assert found["six"] == "1.16.0" and found["distro-info"] == "1.1" and found["bitsandbytes"] == "0.41.0"
+
+
+def test_plain_egg_info_is_read_without_importlib_metadata(tmp_path):
+    """importlib.metadata's import is 12-18 ms of preflight's first call: a site-packages with
+    only plain egg-info folders does not need it."""
+    import subprocess
+
+    site = tmp_path / "site"
+    folder = site / "six-1.16.0-py3.12.egg-info"
+    folder.mkdir(parents=True)
+    (folder / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n\n")
+    code = ("import sys; from gpudoctor.host.distributions import installed_distributions as d; "
+            f"print([x.version for x in d([{str(site)!r}])], 'importlib.metadata' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))).stdout
+    assert out.split() == ["['1.16.0']", "False"]
