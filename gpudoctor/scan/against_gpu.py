@@ -100,8 +100,16 @@ def _flash_attn_missing(facts) -> str:
         return ""  # said by the check's own skip below
     if packages is None or packages.version("flash-attn") is not None:
         return ""
+    # Since huggingface/transformers#40178 (2025), transformers loads the Hub kernel
+    # kernels-community/flash-attn in place of a missing flash-attn when the `kernels` package is
+    # installed (downloaded at load time); without `kernels` every release raises ImportError.
+    if packages.get("kernels") is not None:
+        return (f"flash-attn is not installed, but kernels {packages.get('kernels').version} is: transformers releases "
+                "with the Hub fallback (huggingface/transformers#40178) load kernels-community/flash-attn instead (a "
+                "download when the model loads), older ones raise ImportError; not judged")
     return ("flash-attn is not installed: transformers will refuse flash_attention_2 (ImportError when the model "
-            "loads; install flash-attn in the environment this code trains in, or use attn_implementation=\"sdpa\"); "
+            "loads; install flash-attn in the environment this code trains in, install `kernels` for recent "
+            "transformers' Hub fallback (huggingface/transformers#40178), or use attn_implementation=\"sdpa\"); "
             "head_dim not judged")
 
 

@@ -259,3 +259,14 @@ def test_flash_attention_2_without_flash_attn_says_transformers_will_refuse_it(t
         check = _by_id(result)["flash-attn-head-dim-unsupported"]
         assert check.status is CheckStatus.SKIP and not result.findings
         assert "flash-attn is not installed: transformers will refuse flash_attention_2" in check.reason, check.reason
+        assert "install `kernels`" in check.reason
+
+
+def test_flash_attention_2_without_flash_attn_but_with_kernels_is_not_called_a_failure(tmp_path):
+    # huggingface/transformers#40178: with `kernels` installed, transformers loads the Hub FlashAttention instead
+    result = _scan(tmp_path, "from transformers import AutoModelForCausalLM\n"
+                             "m = AutoModelForCausalLM.from_pretrained('microsoft/phi-2', attn_implementation='flash_attention_2')\n",
+                   machine="h200+kernels")
+    check = _by_id(result)["flash-attn-head-dim-unsupported"]
+    assert check.status is CheckStatus.SKIP and not result.findings
+    assert "but kernels 0.12.0 is" in check.reason and "will refuse" not in check.reason, check.reason

@@ -38,6 +38,8 @@ MACHINES = {
     "t4+fa2.7": ("snapshots/h200-baseline", {**T4, **FA("2.7.4.post1")}),
     "rtx3090+fa2.3.6": ("snapshots/h200-baseline", {**RTX3090, **FA("2.3.6")}),
     "h200-no-bnb": ("snapshots/h200-baseline", {"remove_distributions": ["bitsandbytes"]}),
+    # the `kernels` package (0.12.0, a real release) beside the recorded transformers: its Hub FlashAttention
+    "h200+kernels": ("snapshots/h200-baseline", {"distributions": [{"name": "kernels", "version": "0.12.0", "requires": []}]}),
     "h200+bnb": ("snapshots/h200-with-bitsandbytes", {}),
     "h200+bnb-cuda125": ("snapshots/h200-with-bitsandbytes", {"env": {"BNB_CUDA_VERSION": "125"}}),
 }
