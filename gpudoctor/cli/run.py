@@ -245,12 +245,14 @@ def _print_run_report(code: int, lines_read: int, findings, extra) -> None:
 
 
 def _this_machine():
-    """The machine the command ran on, for fixes that name its paths (probed only on a match)."""
+    """The machine the command ran on, for fixes that name its paths (probed only on a match), with
+    the interpreter `check` would inspect (its own, or the one with torch), as `explain` does."""
     from ..facts import Facts
     from ..host import LiveHost
     from ..remedies import machine_from_facts
+    from .check import inspected_host
 
-    return machine_from_facts(Facts(LiveHost()))
+    return machine_from_facts(Facts(inspected_host(LiveHost(), None, None)[0]))
 
 
 def _diagnose(lines: list[str], code: int) -> None:

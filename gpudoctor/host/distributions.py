@@ -52,11 +52,18 @@ def metadata_headers(path: str) -> dict[str, list[str]]:
     """The RFC 822 header block of a METADATA file (up to the first blank line), as
     {header name lowercased: [values]}; continuation lines are joined like email does."""
     headers: dict[str, list[str]] = {}
+    data = b""
     try:
         with open(path, "rb") as handle:
-            block = handle.read(MAX_HEADER_BYTES).decode("utf-8", errors="replace")
+            # to the blank line that ends the headers, not the long description after it
+            while len(data) < MAX_HEADER_BYTES:
+                chunk = handle.read(8192)
+                data += chunk
+                if not chunk or b"\n\n" in data or b"\n\r\n" in data:
+                    break
     except OSError:
         return headers
+    block = data[:MAX_HEADER_BYTES].decode("utf-8", errors="replace")
     last: str | None = None
     for line in block.splitlines():
         if not line.strip():
@@ -154,6 +161,10 @@ def installed_distributions(path: list[str] | None = None) -> list[Distribution]
         try:
             if os.path.realpath(entry) == cwd:
                 continue
+            if entry.endswith(".egg"):  # an unzipped egg (`setup.py install` builds): EGG-INFO inside
+                if os.path.isdir(entry):
+                    found.extend(_importlib_entry(entry))
+                    continue
             names = os.listdir(entry)
         except NotADirectoryError:
             found.extend(_importlib_entry(entry))  # a zip or an egg file on sys.path
@@ -162,6 +173,7 @@ def installed_distributions(path: list[str] | None = None) -> list[Distribution]
             continue
         location = _location(entry)
         rare = False
+        read_eggs: set[str] = set()
         for folder in names:
             lower = folder.lower()
             if lower.endswith(".dist-info"):
@@ -179,20 +191,20 @@ def installed_distributions(path: list[str] | None = None) -> list[Distribution]
                     rare = True
                 else:
                     found.append(egg)
+                    read_eggs.add(folder)
         if rare:
-            found.extend(_importlib_entry(entry, rare_only=True))
+            found.extend(_importlib_entry(entry, rare_only=True, already_read=read_eggs))
     return found
 
 
-def _importlib_entry(entry: str, rare_only: bool = False) -> list[Distribution]:
+def _importlib_entry(entry: str, rare_only: bool = False, already_read: set[str] = frozenset()) -> list[Distribution]:
     from importlib import metadata
 
     found = []
     for dist in metadata.distributions(path=[entry]):
         try:
             folder = os.path.basename(str(getattr(dist, "_path", "")))
-            if rare_only and (_DIST_INFO.match(folder) or (folder.lower().endswith(".egg-info")
-                                                           and _from_egg_info(entry, "", folder) is not None)):
+            if rare_only and (_DIST_INFO.match(folder) or folder in already_read):
                 continue  # already read from its folder name or its PKG-INFO
             item = _via_importlib(dist)
         except Exception:  # noqa: BLE001

@@ -61,7 +61,8 @@ def windows_dll_load_failed(v: Mapping[str, Any]) -> list[Fix]:
                           "and import torch again; with torch 2.4.0 (fbgemm.dll needs libomp140) upgrading torch also "
                           "fixes it.",
                 (SuggestCommand("winget install Microsoft.VCRedist.2015+.x64"),
-                 pip(v, "install -U torch --index-url https://download.pytorch.org/whl/cu121")))]
+                 # only a Windows log shows this: never the interpreter of the (Linux) machine that reads it
+                 pip({}, "install -U torch --index-url https://download.pytorch.org/whl/cu121")))]
 
 
 def cuda_library_shadowed(v: Mapping[str, Any]) -> list[Fix]:

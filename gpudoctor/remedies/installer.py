@@ -12,6 +12,7 @@ through ``uv pip … --python <interpreter>``, which installs into that interpre
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any, Mapping
 
@@ -56,8 +57,33 @@ def pip_words(values: Mapping[str, Any], arguments: str) -> str:
     environment has no pip (``values["python_has_pip"] is False``; None or absent: not known, pip assumed)."""
     if values.get("python_has_pip") is False and values.get("python"):
         subcommand, _, rest = arguments.partition(" ")
-        return f"uv pip {subcommand} --python {python_of(values)}" + (f" {rest}" if rest else "")
+        return f"uv pip {subcommand} --python {python_of(values)}" + (f" {_uv_upgrade(rest)}" if rest else "")
     return f"{python_of(values)} -m pip {arguments}"
+
+
+# pip options of the remedies' commands that take a value (the value is not a requirement)
+_OPTIONS_WITH_VALUE = ("--index-url", "--extra-index-url", "-i", "-c", "-r", "--constraint", "--requirement")
+
+
+def _uv_upgrade(rest: str) -> str:
+    """pip's ``-U`` upgrades the packages named; uv's ``-U`` upgrades everything it resolves (torch
+    included: bitsandbytes and accelerate depend on it; astral-sh/uv#3159), so the uv form names each
+    package with ``--upgrade-package`` instead."""
+    words = shlex.split(rest)
+    if "-U" not in words and "--upgrade" not in words:
+        return rest
+    names, skip_next = [], False
+    for word in words:
+        if skip_next:
+            skip_next = False
+        elif word in _OPTIONS_WITH_VALUE:
+            skip_next = True
+        elif not word.startswith("-"):
+            name = re.split(r"[<>=!~\[;@ ]", word, maxsplit=1)[0]
+            if name and not name.startswith("<"):
+                names.append(name)
+    kept = " ".join(shlex.quote(w) if w not in ("-U", "--upgrade") else "" for w in words).split()
+    return " ".join([*(f"--upgrade-package {shlex.quote(n)}" for n in names), *kept])
 
 
 def pip(values: Mapping[str, Any], arguments: str, prefix: str = "") -> SuggestCommand:

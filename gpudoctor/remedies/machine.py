@@ -28,6 +28,16 @@ class Machine:
     dirs: GpudoctorDirs | None = None
     static_fixes: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # rule id -> fixes, from the checks
 
+    def for_interpreter(self, executable: str) -> "Machine":
+        """This machine as a process running ``executable`` sees it: the same paths and compilers, but
+        pip commands for that interpreter, and without the static fixes (made for the inspected
+        interpreter's packages) when it is another one."""
+        import dataclasses
+
+        if executable == self.python:
+            return self
+        return dataclasses.replace(self, python=executable, python_has_pip=None, static_fixes={})
+
     def values(self) -> dict[str, Any]:
         return {"libcuda_dirs": self.libcuda_dirs, "gcc_by_major": self.gcc_by_major,
                 "c_compilers": self.c_compilers, "package_manager": self.package_manager, "dirs": self.dirs,

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from typing import Any, Mapping
 
 from ..model import Fix, SuggestCommand
 from .code import applies_with_fix_code, code_edit
 
 RERUN_PASS = SuggestCommand("gpudoctor check --train")
+# The training pass runs in gpudoctor's own interpreter (train/runner.py), which has gpudoctor; a
+# bare `python` on PATH may not (gpudoctor installed with pipx).
+_PASS_PYTHON = shlex.quote(sys.executable or "python3")
 RERUN_AFTER_FIX = Fix("manual", "After the fix, rerun the training pass.", (RERUN_PASS,))
 
 
@@ -68,7 +73,7 @@ def triton_jit_failed(v: Mapping[str, Any]) -> list[Fix]:
     """``situation`` (from the training pass): timeout | crash | cuda-error | compile (default)."""
     preset = v.get("preset", "phi2")
     isolate = Fix("manual", "Rerun the pass alone to watch it fail, and skip the backend matrix to isolate the "
-                            "training step.", (SuggestCommand(f"python -m gpudoctor.train --preset {preset} --skip-backends"),))
+                            "training step.", (SuggestCommand(f"{_PASS_PYTHON} -m gpudoctor.train --preset {preset} --skip-backends"),))
     situation = v.get("situation", "compile")
     if situation == "timeout":
         return [isolate, Fix("manual", "If the machine is only slow (a cold cache compiles every kernel), allow more time.",
@@ -77,7 +82,7 @@ def triton_jit_failed(v: Mapping[str, Any]) -> list[Fix]:
         return [isolate]
     if situation == "cuda-error":
         return [Fix("manual", "Find the kernel: rerun the pass with synchronous launches.",
-                    (SuggestCommand(f"CUDA_LAUNCH_BLOCKING=1 python -m gpudoctor.train --preset {preset}"),))]
+                    (SuggestCommand(f"CUDA_LAUNCH_BLOCKING=1 {_PASS_PYTHON} -m gpudoctor.train --preset {preset}"),))]
     return [Fix("manual", "Run `gpudoctor check` to find why the compiler failed (missing libcuda.so, no C compiler, "
                           "unwritable cache), then rerun the training pass.", (SuggestCommand("gpudoctor check"), RERUN_PASS))]
 
@@ -95,4 +100,4 @@ def training_pass_diverged(v: Mapping[str, Any]) -> list[Fix]:
         return [Fix("manual", "Isolate the kernel: rerun the pass and compare the backend matrix; a backend that "
                               "disagrees there is the usual cause.", (SuggestCommand(f"gpudoctor check --train --preset {preset} -v"),))]
     return [Fix("manual", "Rerun the training pass alone to see the whole traceback.",
-                (SuggestCommand(f"python -m gpudoctor.train --preset {preset}"),))]
+                (SuggestCommand(f"{_PASS_PYTHON} -m gpudoctor.train --preset {preset}"),))]

@@ -269,7 +269,7 @@ def diagnose_outcome(outcome, timeout_s: float, machine: Machine | None = None) 
                                      "nonfinite_grads": detail.get("nonfinite_grads")},
                                     fixes_for("training-pass-diverged", {"situation": "diverged", "preset": preset})))
         if stage["id"].endswith("-backends"):
-            findings += _backend_findings(stage, diagnose_lines)
+            findings += _backend_findings(stage, lambda lines, **kw: diagnose_lines(lines, machine=machine, **kw))
         if stage["id"] == "peft":
             findings += _peft_findings(stage)
     if outcome.result is None:

@@ -133,7 +133,9 @@ class ChildProcess:
             while self._tail_size > _TAIL_CHARS and len(self._tail) > 1:
                 self._tail_size -= len(self._tail.pop(0))
 
-    def wait(self, on_event: Callable[[dict], None] | None = None) -> ChildOutcome:
+    def wait(self, on_event: Callable[[dict], None] | None = None, machine=None) -> ChildOutcome:
+        """The outcome once the child ended; ``machine`` (remedies.Machine) names the paths and the
+        interpreter in the fixes of what the log matcher found in its output."""
         if on_event:
             with self._lock:
                 for event in self.outcome.events:
@@ -154,7 +156,7 @@ class ChildProcess:
         outcome.wall_s = time.perf_counter() - self._start
         outcome.returncode = self.process.returncode
         outcome.stderr_tail = "".join(self._tail)
-        outcome.log_findings = self._diagnoser.findings()
+        outcome.log_findings = self._diagnoser.findings(machine)
         stdout = b"".join(self._stdout).decode("utf-8", "replace").strip()
         if stdout:
             try:
@@ -193,13 +195,15 @@ class PendingPass:
 
         if self.done is not None:
             return self.done
+        if machine is not None:  # the pass ran in its own interpreter, which need not be the one check inspected
+            machine = machine.for_interpreter(self.child.process.args[0])
         if show_progress:
             from .display import LiveProgress
 
             with LiveProgress(console) as progress:
-                outcome = self.child.wait(on_event=progress.update)
+                outcome = self.child.wait(on_event=progress.update, machine=machine)
         else:
-            outcome = self.child.wait()
+            outcome = self.child.wait(machine=machine)
         return diagnose_outcome(outcome, self.child.timeout_s, machine)
 
 

@@ -163,3 +163,20 @@ def test_plain_egg_info_is_read_without_importlib_metadata(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))).stdout
     assert out.split() == ["['1.16.0']", "False"]
+
+
+def test_an_unzipped_egg_on_sys_path_is_listed(tmp_path):
+    """`python setup.py install` builds (flash-attn, apex, xformers from source) leave an egg directory
+    on sys.path holding EGG-INFO; importlib.metadata lists it, and so must we."""
+    egg = tmp_path / "flash_attn-2.5.6-py3.12-linux-x86_64.egg"
+    (egg / "EGG-INFO").mkdir(parents=True)
+    (egg / "EGG-INFO" / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: flash-attn\nVersion: 2.5.6\n\n")
+    path = [str(egg)]
+    assert sorted(_ours(path)) == sorted(_reference(path))
+    assert [(d.name, d.version) for d in installed_distributions(path)] == [("flash-attn", "2.5.6")]
+
+
+def test_headers_are_read_to_the_blank_line_only(tmp_path):
+    path = tmp_path / "PKG-INFO"
+    path.write_bytes(b"Name: big\nVersion: 1\n\n" + b"x" * (2 << 20))  # a long description after the headers
+    assert metadata_headers(str(path)) == {"name": ["big"], "version": ["1"]}

@@ -1,6 +1,7 @@
 """Every failure class the CPU can provoke, provoked for real and diagnosed."""
 
 import argparse
+import sys
 
 import pytest
 
@@ -118,3 +119,33 @@ def test_compiled_step_has_no_graph_breaks(device):
     explained = compiled.explain(model, tokens)
     assert explained["graph_breaks"] == 0, explained["break_reasons"]
     assert explained["graphs"] == 1
+
+
+def test_a_backend_failure_read_by_the_log_matcher_names_the_given_machines_interpreter():
+    """The log signatures the pass runs over a backend's traceback get the Machine too (review of
+    ce529ab: they said `python -m pip` while the same rule's remedy named the interpreter)."""
+    import glob
+
+    from gpudoctor.remedies import Machine, fixes_for
+    from gpudoctor.train.diagnosis import diagnose_outcome
+    from gpudoctor.train.runner import ChildOutcome
+
+    log = open(sorted(glob.glob("fixtures/logs/flash-attn-abi-mismatch/*.log"))[0], encoding="utf-8").read()
+    row = {"capability": "attention", "backend": "flash-attn", "status": "fails", "stage": "attention-backends",
+           "reason": "ImportError", "traceback_tail": log[-3000:]}
+    result = {"schema": 1, "mode": "gpu", "preset": "tiny",
+              "stages": [{"id": "attention-backends", "status": "pass", "detail": {"rows": [row]}}]}
+    machine = Machine(python="/judged/bin/python", python_has_pip=True)
+    found = diagnose_outcome(ChildOutcome(command=["t"], returncode=0, result=result), timeout_s=60, machine=machine)
+    (finding,) = [f for f in found.findings if f.id == "flash-attn-abi-mismatch"]
+    assert finding.fixes == fixes_for("flash-attn-abi-mismatch", {}, machine)
+    assert "/judged/bin/python -m pip install" in finding.fixes[0].actions[0].command
+
+
+def test_the_pass_names_its_own_interpreter_not_the_inspected_one():
+    from gpudoctor.remedies import Machine
+
+    inspected = Machine(python="/other/env/bin/python", python_has_pip=False, static_fixes={"x": ()})
+    ours = inspected.for_interpreter(sys.executable)
+    assert (ours.python, ours.python_has_pip, dict(ours.static_fixes)) == (sys.executable, None, {})
+    assert inspected.for_interpreter("/other/env/bin/python") is inspected
