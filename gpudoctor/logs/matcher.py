@@ -26,15 +26,17 @@ from .signatures import Signature
 # they are rare in healthy training logs (loss lines, progress bars, NCCL INFO lines).
 # A keyword containing none of them becomes a trigger of its own.
 # Order matters: a keyword uses the first trigger it contains, so rarer ones come first.
+# "hared" and "ibrary" (not "shared", "library") so that a keyword can stay a literal of a
+# message users retype with a capital ("Shared memory", "Driver/Library"): same rarest byte, same cost.
 CURATED_TRIGGERS = (
     "rror",
     "riton",
     "libcuda.so",
     "FlashAttention",
     "CUDA",
-    "shared",
+    "hared",
     "driver",
-    "library",
+    "ibrary",
     "compile",
     "support",
 )

@@ -48,6 +48,14 @@ def _suffix_nccl(values: Mapping[str, str], arg: str) -> str:
     return f" in NCCL {values[arg]}" if values.get(arg) else ""
 
 
+def _nccl_cuda_failure(values: Mapping[str, str], arg: str) -> str:
+    # NCCL's last error "Cuda failure 999 'unknown error'" (the number only for driver API calls)
+    if not values.get(arg):
+        return ""
+    code = values.get("cuda_error")
+    return f"; the CUDA call inside NCCL failed ({code + ' ' if code else ''}'{values[arg]}')"
+
+
 def _prefix_supports(values: Mapping[str, str], arg: str) -> str:
     return f"; it supports {values[arg].strip()}" if values.get(arg) else ""
 
@@ -88,6 +96,7 @@ DERIVERS: dict[str, Callable[[Mapping[str, str], str], str]] = {
     "suffix_nvml": _suffix_nvml,
     "prefix_comma": _prefix_comma,
     "suffix_nccl": _suffix_nccl,
+    "nccl_cuda_failure": _nccl_cuda_failure,
     "prefix_supports": _prefix_supports,
     "default_training_args": _default_training_args,
     "oom_detail": _oom_detail,

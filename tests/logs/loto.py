@@ -8,7 +8,7 @@ diagnosed with all the rest: a *hit* is the rule named first. So a hit means the
 wording family, written from other threads and from the libraries' sources, generalizes to a
 log nobody tuned it for.
 
-*Strict* scoring also holds out the signatures whose ``first_seen`` is that thread: the
+*Strict* scoring also holds out the signatures whose ``first_seen`` names that thread: the
 wordings first taken from it and later re-derived from a library's own message (their
 ``source`` then names the library). It is the lower bound: it asks whether the rule would
 still be found had that thread never been read at all.
@@ -53,10 +53,17 @@ def _first_rule(matcher: Matcher, log: Path) -> str | None:
     return diagnoses[0].rule if diagnoses else None
 
 
-def first_seen() -> dict[str, str]:
-    """Signature id -> the thread its wording was first taken from, where it was re-derived later."""
-    return {raw["id"]: thread_of(raw["first_seen"]) for raw in load_rules_toml("signatures.toml")["signature"]
-            if raw.get("first_seen")}
+def first_seen() -> dict[str, frozenset[str]]:
+    """Signature id -> the threads its wordings were first taken from (one, or a list where a signature
+    was widened for a wording read in a later thread), where it was re-derived later."""
+    seen = {}
+    for raw in load_rules_toml("signatures.toml")["signature"]:
+        threads = raw.get("first_seen") or ()
+        if isinstance(threads, str):
+            threads = (threads,)
+        if threads:
+            seen[raw["id"]] = frozenset(thread_of(t) for t in threads)
+    return seen
 
 
 def score(strict: bool = False) -> list[RuleScore]:
@@ -71,7 +78,7 @@ def score(strict: bool = False) -> list[RuleScore]:
             by_thread.setdefault(thread_of(log.with_suffix(".source").read_text()), []).append(log)
         hits = 0
         for thread, thread_logs in by_thread.items():
-            held_out = Matcher(s for s in signatures if thread_of(s.source) != thread and seen.get(s.id) != thread)
+            held_out = Matcher(s for s in signatures if thread_of(s.source) != thread and thread not in seen.get(s.id, ()))
             if all(_first_rule(held_out, log) == folder.name for log in thread_logs):
                 hits += 1
         in_sample = sum(_first_rule(full, log) == folder.name for log in logs)

@@ -59,6 +59,17 @@ def test_values_from_the_log_reach_the_message():
         "flash-attn-head-dim-unsupported/llaga-16.log": "head dimension > 64",
         "cuda-version-mismatch/xinference-1286.log": "libcudart.so.12 (CUDA 12 runtime)",
         "flash-attn-abi-mismatch/fa-1832.log": "_ZN3c105ErrorC2ENS_14SourceLocation",
+        # held-out real logs (2026-11-23)
+        "nccl-failure/diffusion-pipe-ui-10.log": "(unhandled cuda error, ncclUnhandledCudaError); the CUDA call inside NCCL failed (999 'unknown error')",
+        "nccl-failure/nccl-1410.log": "in NCCL 2.20.5; the CUDA call inside NCCL failed (1 'invalid argument')",
+        "flash-attn-head-dim-unsupported/fa-1290.log": "head sizes 64, 128, and 256",
+        "flash-attn-head-dim-unsupported/fa-1645.log": "(Composable Kernel) supports head dimensions up to 256",
+        "python-headers-missing/triton-windows-96.log": "found no pyconfig.h",
+        "transformers-removed-kwarg/trl-6168.log": "Trainer does not accept `tokenizer`",
+        "cuda-home-missing/chattts-595.log": "flash_attn's build found no nvcc",
+        "nvcc-host-compiler-unsupported/tf-faster-rcnn-352.log": "gcc up to 6",
+        "bf16-unsupported/openbuddy-45.log": "compute capability >= 8.0",
+        "xformers-abi-mismatch/shivamshrirao-diffusers-161.log": "needs _ZNK3c104impl13OperatorEntry20reportSignatureErrorENS0_12CppSignatureE",
     }
     for name, expected in by_name.items():
         finding = diagnose_paths([str(FIXTURES / name)])[0]

@@ -4,6 +4,7 @@ line, and CUDA error numbers and enum names decoded into rules."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -217,3 +218,48 @@ def test_tool_wordings_name_their_rule(text, rule):
 
 def test_a_compile_error_is_not_a_missing_compiler():
     assert ids(["error: command 'gcc' failed with exit status 1"]) == []
+
+
+@pytest.mark.parametrize("text, rule, in_message", [
+    # other releases and backends of wordings the held-out real logs showed (2026-11-23), from the
+    # libraries' sources rather than those logs
+    ("/usr/include/python3.10/Python.h:8:10: fatal error: pyconfig.h: No such file or directory",
+     "python-headers-missing", "found no pyconfig.h"),
+    ("/usr/local/cuda/include/host_config.h:115:2: error: #error -- unsupported GNU version! gcc versions later than 4.9 "
+     "are not supported!", "nvcc-host-compiler-unsupported", "gcc up to 4.9"),
+    ("RuntimeError: --cuda_ext was requested, but nvcc was not found.  Are you sure your environment has nvcc available?",
+     "cuda-home-missing", "--cuda_ext's build found no nvcc"),
+    ("mamba_ssm was requested, but nvcc was not found.  Are you sure your environment has nvcc available?",
+     "cuda-home-missing", "mamba_ssm's build"),
+    ("RuntimeError: No such operator xformers::efficient_attention_forward_generic - did you forget to build xformers "
+     "with `python setup.py develop`?", "xformers-abi-mismatch", "xformers::efficient_attention_forward_generic"),
+    ("RuntimeError: Only support head size 64 and 128 for now", "flash-attn-head-dim-unsupported", "head sizes 64 and 128"),
+    ("ValueError: \n                Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU RAM to fit\n"
+     "                the quantized model.", "weights-offloaded-to-cpu", "4-bit/8-bit"),
+    ("ERROR: Need to compile C++ extensions to get sparse attention suport. Please run python setup.py build develop",
+     "xformers-abi-mismatch", "0.13 or older"),
+    ("`triton.ops` is gone: No module named \"triton.ops.matmul_perf_model\"", "bitsandbytes-triton-incompatible", "triton.ops"),
+    ("ModuleNotFoundError: No module named `triton`", "triton-missing", "Triton is not installed"),
+    ("failed to initialize NVML: Driver/Library version mismatch", "driver-library-mismatch", "kernel module"),
+])
+def test_library_wordings_of_other_releases_name_their_rule(text, rule, in_message):
+    findings = diagnose_lines(text.split("\n"))
+    assert findings and findings[0].id == rule, [f.id for f in findings]
+    assert in_message in findings[0].message
+
+
+def test_case_insensitive_parts_leave_the_keyword_literal():
+    # The keyword prefilter must stay a literal of every line a regex matches: a retyped capital is
+    # allowed only in a scoped (?i:...) group outside it, never by a global (?i) flag.
+    from gpudoctor.logs.signatures import load_signatures
+
+    for sig in load_signatures():
+        assert not sig.regex.flags & re.IGNORECASE, sig.id
+        if "(?i:" in sig.regex.pattern:
+            outside = re.sub(r"\(\?i:(?:[^()\\]|\\.|\([^()]*\))*\)", "\0", sig.regex.pattern)
+            assert re.sub(r"\\(.)", r"\1", outside).find(sig.keyword) != -1, sig.id
+
+
+def test_an_xformers_symbol_with_a_version_is_not_read_as_xformers_abi():
+    line = "OSError: /venv/lib/python3.10/site-packages/xformers/_C.so: undefined symbol: cudaFoo, version libcudart.so.12"
+    assert "xformers-abi-mismatch" not in ids([line])

@@ -37,19 +37,22 @@ def test_new_rules_generalize_to_threads_they_were_not_written_for():
 
 
 def test_held_out_score_does_not_fall_below_the_recorded_floor():
-    # 149/150 when the table in docs/diagnosis.md was last written: the signatures whose wording is a
-    # library's own message are never held out, so a miss here is a rule left with thread-only wordings.
+    # 245/246 when the table in docs/diagnosis.md was last written (2026-11-23, 149/150 before the held-out
+    # real logs joined the fixtures): the signatures whose wording is a library's own message are never
+    # held out, so a miss here is a rule left with thread-only wordings.
     scores = _scores()
     hits, threads = sum(s.hits for s in scores), sum(s.threads for s in scores)
     assert hits / threads >= 0.97, f"{hits}/{threads}"
 
 
 def test_strict_held_out_score_does_not_fall_below_the_recorded_floor():
-    # 106/150 (71%) with every wording first read from the held-out thread removed too (issue 15's
-    # first measurement, before the re-derivation, was 99/144); a signature fitted to one thread lowers it.
+    # 188/246 (76.4%) with every wording first read from the held-out thread removed too, 2026-11-23:
+    # 107/150 on the earlier threads (106/150 before that day's signatures) and 81/96 on the held-out
+    # real logs, whose 15 misses are the wordings first read in them (issue 15's first measurement,
+    # before the re-derivation, was 99/144); a signature fitted to one thread lowers it.
     scores = _strict_scores()
     hits, threads = sum(s.hits for s in scores), sum(s.threads for s in scores)
-    assert hits / threads >= 0.69, f"{hits}/{threads}"
+    assert hits / threads >= 0.74, f"{hits}/{threads}"
 
 
 def test_docs_show_the_current_table():

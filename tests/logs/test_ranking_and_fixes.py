@@ -113,3 +113,43 @@ def test_incremental_diagnoser_for_a_running_child():
         diagnoser.feed(piece)  # a line split across reads is still recognised
     [finding] = diagnoser.findings()
     assert finding.id == "libcuda-unversioned-missing" and finding.evidence["log"] == "train.py"
+
+
+NCCL_IN = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+           "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5")
+NCCL_CLASS = "ncclUnhandledCudaError: Call to CUDA function failed."
+
+
+def test_nccl_error_class_alone_makes_the_finding_and_names_the_error():
+    # torch prints the class line (and NCCL's last error) after `NCCL error in:`; a paste may hold only those
+    [finding] = diagnose_lines(["[rank0]: " + NCCL_CLASS, "[rank0]: Last error:", "[rank0]: Cuda failure 999 'unknown error'"])
+    assert finding.id == "nccl-failure"
+    assert finding.message == ("A NCCL collective failed (unhandled cuda error, ncclUnhandledCudaError); "
+                               "the CUDA call inside NCCL failed (999 'unknown error').")
+
+
+def test_nccl_error_line_and_class_line_make_one_finding_saying_it_once():
+    [finding] = diagnose_lines(["[rank7]: " + NCCL_IN, "[rank7]: " + NCCL_CLASS])
+    assert finding.id == "nccl-failure"
+    assert finding.evidence["signatures"] == ["nccl-error-in", "nccl-error-class"]
+    assert finding.message == "A NCCL collective failed (unhandled cuda error, ncclUnhandledCudaError) in NCCL 2.20.5."
+
+
+def test_a_cuda_failure_nccl_ignored_is_not_a_finding_or_a_value():
+    # NCCL_DEBUG=INFO lines of CUDA calls NCCL ignores (CUDACHECKIGNORE) in a healthy run
+    info = "host:123:456 [0] NCCL INFO misc/utils.cc:33 Cuda failure 'operation not supported'"
+    assert diagnose_lines([info]) == []
+    [finding] = diagnose_lines([info, NCCL_IN])
+    assert "CUDA call" not in finding.message
+
+
+def test_transformers_trainer_kwargs_and_trl_ones_are_told_apart():
+    removed = "TypeError: Trainer.__init__() got an unexpected keyword argument 'tokenizer'"
+    too_old = "TypeError: Seq2SeqTrainer.__init__() got an unexpected keyword argument 'processing_class'"
+    trl = "TypeError: SFTTrainer.__init__() got an unexpected keyword argument 'processing_class'"
+    [a] = diagnose_lines([removed])
+    [b] = diagnose_lines([too_old])
+    [c] = diagnose_lines([trl])
+    assert a.id == b.id == "transformers-removed-kwarg" and c.id == "trl-sfttrainer-api-change"
+    assert "renamed to processing_class" in a.message and a.message.startswith("Trainer does not accept")
+    assert "transformers 4.46" in b.message and b.message.startswith("Seq2SeqTrainer")
