@@ -203,6 +203,8 @@ def _build_state_dirs(state_dir: str, parent_problem: Any) -> None:
     while not os.path.lexists(probe):
         missing.append(probe)
         probe = os.path.dirname(probe)
+    if not missing:  # a concurrent gpudoctor renamed its tree into place since the caller looked
+        return
     problem = parent_problem(probe)
     if problem:
         raise UnsafeDirectory(f"refusing to create {state_dir}: {problem}")
