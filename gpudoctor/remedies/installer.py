@@ -82,7 +82,7 @@ def _uv_upgrade(rest: str) -> str:
             name = re.split(r"[<>=!~\[;@ ]", word, maxsplit=1)[0]
             if name and not name.startswith("<"):
                 names.append(name)
-    kept = " ".join(shlex.quote(w) if w not in ("-U", "--upgrade") else "" for w in words).split()
+    kept = [shlex.quote(w) for w in words if w not in ("-U", "--upgrade")]
     return " ".join([*(f"--upgrade-package {shlex.quote(n)}" for n in names), *kept])
 
 

@@ -7,11 +7,11 @@ machine, its remedy already had every value, and the other detectors take that f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from ..paths import GpudoctorDirs
-from .installer import has_pip, interpreter_of
+from .installer import judged_python
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,9 @@ class Machine:
         """This machine as a process running ``executable`` sees it: the same paths and compilers, but
         pip commands for that interpreter, and without the static fixes (made for the inspected
         interpreter's packages) when it is another one."""
-        import dataclasses
-
         if executable == self.python:
             return self
-        return dataclasses.replace(self, python=executable, python_has_pip=None, static_fixes={})
+        return replace(self, python=executable, python_has_pip=None, static_fixes={})
 
     def values(self) -> dict[str, Any]:
         return {"libcuda_dirs": self.libcuda_dirs, "gcc_by_major": self.gcc_by_major,
@@ -105,13 +103,14 @@ def machine_from_facts(facts: Any, findings: Any = None) -> Machine:
     ``findings``: the static findings already computed over those facts (else the checks run)."""
     toolchain = _fact(facts, "toolchain")
     system = _fact(facts, "system")
+    interpreter = judged_python(system, _fact(facts, "packages"))  # the same values the static checks pass
     return Machine(
         libcuda_dirs=libcuda_dirs(_fact(facts, "libcuda")),
         gcc_by_major=gcc_by_major(toolchain),
         c_compilers=c_compilers(toolchain),
         package_manager=distro_manager(system),
-        python=interpreter_of(system),
-        python_has_pip=has_pip(_fact(facts, "packages")),
+        python=interpreter.get("python"),
+        python_has_pip=interpreter.get("python_has_pip"),
         dirs=_fact(facts, "dirs"),
         static_fixes=_static_fixes(facts, findings),
     )
