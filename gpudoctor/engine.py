@@ -29,13 +29,12 @@ def run_checks(facts: Facts, only: Iterable[str] | None = None, skip: Iterable[s
     only_set = set(only or ())
     skip_set = set(skip or ())
     selected = [c for c in CHECKS if not (only_set and c.id not in only_set) and c.id not in skip_set]
-    facts.prefetch(name for check in selected for name in check.needs)
+    facts.prefetch(name for check in selected for name in check.facts)
     results = []
     for check in selected:
         start = time.perf_counter()
         try:
-            kwargs = {name: facts.get(name) for name in check.needs}
-            findings = tuple(check.run(**kwargs))
+            findings = tuple(check.run(**check.arguments(facts.get)))
             status = CheckStatus.FAIL if findings else CheckStatus.PASS
             reason = "; ".join(f.title for f in findings) if findings else ""
         except Skip as why:

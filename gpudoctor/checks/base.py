@@ -27,6 +27,28 @@ class Check:
     id: str  # the rule id it decides
     needs: tuple[str, ...]  # names of facts (see gpudoctor.facts.Facts)
     run: Callable[..., list[Finding]]
+    # facts used only to word the fix (which interpreter, which package manager): a failed probe
+    # passes None and the fix takes its general form (``python -m pip``), it does not fail the check
+    wording: tuple[str, ...] = ()
+
+    @property
+    def facts(self) -> tuple[str, ...]:
+        """Every fact the check reads: its needs, then its wording facts."""
+        return self.needs + self.wording
+
+    def arguments(self, get: Callable[[str], Any], given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The keyword arguments of ``run``: each needed fact from ``get`` (a failed probe raises),
+        each wording fact or None where its probe failed; ``given`` overrides both."""
+        from ..facts import ProbeFailure
+
+        given = given or {}
+        kwargs = {name: given[name] if name in given else get(name) for name in self.needs}
+        for name in self.wording:
+            try:
+                kwargs[name] = given[name] if name in given else get(name)
+            except ProbeFailure:
+                kwargs[name] = None
+        return kwargs
 
 
 def fixes_for(rule_id: str, values: Mapping[str, Any] | None = None, machine: Any = None) -> tuple[Fix, ...]:

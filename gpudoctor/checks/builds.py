@@ -11,7 +11,7 @@ from .base import Skip, finding, fixes_for, judged_python, remedy_machine
 from .toolchain import _compiler_named, build_paths
 
 
-def check_python_headers_missing(python_headers, packages, system):
+def check_python_headers_missing(python_headers, packages, system=None):
     builds = [what for what, installed in (("Triton's launcher", packages.triton is not None),
                                            ("torch extension builds", packages.get("torch") is not None)) if installed]
     if not builds:
@@ -22,7 +22,7 @@ def check_python_headers_missing(python_headers, packages, system):
         return []
     # Triton compiles its launcher at the first kernel of every run; an extension build is rarer.
     severity = None if packages.triton is not None else Severity.WARNING
-    info = system.info
+    info = getattr(system, "info", None)
     return [finding(
         "python-headers-missing",
         f"Python {python_headers.version} ({python_headers.python}) has no Python.h in {python_headers.include_dir}: "

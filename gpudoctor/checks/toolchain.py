@@ -7,7 +7,7 @@ from ..model import Severity
 from .base import Skip, finding, fixes_for, remedy_machine
 
 
-def check_c_compiler_missing(toolchain, packages, env, system):
+def check_c_compiler_missing(toolchain, packages, env, system=None):
     if toolchain.triton_cc and toolchain.triton_cc_exists:
         return []
     if not env.get("PATH") and not env.get("CC"):
@@ -73,7 +73,7 @@ def _limit(toolkit, family: str):
     return limit, source
 
 
-def check_nvcc_host_compiler_unsupported(toolchain, system):
+def check_nvcc_host_compiler_unsupported(toolchain, system=None):
     toolkit = toolchain.active_toolkit() or (toolchain.toolkits[0] if toolchain.toolkits else None)
     if toolkit is None:
         raise Skip("no CUDA toolkit (nvcc) on this machine")

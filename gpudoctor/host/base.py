@@ -202,6 +202,9 @@ class SystemInfo:
     base_prefix: str
     euid: int
     shm: tuple[int, int] | None = None  # (total, free) bytes of /dev/shm
+    # uv on PATH, for an environment without pip (a fix then says `uv pip`); "" none found, None not looked
+    # (a snapshot recorded before gpudoctor looked)
+    uv: str | None = None
 
 
 class Host(Protocol):

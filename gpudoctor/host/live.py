@@ -238,6 +238,7 @@ class LiveHost(HostHelpers):
             base_prefix=sys.base_prefix,
             euid=os.geteuid(),
             shm=shm,
+            uv=shutil.which("uv", path=self.env.get("PATH", "")) or "",
         )
 
 

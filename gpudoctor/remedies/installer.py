@@ -43,6 +43,9 @@ def judged_python(system: Any, packages: Any = None) -> dict[str, Any]:
         pip_installed = has_pip(packages)
         if pip_installed is not None:
             values["python_has_pip"] = pip_installed
+        uv = getattr(getattr(system, "info", None), "uv", None)
+        if pip_installed is False and uv is not None:
+            values["uv_found"] = bool(uv)
     return values
 
 
@@ -52,13 +55,18 @@ def python_of(values: Mapping[str, Any]) -> str:
     return shlex.quote(str(executable)) if executable else UNKNOWN_PYTHON
 
 
-def pip_words(values: Mapping[str, Any], arguments: str) -> str:
+def pip_words(values: Mapping[str, Any], arguments: str, prefix: str = "") -> str:
     """``<python> -m pip <arguments>``, or ``uv pip <subcommand> --python <python> <rest>`` where the judged
-    environment has no pip (``values["python_has_pip"] is False``; None or absent: not known, pip assumed)."""
+    environment has no pip (``values["python_has_pip"] is False``; None or absent: not known, pip assumed).
+    With no pip and no uv on PATH either (``values["uv_found"] is False``: a ``venv --without-pip``, or uv
+    gone since it made the venv), pip's own bootstrap, ``ensurepip``, installs pip first."""
+    python = python_of(values)
     if values.get("python_has_pip") is False and values.get("python"):
+        if values.get("uv_found") is False:
+            return f"{python} -m ensurepip --upgrade && {prefix}{python} -m pip {arguments}"
         subcommand, _, rest = arguments.partition(" ")
-        return f"uv pip {subcommand} --python {python_of(values)}" + (f" {_uv_upgrade(rest)}" if rest else "")
-    return f"{python_of(values)} -m pip {arguments}"
+        return f"{prefix}uv pip {subcommand} --python {python}" + (f" {_uv_upgrade(rest)}" if rest else "")
+    return f"{prefix}{python} -m pip {arguments}"
 
 
 # pip options of the remedies' commands that take a value (the value is not a requirement)
@@ -87,8 +95,8 @@ def _uv_upgrade(rest: str) -> str:
 
 
 def pip(values: Mapping[str, Any], arguments: str, prefix: str = "") -> SuggestCommand:
-    """``[prefix]`` + ``pip_words`` (``prefix``: environment assignments such as ``CC=… ``)."""
-    return SuggestCommand(f"{prefix}{pip_words(values, arguments)}")
+    """``pip_words`` with ``prefix`` (environment assignments such as ``CC=… ``) before the install itself."""
+    return SuggestCommand(pip_words(values, arguments, prefix))
 
 
 def python(values: Mapping[str, Any], arguments: str, prefix: str = "") -> SuggestCommand:

@@ -25,6 +25,7 @@ class Machine:
     package_manager: str | None = None  # apt | dnf | yum | zypper | pacman
     python: str | None = None  # the judged interpreter, for `<python> -m pip` (remedies/installer.py)
     python_has_pip: bool | None = None  # False: no pip there (a uv venv), the command goes through `uv pip`
+    uv_found: bool | None = None  # with no pip: whether uv is on PATH (False: `ensurepip` first)
     dirs: GpudoctorDirs | None = None
     static_fixes: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # rule id -> fixes, from the checks
 
@@ -39,7 +40,7 @@ class Machine:
     def values(self) -> dict[str, Any]:
         return {"libcuda_dirs": self.libcuda_dirs, "gcc_by_major": self.gcc_by_major,
                 "c_compilers": self.c_compilers, "package_manager": self.package_manager, "dirs": self.dirs,
-                "python": self.python, "python_has_pip": self.python_has_pip}
+                "python": self.python, "python_has_pip": self.python_has_pip, "uv_found": self.uv_found}
 
 
 def distro_manager(system: Any) -> str | None:
@@ -111,6 +112,7 @@ def machine_from_facts(facts: Any, findings: Any = None) -> Machine:
         package_manager=distro_manager(system),
         python=interpreter.get("python"),
         python_has_pip=interpreter.get("python_has_pip"),
+        uv_found=interpreter.get("uv_found"),
         dirs=_fact(facts, "dirs"),
         static_fixes=_static_fixes(facts, findings),
     )

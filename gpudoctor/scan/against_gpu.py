@@ -68,8 +68,7 @@ def _run_check(rule: str, facts, **given: Any) -> list[Finding]:
 
     check = CHECKS_BY_ID[rule]
     try:
-        kwargs = {name: given[name] if name in given else facts.get(name) for name in check.needs}
-        return list(check.run(**kwargs))
+        return list(check.run(**check.arguments(facts.get, given)))
     except Skip as why:
         raise _Cannot(str(why)) from None
     except ProbeFailure as exc:

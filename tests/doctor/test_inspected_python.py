@@ -42,14 +42,25 @@ def test_no_torch_in_the_inspected_env_is_said_and_never_ticked(envs, capsys):
     assert "[✓] Python packages" not in out
 
 
-def test_fixes_name_the_inspected_interpreter(envs, capsys):
+@pytest.mark.parametrize("uv_on_path", [True, False])
+def test_fixes_name_the_inspected_interpreter(envs, capsys, monkeypatch, tmp_path, uv_on_path):
     """A bare `pip install` runs whichever pip is first on PATH; the fix names the inspected interpreter
-    (this test venv has no pip, as `uv venv` makes them, so the command goes through `uv pip --python`)."""
+    (this test venv has no pip, as `uv venv` makes them, so the command goes through `uv pip --python`,
+    or, with no uv on PATH either, installs pip with ensurepip first)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if uv_on_path:
+        (bin_dir / "uv").write_text("#!/bin/sh\n")
+        (bin_dir / "uv").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))  # only this uv, or none, whatever the machine has
     main(["check", "--python", envs["torch"], "--json"])
     payload = json.loads(capsys.readouterr().out)
     (finding,) = [f for f in payload["findings"] if f["id"] == "triton-missing"]
     commands = [c for fix in finding["fixes"] for c in fix["commands"]]
-    assert commands == [f'uv pip install --python {envs["torch"]} "triton==3.1.0"'], finding["fixes"]
+    python = envs["torch"]
+    expected = (f'uv pip install --python {python} "triton==3.1.0"' if uv_on_path
+                else f'{python} -m ensurepip --upgrade && {python} -m pip install "triton==3.1.0"')
+    assert commands == [expected], finding["fixes"]
 
 
 def test_packages_are_the_named_interpreters(envs, capsys):

@@ -37,9 +37,36 @@ class _Packages:
     ({"python": "/opt/uv/bin/python", "python_has_pip": False},
      "uv pip install --python /opt/uv/bin/python --upgrade-package bitsandbytes bitsandbytes"),
     ({"python_has_pip": False}, "python -m pip install -U bitsandbytes"),  # no interpreter known: nothing to hand uv
+    ({"python": "/opt/uv/bin/python", "python_has_pip": False, "uv_found": True},
+     "uv pip install --python /opt/uv/bin/python --upgrade-package bitsandbytes bitsandbytes"),
+    # no pip and no uv on PATH: pip's own bootstrap first, then pip
+    ({"python": "/opt/v/bin/python", "python_has_pip": False, "uv_found": False},
+     "/opt/v/bin/python -m ensurepip --upgrade && /opt/v/bin/python -m pip install -U bitsandbytes"),
 ])
 def test_pip_words(values, expected):
     assert pip_words(values, "install -U bitsandbytes") == expected
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ({"python": "/e/python"}, "CC=/usr/bin/gcc /e/python -m pip install flash-attn"),
+    ({"python": "/e/python", "python_has_pip": False}, "CC=/usr/bin/gcc uv pip install --python /e/python flash-attn"),
+    ({"python": "/e/python", "python_has_pip": False, "uv_found": False},
+     "/e/python -m ensurepip --upgrade && CC=/usr/bin/gcc /e/python -m pip install flash-attn"),
+])
+def test_an_environment_prefix_applies_to_the_install_itself(values, expected):
+    from gpudoctor.remedies.installer import pip
+
+    assert pip(values, "install flash-attn", prefix="CC=/usr/bin/gcc ").command == expected
+
+
+def test_judged_python_says_whether_uv_is_there_only_without_pip():
+    def system(uv):
+        return type("S", (), {"info": type("I", (), {"python_executable": "/e/bin/python", "uv": uv})()})()
+
+    assert judged_python(system("/home/u/.local/bin/uv"), _Packages(["torch"]))["uv_found"] is True
+    assert judged_python(system(""), _Packages(["torch"]))["uv_found"] is False
+    assert "uv_found" not in judged_python(system(None), _Packages(["torch"]))  # a snapshot from before the lookup
+    assert "uv_found" not in judged_python(system(""), _Packages(["pip"]))  # pip is there: uv is not needed
 
 
 def test_judged_python_says_only_what_is_known():

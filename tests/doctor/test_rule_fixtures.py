@@ -2,6 +2,7 @@
 
 import pytest
 
+from gpudoctor.checks import CHECKS_BY_ID
 from gpudoctor.engine import run_checks
 from gpudoctor.facts import Facts
 from gpudoctor.model import CheckStatus
@@ -24,3 +25,19 @@ def test_rule_fixture(case):
         text = " ".join(f.message for f in result.findings)
         for needle in case.spec["message_contains"]:
             assert needle in text, f"{needle!r} not in {text!r}"
+
+
+WORDED = [c for c in CASES if c.expect == "fail" and CHECKS_BY_ID[c.rule_id].wording]
+
+
+@pytest.mark.parametrize("case", WORDED, ids=[f"{c.rule_id}/{c.name}" for c in WORDED])
+def test_a_fact_that_only_words_the_fix_cannot_fail_the_check(case, monkeypatch):
+    """The system fact names the interpreter and the package manager in a fix; where its probe fails,
+    the check still decides and its pip commands take the general form (`python -m pip`)."""
+    facts = Facts(case.host(), case.requirements)
+    for name in CHECKS_BY_ID[case.rule_id].wording:
+        monkeypatch.setitem(facts._probes, name, lambda name=name: 1 / 0)
+    (result,) = run_checks(facts, only=[case.rule_id])
+    assert result.status == CheckStatus.FAIL, f"{case.path}: {result.status.value}: {result.reason}"
+    commands = [a.command for f in result.findings for fix in f.fixes for a in fix.actions if hasattr(a, "command")]
+    assert all("python -m pip " in c for c in commands if " -m pip " in c), commands
