@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 
 from .xdg import CACHE, CONFIG, ENV_FILE_NAME, gpudoctor_dir
 
-CACHE_SCHEMA = 5  # 2: fixes carry their typed actions; 3: the blocking findings are decided when checked;
-# 4: the verdict on every required feature; 5: pip commands name the judged interpreter
+CACHE_SCHEMA = 6  # 2: fixes carry their typed actions; 3: the blocking findings are decided when checked;
+# 4: the verdict on every required feature; 5: pip commands name the judged interpreter; 6: without pip,
+# `uv pip` only where uv is on PATH, else ensurepip first
 CACHE_TTL_S = 24 * 3600  # a safety net: anything the fingerprint misses is re-checked daily
 CACHE_KEEP = 32  # fingerprint files kept in the cache dir
 
