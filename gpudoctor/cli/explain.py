@@ -29,6 +29,9 @@ def add_parser(subparsers) -> None:
     )
     where.add_argument("--snapshot", metavar="DIR",
                        help="name the fix for a recorded machine (`gpudoctor snapshot DIR` on the machine the log came from)")
+    where.add_argument("--python", metavar="PATH",
+                       help="name the fix for this interpreter's environment (the one the failed run used); default: as "
+                       "for check")
     # one grammar with check and fix: `--only a b`, `--only a,b`, repeated; ids validated (exit 2)
     parser.add_argument("--only", nargs="+", action="extend", default=[], metavar="ID",
                         help="report only these rule ids")
@@ -37,12 +40,14 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
-def _machine(args):
+def _machine(args, inspecting: list):
     """Where the fix will be applied: this machine (probed only if a failure is recognised), a
     recorded snapshot of the machine the log came from, or none (``--no-probe``). The facts come
     from the same Host and probes the static checks use, and on this machine the environment is
-    the one `check` inspects (its own, or the interpreter with torch when its own has none), so
-    both name the same `<python> -m pip`."""
+    the one `check` inspects (``--python``, else its own, or the interpreter with torch when its
+    own has none), so both name the same `<python> -m pip`; the header line saying which goes
+    into ``inspecting``. A --python that is not an interpreter is a usage error before any log
+    is read."""
     if args.no_probe:
         return None
     from ..facts import Facts
@@ -51,7 +56,17 @@ def _machine(args):
     from .check import inspected_host
 
     host = SnapshotHost(args.snapshot) if args.snapshot else LiveHost()
-    return lambda: machine_from_facts(Facts(inspected_host(host, None, args.snapshot)[0]))
+    if args.python:
+        inspected, header = inspected_host(host, args.python, None)
+        inspecting.append(header)
+        return lambda: machine_from_facts(Facts(inspected))
+
+    def probe():
+        inspected, header = inspected_host(host, None, args.snapshot)
+        if header:
+            inspecting.append(header)
+        return machine_from_facts(Facts(inspected))
+    return probe
 
 
 def run(args) -> int:
@@ -66,8 +81,9 @@ def run(args) -> int:
     except SelectionError as exc:
         raise UsageError(str(exc)) from None
 
+    inspecting: list[str] = []  # "inspecting Python … at …", where the fix names another interpreter
     try:
-        machine = _machine(args)
+        machine = _machine(args, inspecting)
     except HostError as exc:
         sys.stderr.write(f"gpudoctor: error: {exc}\n")
         return EXIT_UNREADABLE
@@ -93,7 +109,9 @@ def run(args) -> int:
         extra["fixable_here"] = sorted(probed[0].static_fixes) if probed else []
     if not recognised:
         extra["unrecognised"] = _unrecognised(args.files)
-    view = ReportView(tuple(findings), title="gpudoctor explain", extra=extra)
+    # the interpreter line only where a fix was built for it (the machine is probed only then)
+    summary = tuple(inspecting) if probed and findings else ()
+    view = ReportView(tuple(findings), title="gpudoctor explain", summary=summary, extra=extra)
     sys.stdout.write(_reporter(args).render(view))
     return EXIT_RECOGNISED if findings else EXIT_NONE
 

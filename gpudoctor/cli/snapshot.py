@@ -10,19 +10,27 @@ def add_parser(subparsers) -> None:
     parser.add_argument("directory")
     parser.add_argument("--note", default="", help="a note stored with the snapshot")
     parser.add_argument("--require", action="append", default=[], metavar="FEATURE", help="as for check")
+    parser.add_argument("--python", metavar="PATH",
+                        help="record this interpreter's packages (the one you train with); default: the one check "
+                        "inspects")
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
     from ..engine import diagnose
     from ..host import LiveHost, RecordingHost
-    from .check import parse_requirements
+    from .check import inspected_host, parse_requirements
 
     problem = _output_problem(args.directory)
     if problem:
         sys.stderr.write(f"gpudoctor: error: refusing to write the snapshot: {problem}\n")
         return 2
-    host = RecordingHost(LiveHost())
+    # the environment check inspects (--python, else its own or the one with torch), so a snapshot
+    # replays what check saw here and its fixes name the same interpreter
+    inspected, inspecting = inspected_host(LiveHost(), args.python, None)
+    if inspecting:
+        print(inspecting)
+    host = RecordingHost(inspected)
     report = diagnose(host, requirements=parse_requirements(args.require))
     try:
         path = host.write(args.directory, note=args.note)

@@ -21,12 +21,14 @@ class ExplainReporter:
         fixable = report.extra.get("fixable_here")
         return rendered(self._write(report.findings, report.extra.get("unrecognised"),
                                     report.extra.get("filtered_out", ()),
-                                    None if fixable is None else set(fixable)), self.tty)
+                                    None if fixable is None else set(fixable), report.summary), self.tty)
 
-    def _write(self, findings, unrecognised=None, filtered_out=(), plannable=None):
+    def _write(self, findings, unrecognised=None, filtered_out=(), plannable=None, summary=()):
         def write(console: Console) -> None:
             names = ", ".join("<stdin>" if f == "-" else f for f in self.files)
             console.print(f"[bold]gpudoctor explain[/] {_shown(names)}")
+            for line in summary:  # which interpreter the fixes name, as check says it
+                console.print(f"[dim]{_shown(line)}[/]")
             if not findings:
                 if filtered_out:
                     _say_filtered(console, filtered_out)

@@ -92,3 +92,52 @@ def test_bad_python_is_a_usage_error(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("gpudoctor: error: --python") and len(err.splitlines()) == 1
+
+
+_TRITON_MISSING_LOG = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "logs", "triton-missing",
+                                   "lavie-50.log")
+
+
+def test_explain_names_the_fix_for_the_python_given(envs, capsys):
+    """The log's fix installs into the interpreter the failed run used, and the report says which."""
+    assert main(["explain", "--python", envs["torch"], _TRITON_MISSING_LOG]) == 1
+    out = capsys.readouterr().out
+    assert f"inspecting Python {sys.version_info[0]}.{sys.version_info[1]}" in out and "(--python)" in out
+    assert f"--python {envs['torch']}" in out or f"{envs['torch']} -m " in out  # uv or pip form, named either way
+    main(["explain", "--python", envs["torch"], "--json", _TRITON_MISSING_LOG])
+    payload = json.loads(capsys.readouterr().out)
+    commands = [c for f in payload["findings"] for fix in f["fixes"] for c in fix["commands"]]
+    assert commands and all(envs["torch"] in c for c in commands), commands
+
+
+@pytest.mark.parametrize("extra", [["--python", "/nonexistent/python"], ["--python", "/bin/true"]])
+def test_explain_with_a_bad_python_is_a_usage_error(extra, capsys):
+    assert main(["explain", *extra, _TRITON_MISSING_LOG]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpudoctor: error: --python") and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("other", [["--no-probe"], ["--snapshot", "fixtures/snapshots/h200-baseline"]])
+def test_explain_python_goes_with_neither_no_probe_nor_a_snapshot(other, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["explain", "--python", sys.executable, *other, _TRITON_MISSING_LOG])
+    assert exit_.value.code == 2
+
+
+def test_a_snapshot_records_the_python_given_and_replays_its_fixes(envs, tmp_path, capsys):
+    directory = str(tmp_path / "snap")
+    assert main(["snapshot", directory, "--python", envs["torch"]]) == 0
+    assert "(--python)" in capsys.readouterr().out
+    main(["check", "--snapshot", directory, "--json", "--exit-zero"])
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["environment"]["system"]["python_executable"] == envs["torch"]
+    assert payload["environment"]["python_packages"]["packages"]["torch"] == "2.5.0+cu121"
+    (finding,) = [f for f in payload["findings"] if f["id"] == "triton-missing"]
+    assert all(envs["torch"] in c for fix in finding["fixes"] for c in fix["commands"])
+
+
+def test_a_snapshot_with_a_bad_python_is_a_usage_error_and_writes_nothing(tmp_path, capsys):
+    directory = tmp_path / "snap"
+    assert main(["snapshot", str(directory), "--python", "/nonexistent/python"]) == 2
+    assert capsys.readouterr().err.startswith("gpudoctor: error: --python")
+    assert not directory.exists()
