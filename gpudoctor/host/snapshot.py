@@ -96,6 +96,10 @@ def read_snapshot_data(directory: str) -> dict[str, Any]:
 
 
 class SnapshotHost(HostHelpers):
+    """A machine recorded by `gpudoctor snapshot`, replayed: every answer comes from the file."""
+
+    replays_a_snapshot = True  # its interpreter was chosen when it was recorded (snapshot --python)
+
     def __init__(self, directory: str, data: dict[str, Any] | None = None) -> None:
         self.directory = directory
         path = directory

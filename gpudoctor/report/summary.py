@@ -41,7 +41,9 @@ def machine_summary(facts) -> list[str]:
     if packages is not None:
         found = [f"{n} {packages.get(n).version}" for n in HEADER_PACKAGES if packages.get(n)]
         if not packages.get("torch"):  # never read as fine: the checks that need torch did not run
-            found.insert(0, "no torch in the inspected Python environment (--python PATH names the one you train with)")
+            how = ("`gpudoctor snapshot --python PATH` records the one you train with"
+                   if getattr(getattr(facts, "host", None), "replays_a_snapshot", False) else "--python PATH names the one you train with")
+            found.insert(0, f"no torch in the inspected Python environment ({how})")
         if found:
             lines.append(", ".join(found))
     toolchain = facts.gathered("toolchain")

@@ -107,3 +107,10 @@ def test_one_way_to_write_a_byte_count(n, text):
 
 def test_a_byte_count_not_measured_says_so_in_the_callers_words():
     assert format_bytes(None, "n/a") == "n/a"
+
+
+def test_no_torch_in_a_replayed_snapshot_says_how_to_record_the_right_interpreter():
+    """--python does not go with --snapshot (exit 2): the header names the option that would help."""
+    report = diagnose(SnapshotHost("fixtures/snapshots/cpu-triton35-driver-without-unversioned"))
+    (line,) = [line for line in machine_summary(report.facts) if "no torch" in line]
+    assert "`gpudoctor snapshot --python PATH` records the one you train with" in line
