@@ -344,17 +344,44 @@ def _load_cache(path: str) -> dict | None:
         with open(path, encoding="utf-8") as handle:
             entry = _read_cache_json(handle.read())
         age = time.time() - entry["time"]
-        blocking = entry["blocking"]
-        well_formed = (entry["schema"] == CACHE_SCHEMA and isinstance(entry["options"], dict)
-                       and isinstance(entry["checks"], int) and isinstance(entry["findings"], list)
-                       and all(isinstance(r, dict) and isinstance(r.get("id"), str) for r in entry["findings"])
-                       and all(isinstance(i, int) and 0 <= i < len(entry["findings"])
-                               for key in ("default", "strict") for i in blocking[key]))
+        well_formed = _well_formed(entry)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     if not well_formed or not 0 <= age <= CACHE_TTL_S:
         return None
     return entry
+
+
+def _well_formed(entry: dict) -> bool:
+    """Every field the cached path reads has the shape preflight writes: valid JSON of another
+    shape (a damaged or planted file) crashed the training script in the result or the summary
+    (found in review: ``"requirements": "x"`` raised AttributeError), so it is a miss instead."""
+    findings, blocking, scan = entry["findings"], entry["blocking"], entry.get("scan")
+    return (entry["schema"] == CACHE_SCHEMA and isinstance(entry["options"], dict)
+            and isinstance(entry["checks"], int) and isinstance(findings, list)
+            and all(isinstance(r, dict) and isinstance(r.get("id"), str) and r.get("severity") in _SEVERITIES
+                    and isinstance(r.get("title", ""), str) and _fixes_well_formed(r.get("fixes", []))
+                    for r in findings)
+            and isinstance(blocking, dict)
+            and all(isinstance(blocking.get(key), list) for key in ("default", "strict"))
+            and all(type(i) is int and 0 <= i < len(findings) for key in ("default", "strict") for i in blocking[key])
+            and isinstance(entry.get("not_run", ""), str)
+            and isinstance(entry.get("requirements", []), list)
+            and all(isinstance(r, dict) and all(isinstance(r.get(k), str) for k in ("feature", "status", "reason"))
+                    for r in entry.get("requirements", []))
+            and (scan is None or (isinstance(scan, dict) and isinstance(scan.get("script", ""), (str, type(None)))
+                                  and isinstance(scan.get("error", ""), (str, type(None)))
+                                  and isinstance(scan.get("not_judged", []), list)
+                                  and all(isinstance(n, str) for n in scan.get("not_judged", [])))))
+
+
+_SEVERITIES = ("error", "warning", "info")
+
+
+def _fixes_well_formed(fixes) -> bool:
+    return isinstance(fixes, list) and all(
+        isinstance(f, dict) and isinstance(f.get("kind", ""), str) and isinstance(f.get("summary", ""), str)
+        for f in fixes)
 
 
 class _JsonScannerContext:

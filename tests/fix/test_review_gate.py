@@ -1,0 +1,75 @@
+"""Adversarial review of preflight() as a gate and of the fixers: each test here failed on the
+code before its fix (the defect and how it was found are in the commit that fixed it)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import time
+
+import pytest
+
+import gpudoctor
+
+pf = importlib.import_module("gpudoctor.hook")
+
+
+def _finding(fid, severity):
+    return {"id": fid, "severity": severity, "title": f"{fid} title", "message": "m", "evidence": {},
+            "fixes": [{"kind": "user", "summary": "s", "commands": ["gpudoctor fix"], "env": {}}]}
+
+
+@pytest.fixture
+def checks(home, tmp_path, monkeypatch):
+    """The engine run replaced by one that reports ``checks.findings``; records each call."""
+    calls, findings = [], []
+
+    def fake(options, requirements=None):
+        calls.append(options)
+        ranks = {"info": 0, "warning": 1, "error": 2}
+        blocking = {mode: [i for i, f in enumerate(findings) if ranks[f["severity"]] >= threshold]
+                    for mode, threshold in (("default", 2), ("strict", 1))}
+        return {"schema": pf.CACHE_SCHEMA, "time": time.time(), "options": options, "checks": 3,
+                "findings": list(findings), "blocking": blocking}
+
+    monkeypatch.setattr(pf, "_run_checks", fake)
+    monkeypatch.chdir(tmp_path)
+    fake.calls, fake.findings = calls, findings
+    return fake
+
+
+def _cache_file() -> str:
+    directory = os.path.join(pf._cache_dir(), "preflight")
+    (name,) = [n for n in os.listdir(directory) if n.endswith(".json")]
+    return os.path.join(directory, name)
+
+
+def _rewrite(path: str, **fields) -> None:
+    with open(path) as handle:
+        entry = json.load(handle)
+    entry.update(fields)
+    with open(path, "w") as handle:
+        json.dump(entry, handle)
+
+
+# -- preflight: the cache ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("field, value", [
+    ("requirements", "x"), ("requirements", [1]), ("requirements", [{}]),
+    ("requirements", [{"feature": "bf16", "status": "NOT met", "reason": ["r"]}]),
+    ("scan", "x"), ("scan", {"error": 5}), ("not_run", 5),
+    ("findings", [{"id": "a", "severity": ["error"]}]),
+])
+def test_a_well_formed_json_cache_entry_of_the_wrong_shape_is_a_miss_not_a_crash(checks, tmp_path, field, value, capsys):
+    """Valid JSON whose fields are not what preflight writes (a damaged or planted file) crashed
+    the training script with AttributeError/KeyError/TypeError from the result or the summary."""
+    gpudoctor.preflight(project_dir=str(tmp_path))
+    fields = {field: value}
+    if field == "findings":
+        fields["blocking"] = {"default": [0], "strict": [0]}
+    _rewrite(_cache_file(), **fields)
+    result = gpudoctor.preflight(project_dir=str(tmp_path))
+    assert result.ok and not result.cached and len(checks.calls) == 2
+    assert "OK (3 checks" in capsys.readouterr().err
