@@ -342,6 +342,11 @@ def _load_cache(path: str) -> dict | None:
     stale, or dated in the future: a clock set back must not keep an entry forever)."""
     try:
         with open(path, encoding="utf-8") as handle:
+            # Only an entry this user wrote, in a directory nobody else can write to: a file of
+            # another user's, or in a shared cache dir, could be anyone's pass (found in review).
+            # stat follows a symlinked ~/.cache to the user's own scratch disk, which is fine.
+            if not (_private(os.fstat(handle.fileno())) and _private(os.stat(os.path.dirname(path)))):
+                return None
             entry = _read_cache_json(handle.read())
         age = time.time() - entry["time"]
         well_formed = _well_formed(entry)
@@ -350,6 +355,10 @@ def _load_cache(path: str) -> dict | None:
     if not well_formed or not 0 <= age <= CACHE_TTL_S:
         return None
     return entry
+
+
+def _private(st) -> bool:
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def _well_formed(entry: dict) -> bool:

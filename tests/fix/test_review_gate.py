@@ -73,3 +73,42 @@ def test_a_well_formed_json_cache_entry_of_the_wrong_shape_is_a_miss_not_a_crash
     result = gpudoctor.preflight(project_dir=str(tmp_path))
     assert result.ok and not result.cached and len(checks.calls) == 2
     assert "OK (3 checks" in capsys.readouterr().err
+
+
+def _plant_a_pass(path: str) -> None:
+    _rewrite(path, findings=[], blocking={"default": [], "strict": []})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_a_cache_entry_owned_by_another_user_is_not_trusted(checks, tmp_path):
+    checks.findings.append(_finding("libcuda-unversioned-missing", "error"))
+    with pytest.raises(gpudoctor.PreflightError):
+        gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
+    path = _cache_file()
+    _plant_a_pass(path)
+    os.chown(path, 4242, 4242)  # e.g. written into a shared XDG_CACHE_HOME by someone else
+    with pytest.raises(gpudoctor.PreflightError):
+        gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
+
+
+@pytest.mark.parametrize("what", ["file", "directory"])
+def test_a_cache_others_can_write_is_not_trusted(checks, tmp_path, what):
+    """A cache file or directory writable by group or others (a shared cache dir, a umask 000
+    setup): anyone could have put a pass there."""
+    checks.findings.append(_finding("libcuda-unversioned-missing", "error"))
+    with pytest.raises(gpudoctor.PreflightError):
+        gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
+    path = _cache_file()
+    _plant_a_pass(path)
+    os.chmod(path if what == "file" else os.path.dirname(path), 0o666 if what == "file" else 0o777)
+    with pytest.raises(gpudoctor.PreflightError):
+        gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
+
+
+def test_a_symlinked_cache_dir_of_the_users_own_still_caches(checks, tmp_path, monkeypatch):
+    """What held up, kept: ~/.cache linked to a scratch disk the user owns is an ordinary setup."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(mode=0o700)
+    os.symlink(scratch, os.path.join(os.environ["HOME"], ".cache"))
+    gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
+    assert gpudoctor.preflight(project_dir=str(tmp_path), quiet=True).cached
