@@ -315,11 +315,16 @@ def _fingerprint(pyproject: str | None, explicit: dict) -> str:
                 parts.append((path, st.st_mtime_ns, st.st_size))
             except OSError:
                 parts.append((path, None))
-    try:
-        with open("/proc/driver/nvidia/version", "rb") as handle:  # /proc mtimes say nothing
-            parts.append(handle.read(4096).decode("utf-8", "replace"))
-    except OSError:
-        parts.append(None)
+    # Which machine, and which boot of it: nodes of a cluster share HOME (NFS, Apptainer's home
+    # bind) and, from one image, every path and mtime above, so node b passed on node a's entry
+    # (found in review); a reboot (a GPU back on or off the bus, /dev/shm resized) is re-checked.
+    parts.append(os.uname().nodename)
+    for proc_file in ("/proc/driver/nvidia/version", "/proc/sys/kernel/random/boot_id"):
+        try:
+            with open(proc_file, "rb") as handle:  # /proc mtimes say nothing
+                parts.append(handle.read(4096).decode("utf-8", "replace"))
+        except OSError:
+            parts.append(None)
     data = repr(parts).encode()  # not json.dumps: json.encoder imports re (see _read_cache_json)
     try:
         from _blake2 import blake2b  # hashlib would load OpenSSL (~2 ms)

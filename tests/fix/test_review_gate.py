@@ -75,6 +75,24 @@ def test_a_well_formed_json_cache_entry_of_the_wrong_shape_is_a_miss_not_a_crash
     assert "OK (3 checks" in capsys.readouterr().err
 
 
+def _uname_on(node: str):
+    real = os.uname()
+    return lambda: os.uname_result((real.sysname, node, real.release, real.version, real.machine))
+
+
+def test_a_cache_shared_between_nodes_does_not_pass_another_node(checks, tmp_path, monkeypatch):
+    """A cluster's shared HOME (NFS, Apptainer's home bind) and one image on every node: node b
+    found node a's entry, because nothing in the fingerprint told the nodes apart (same env,
+    same paths and, from one image, the same mtimes), and passed without checking."""
+    monkeypatch.setattr(os, "uname", _uname_on("node-a"))
+    assert gpudoctor.preflight(project_dir=str(tmp_path), quiet=True).ok
+    monkeypatch.setattr(os, "uname", _uname_on("node-b"))
+    checks.findings.append(_finding("no-gpu-visible", "error"))  # node b's GPU is gone
+    with pytest.raises(gpudoctor.PreflightError, match="no-gpu-visible"):
+        gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
+    assert len(checks.calls) == 2
+
+
 def _plant_a_pass(path: str) -> None:
     _rewrite(path, findings=[], blocking={"default": [], "strict": []})
 
