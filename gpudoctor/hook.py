@@ -33,9 +33,10 @@ if TYPE_CHECKING:
 
 from .xdg import CACHE, CONFIG, ENV_FILE_NAME, gpudoctor_dir
 
-CACHE_SCHEMA = 6  # 2: fixes carry their typed actions; 3: the blocking findings are decided when checked;
+CACHE_SCHEMA = 7  # 2: fixes carry their typed actions; 3: the blocking findings are decided when checked;
 # 4: the verdict on every required feature; 5: pip commands name the judged interpreter; 6: without pip,
-# `uv pip` only where uv is on PATH, else ensurepip first
+# `uv pip` only where uv is on PATH, else ensurepip first; 7: the notes on an ignored [tool.gpudoctor]
+# (said on every call: they were said only by the uncached one)
 CACHE_TTL_S = 24 * 3600  # a safety net: anything the fingerprint misses is re-checked daily
 CACHE_KEEP = 32  # fingerprint files kept in the cache dir
 
@@ -136,8 +137,9 @@ def preflight(
     cached = entry is not None
     config_error = None
     if entry is None:
+        notes: list[str] = []  # what of [tool.gpudoctor] is ignored, cached with the entry
         try:
-            config = _read_config(pyproject)
+            config = _read_config(pyproject, notes)
         except ConfigError as exc:
             config, config_error = {}, str(exc)
         options = _merge_options(config, explicit)
@@ -146,16 +148,19 @@ def preflight(
             if config_error:
                 raise ConfigError(config_error)
             entry = _run_checks(options, requirements)
+            entry["notes"] = notes
         except Exception as exc:  # noqa: BLE001 - a bug in the doctor must not stop the training
             # ...but it must not read as a pass either: not_run makes ok False and the summary says so.
             why = config_error or f"{type(exc).__name__}: {exc}; please report this"
             entry = {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": 0, "findings": [],
-                     "blocking": {"default": [], "strict": []}, "not_run": why}
+                     "blocking": {"default": [], "strict": []}, "not_run": why, "notes": notes}
         else:
             # a scan not done (no script, timed out, crashed) is retried by the next call, not
             # remembered for CACHE_TTL_S as if the script had been read
             if use_cache and not (entry.get("scan") or {}).get("error"):
                 _store_cache(cache_file, entry)
+    for note in entry.get("notes", ()):  # every call, cached or not, quiet or not, as a miss always did
+        sys.stderr.write(note)
     result = PreflightResult(entry, cached, (time.perf_counter() - start) * 1000, env_changed)
     options = result.options
     if not options.get("quiet"):
@@ -215,7 +220,9 @@ class ConfigError(ValueError):
     not a list of strings, an unknown feature): the gate says so instead of passing without it."""
 
 
-def _read_config(pyproject: str | None) -> dict:
+def _read_config(pyproject: str | None, notes: list[str]) -> dict:
+    """The options of [tool.gpudoctor]; what is ignored is added to ``notes`` (lines for stderr),
+    a request that cannot be ignored safely raises ConfigError."""
     if not pyproject:
         return {}
     try:
@@ -226,12 +233,12 @@ def _read_config(pyproject: str | None) -> dict:
         with open(pyproject, "rb") as handle:
             document = tomllib.load(handle)
     except (OSError, ValueError) as exc:
-        sys.stderr.write(f"gpudoctor preflight: ignoring {pyproject}: {exc}\n")
+        notes.append(f"gpudoctor preflight: ignoring {pyproject}: {exc}\n")
         return {}
     tool = document.get("tool", {})
     table = tool.get("gpudoctor", {}) if isinstance(tool, dict) else None
     if not isinstance(table, dict):
-        sys.stderr.write(f"gpudoctor preflight: ignoring [tool.gpudoctor] in {pyproject}: not a table\n")
+        notes.append(f"gpudoctor preflight: ignoring [tool.gpudoctor] in {pyproject}: not a table\n")
         return {}
     config = {key.replace("-", "_"): value for key, value in table.items()}
     options = {}
@@ -241,8 +248,7 @@ def _read_config(pyproject: str | None) -> dict:
         value = config[key]
         if key in BOOL_KEYS and not isinstance(value, bool):
             # `strict = "false"` is truthy in Python; guessing would turn a gate off or on by accident
-            sys.stderr.write(f"gpudoctor preflight: ignoring {key} = {value!r} in {pyproject}: "
-                             "not true or false\n")
+            notes.append(f"gpudoctor preflight: ignoring {key} = {value!r} in {pyproject}: not true or false\n")
             continue
         if key in ("require", "skip") and not (isinstance(value, str) or (
                 isinstance(value, list) and all(isinstance(v, str) for v in value))):
@@ -380,6 +386,7 @@ def _well_formed(entry: dict) -> bool:
             and all(isinstance(blocking.get(key), list) for key in ("default", "strict"))
             and all(type(i) is int and 0 <= i < len(findings) for key in ("default", "strict") for i in blocking[key])
             and isinstance(entry.get("not_run", ""), str)
+            and isinstance(entry.get("notes", []), list) and all(isinstance(n, str) for n in entry.get("notes", []))
             and isinstance(entry.get("requirements", []), list)
             and all(isinstance(r, dict) and all(isinstance(r.get(k), str) for k in ("feature", "status", "reason"))
                     for r in entry.get("requirements", []))

@@ -130,3 +130,21 @@ def test_a_symlinked_cache_dir_of_the_users_own_still_caches(checks, tmp_path, m
     os.symlink(scratch, os.path.join(os.environ["HOME"], ".cache"))
     gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
     assert gpudoctor.preflight(project_dir=str(tmp_path), quiet=True).cached
+
+
+# -- preflight: config and arguments -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body, note", [
+    ('[tool.gpudoctor]\nstrict = "true"\n', "ignoring strict = 'true'"),
+    ('[tool.gpudoctor\nrequire = ["bf16"]\n', "ignoring"),
+])
+def test_an_ignored_config_is_said_on_every_call_not_only_the_first(checks, tmp_path, body, note, capsys):
+    """The note that [tool.gpudoctor] was ignored was written while reading the config, which
+    only the uncached call does: every later run passed silently without the strictness or the
+    requirement the project asked for."""
+    (tmp_path / "pyproject.toml").write_text(body)
+    for _call in range(2):
+        result = gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
+        assert note in capsys.readouterr().err
+    assert result.cached
