@@ -123,6 +123,11 @@ def preflight(
     the calling script (``gpudoctor scan`` of the ``__main__`` file, in bounded time): its findings
     join the checks' and block the same way; the cache entry is tied to the script's mtime."""
     start = time.perf_counter()
+    for name, value in (("strict", strict), ("raise_on_error", raise_on_error), ("quiet", quiet)):
+        # as for [tool.gpudoctor]: strict="false" is true in Python, so no guess; any other object
+        # crashed later, in the cache write, as "not JSON serializable" (found in review)
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"gpudoctor.preflight: {name} must be True, False or None, got {value!r}")
     env_changed = _apply_env_file() if apply_env else {}
 
     pyproject = _find_pyproject(project_dir)

@@ -148,3 +148,13 @@ def test_an_ignored_config_is_said_on_every_call_not_only_the_first(checks, tmp_
         result = gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
         assert note in capsys.readouterr().err
     assert result.cached
+
+
+@pytest.mark.parametrize("name", ["strict", "raise_on_error", "quiet"])
+@pytest.mark.parametrize("value", ["false", object()])
+def test_a_flag_that_is_not_a_bool_is_the_callers_error(checks, tmp_path, name, value):
+    """strict="false" turned the gate strict (a non-empty string is true), and any other object
+    crashed in the cache write with 'Object of type ... is not JSON serializable'."""
+    with pytest.raises(TypeError, match=f"gpudoctor.preflight: {name} must be True, False or None"):
+        gpudoctor.preflight(project_dir=str(tmp_path), **{name: value})
+    assert checks.calls == []
