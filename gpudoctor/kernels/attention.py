@@ -114,6 +114,29 @@ def _descriptor(base, rows, stride_row, head_dim, BLOCK_ROWS: tl.constexpr, BLOC
 
 
 @triton.jit
+def _row_sources(base, MAIN_DESC, TAIL_DESC, batch, head, rows, stride_row, head_dim,
+                 BLOCK_ROWS: tl.constexpr, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
+                 HAS_TAIL: tl.constexpr, TMA: tl.constexpr):
+    """(main, tail): where one head's two column slices of a tensor are loaded from or stored
+    to, in the form _load_rows and _store_rows take for the TMA mode: the host descriptor with
+    the (batch, head) it is indexed by (2), a descriptor built here over the head's rows (1), or
+    the head's base pointer (0). Without a tail, the tail is the main one (never read)."""
+    if TMA == 2:
+        main = (MAIN_DESC, batch, head)
+        tail = (TAIL_DESC, batch, head)
+    elif TMA == 1:
+        main = _descriptor(base, rows, stride_row, head_dim, BLOCK_ROWS, D_MAIN)
+        if HAS_TAIL:
+            tail = _descriptor(base, rows, stride_row, head_dim, BLOCK_ROWS, D_TAIL)
+        else:
+            tail = main
+    else:
+        main = base
+        tail = base
+    return main, tail
+
+
+@triton.jit
 def _load_rows(src, row0, col0, rows, cols, stride_row, stride_col, row_limit, col_limit,
                CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, TMA: tl.constexpr):
     """The tile at (row0, col0) of one head. ``src``: the head's base pointer (TMA 0, with
@@ -289,26 +312,14 @@ def _attention_forward_kernel(
     k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
     o_base = O + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
-    if TMA == 2:  # host descriptors (main, tail) of q, k, v, o
-        q_main_src, q_tail_src = (Q_MAIN_DESC, batch, head), (Q_TAIL_DESC, batch, head)
-        k_main_src, k_tail_src = (K_MAIN_DESC, batch, kv_head), (K_TAIL_DESC, batch, kv_head)
-        v_main_src, v_tail_src = (V_MAIN_DESC, batch, kv_head), (V_TAIL_DESC, batch, kv_head)
-        o_main_src, o_tail_src = (O_MAIN_DESC, batch, head), (O_TAIL_DESC, batch, head)
-    elif TMA == 1:
-        q_main_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_MAIN)
-        k_main_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_MAIN)
-        v_main_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_MAIN)
-        o_main_src = _descriptor(o_base, seq_q, stride_om, head_dim, BLOCK_M, D_MAIN)
-        if HAS_TAIL:
-            q_tail_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_TAIL)
-            k_tail_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_TAIL)
-            v_tail_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_TAIL)
-            o_tail_src = _descriptor(o_base, seq_q, stride_om, head_dim, BLOCK_M, D_TAIL)
-        else:  # never read: the tail code is compiled out
-            q_tail_src, k_tail_src, v_tail_src, o_tail_src = q_main_src, k_main_src, v_main_src, o_main_src
-    else:
-        q_main_src, k_main_src, v_main_src, o_main_src = q_base, k_base, v_base, o_base
-        q_tail_src, k_tail_src, v_tail_src, o_tail_src = q_base, k_base, v_base, o_base
+    q_main_src, q_tail_src = _row_sources(q_base, Q_MAIN_DESC, Q_TAIL_DESC, batch, head, seq_q, stride_qm,
+                                          head_dim, BLOCK_M, D_MAIN, D_TAIL, HAS_TAIL, TMA)
+    k_main_src, k_tail_src = _row_sources(k_base, K_MAIN_DESC, K_TAIL_DESC, batch, kv_head, seq_k, stride_kn,
+                                          head_dim, BLOCK_N, D_MAIN, D_TAIL, HAS_TAIL, TMA)
+    v_main_src, v_tail_src = _row_sources(v_base, V_MAIN_DESC, V_TAIL_DESC, batch, kv_head, seq_k, stride_vn,
+                                          head_dim, BLOCK_N, D_MAIN, D_TAIL, HAS_TAIL, TMA)
+    o_main_src, o_tail_src = _row_sources(o_base, O_MAIN_DESC, O_TAIL_DESC, batch, head, seq_q, stride_om,
+                                          head_dim, BLOCK_M, D_MAIN, D_TAIL, HAS_TAIL, TMA)
 
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -534,26 +545,14 @@ def _attention_backward_dkdv_kernel(
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
     dk_base = DK + batch.to(tl.int64) * stride_dkb + kv_head.to(tl.int64) * stride_dkh
     dv_base = DV + batch.to(tl.int64) * stride_dvb + kv_head.to(tl.int64) * stride_dvh
-    if TMA == 2:  # host descriptors (main, tail) of q, k, v, do, dk, dv
-        k_main_src, k_tail_src = (K_MAIN_DESC, batch, kv_head), (K_TAIL_DESC, batch, kv_head)
-        v_main_src, v_tail_src = (V_MAIN_DESC, batch, kv_head), (V_TAIL_DESC, batch, kv_head)
-        dk_main_dst, dk_tail_dst = (DK_MAIN_DESC, batch, kv_head), (DK_TAIL_DESC, batch, kv_head)
-        dv_main_dst, dv_tail_dst = (DV_MAIN_DESC, batch, kv_head), (DV_TAIL_DESC, batch, kv_head)
-    elif TMA == 1:
-        k_main_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_MAIN)
-        v_main_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_MAIN)
-        dk_main_dst = _descriptor(dk_base, seq_k, stride_dkn, head_dim, BLOCK_N, D_MAIN)
-        dv_main_dst = _descriptor(dv_base, seq_k, stride_dvn, head_dim, BLOCK_N, D_MAIN)
-        if HAS_TAIL:
-            k_tail_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_TAIL)
-            v_tail_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_TAIL)
-            dk_tail_dst = _descriptor(dk_base, seq_k, stride_dkn, head_dim, BLOCK_N, D_TAIL)
-            dv_tail_dst = _descriptor(dv_base, seq_k, stride_dvn, head_dim, BLOCK_N, D_TAIL)
-        else:
-            k_tail_src, v_tail_src, dk_tail_dst, dv_tail_dst = k_main_src, v_main_src, dk_main_dst, dv_main_dst
-    else:
-        k_main_src, v_main_src, dk_main_dst, dv_main_dst = k_base, v_base, dk_base, dv_base
-        k_tail_src, v_tail_src, dk_tail_dst, dv_tail_dst = k_base, v_base, dk_base, dv_base
+    k_main_src, k_tail_src = _row_sources(k_base, K_MAIN_DESC, K_TAIL_DESC, batch, kv_head, seq_k, stride_kn,
+                                          head_dim, BLOCK_N, D_MAIN, D_TAIL, HAS_TAIL, TMA)
+    v_main_src, v_tail_src = _row_sources(v_base, V_MAIN_DESC, V_TAIL_DESC, batch, kv_head, seq_k, stride_vn,
+                                          head_dim, BLOCK_N, D_MAIN, D_TAIL, HAS_TAIL, TMA)
+    dk_main_dst, dk_tail_dst = _row_sources(dk_base, DK_MAIN_DESC, DK_TAIL_DESC, batch, kv_head, seq_k,
+                                            stride_dkn, head_dim, BLOCK_N, D_MAIN, D_TAIL, HAS_TAIL, TMA)
+    dv_main_dst, dv_tail_dst = _row_sources(dv_base, DV_MAIN_DESC, DV_TAIL_DESC, batch, kv_head, seq_k,
+                                            stride_dvn, head_dim, BLOCK_N, D_MAIN, D_TAIL, HAS_TAIL, TMA)
 
     k_main = _load_rows(k_main_src, start_n, 0, offs_n, offs_d_main, stride_kn, stride_kd, seq_k,
                         head_dim, CHECK_N, MAIN_PADDED, TMA)
@@ -584,19 +583,10 @@ def _attention_backward_dkdv_kernel(
         row_base = (batch * num_heads + head).to(tl.int64) * seq_q
         # DQ_ACC is contiguous: this head's rows start at row_base and are head_dim apart.
         dq_base = DQ_ACC + row_base * head_dim
-        if TMA == 2:
-            q_main_src, q_tail_src = (Q_MAIN_DESC, batch, head), (Q_TAIL_DESC, batch, head)
-            do_main_src, do_tail_src = (DO_MAIN_DESC, batch, head), (DO_TAIL_DESC, batch, head)
-        elif TMA == 1:
-            q_main_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_MAIN)
-            do_main_src = _descriptor(do_base, seq_q, stride_dom, head_dim, BLOCK_M, D_MAIN)
-            if HAS_TAIL:
-                q_tail_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_TAIL)
-                do_tail_src = _descriptor(do_base, seq_q, stride_dom, head_dim, BLOCK_M, D_TAIL)
-            else:
-                q_tail_src, do_tail_src = q_main_src, do_main_src
-        else:
-            q_main_src, q_tail_src, do_main_src, do_tail_src = q_base, q_base, do_base, do_base
+        q_main_src, q_tail_src = _row_sources(q_base, Q_MAIN_DESC, Q_TAIL_DESC, batch, head, seq_q, stride_qm,
+                                              head_dim, BLOCK_M, D_MAIN, D_TAIL, HAS_TAIL, TMA)
+        do_main_src, do_tail_src = _row_sources(do_base, DO_MAIN_DESC, DO_TAIL_DESC, batch, head, seq_q,
+                                                stride_dom, head_dim, BLOCK_M, D_MAIN, D_TAIL, HAS_TAIL, TMA)
         if TMA_REDUCE:
             dq_main_dst = _descriptor(dq_base, seq_q, head_dim, head_dim, BLOCK_M, D_MAIN)
             if HAS_TAIL:
@@ -760,31 +750,16 @@ def _attention_backward_dq_kernel(
     k_base = K + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
     v_base = V + batch.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
     dq_base = DQ + batch.to(tl.int64) * stride_dqb + head.to(tl.int64) * stride_dqh
-    if TMA == 2:  # host descriptors (main, tail) of q, k, v, do, dq
-        q_main_src, q_tail_src = (Q_MAIN_DESC, batch, head), (Q_TAIL_DESC, batch, head)
-        k_main_src, k_tail_src = (K_MAIN_DESC, batch, kv_head), (K_TAIL_DESC, batch, kv_head)
-        v_main_src, v_tail_src = (V_MAIN_DESC, batch, kv_head), (V_TAIL_DESC, batch, kv_head)
-        do_main_src, do_tail_src = (DO_MAIN_DESC, batch, head), (DO_TAIL_DESC, batch, head)
-        dq_main_dst, dq_tail_dst = (DQ_MAIN_DESC, batch, head), (DQ_TAIL_DESC, batch, head)
-    elif TMA == 1:
-        q_main_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_MAIN)
-        do_main_src = _descriptor(do_base, seq_q, stride_dom, head_dim, BLOCK_M, D_MAIN)
-        k_main_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_MAIN)
-        v_main_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_MAIN)
-        dq_main_dst = _descriptor(dq_base, seq_q, stride_dqm, head_dim, BLOCK_M, D_MAIN)
-        if HAS_TAIL:
-            q_tail_src = _descriptor(q_base, seq_q, stride_qm, head_dim, BLOCK_M, D_TAIL)
-            do_tail_src = _descriptor(do_base, seq_q, stride_dom, head_dim, BLOCK_M, D_TAIL)
-            k_tail_src = _descriptor(k_base, seq_k, stride_kn, head_dim, BLOCK_N, D_TAIL)
-            v_tail_src = _descriptor(v_base, seq_k, stride_vn, head_dim, BLOCK_N, D_TAIL)
-            dq_tail_dst = _descriptor(dq_base, seq_q, stride_dqm, head_dim, BLOCK_M, D_TAIL)
-        else:
-            q_tail_src, do_tail_src, k_tail_src, v_tail_src = q_main_src, do_main_src, k_main_src, v_main_src
-            dq_tail_dst = dq_main_dst
-    else:
-        q_main_src, q_tail_src, do_main_src, do_tail_src = q_base, q_base, do_base, do_base
-        k_main_src, k_tail_src, v_main_src, v_tail_src = k_base, k_base, v_base, v_base
-        dq_main_dst, dq_tail_dst = dq_base, dq_base
+    q_main_src, q_tail_src = _row_sources(q_base, Q_MAIN_DESC, Q_TAIL_DESC, batch, head, seq_q, stride_qm,
+                                          head_dim, BLOCK_M, D_MAIN, D_TAIL, HAS_TAIL, TMA)
+    do_main_src, do_tail_src = _row_sources(do_base, DO_MAIN_DESC, DO_TAIL_DESC, batch, head, seq_q, stride_dom,
+                                            head_dim, BLOCK_M, D_MAIN, D_TAIL, HAS_TAIL, TMA)
+    k_main_src, k_tail_src = _row_sources(k_base, K_MAIN_DESC, K_TAIL_DESC, batch, kv_head, seq_k, stride_kn,
+                                          head_dim, BLOCK_N, D_MAIN, D_TAIL, HAS_TAIL, TMA)
+    v_main_src, v_tail_src = _row_sources(v_base, V_MAIN_DESC, V_TAIL_DESC, batch, kv_head, seq_k, stride_vn,
+                                          head_dim, BLOCK_N, D_MAIN, D_TAIL, HAS_TAIL, TMA)
+    dq_main_dst, dq_tail_dst = _row_sources(dq_base, DQ_MAIN_DESC, DQ_TAIL_DESC, batch, head, seq_q, stride_dqm,
+                                            head_dim, BLOCK_M, D_MAIN, D_TAIL, HAS_TAIL, TMA)
 
     q_main = _load_rows(q_main_src, start_m, 0, offs_m, offs_d_main, stride_qm, stride_qd, seq_q,
                         head_dim, CHECK_M, MAIN_PADDED, TMA)
