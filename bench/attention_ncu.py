@@ -96,6 +96,15 @@ def ptxas_report(kernel, constants, tiles, d_main, d_tail, has_tail) -> dict:
     return row
 
 
+def kernels_of(kernels, config):
+    """(label, kernel, tiles, extra constants) of the three kernels one configuration launches."""
+    return (("fwd", kernels._attention_forward_kernel, config.forward, {}),
+            ("dkdv", kernels._attention_backward_dkdv_kernel, config.backward_dkdv,
+             {"ATOMIC_DQ": False, "TMA_REDUCE": False}),
+            ("dq", kernels._attention_backward_dq_kernel, config.backward_dq,
+             {"COMPUTE_DELTA": config.delta_in_dq}))
+
+
 def ptxas_main(head_dims) -> None:
     os.environ.pop("TRITON_INTERPRET", None)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -119,12 +128,7 @@ def ptxas_main(head_dims) -> None:
                                                                config.tma != kernels.POINTERS)
             slices = kernels._slice_constants(head_dim, config)
             slices.pop("head_dim")
-            for label, kernel, tiles, extra in (
-                    ("fwd", kernels._attention_forward_kernel, config.forward, {}),
-                    ("dkdv", kernels._attention_backward_dkdv_kernel, config.backward_dkdv,
-                     {"ATOMIC_DQ": False, "TMA_REDUCE": False}),
-                    ("dq", kernels._attention_backward_dq_kernel, config.backward_dq,
-                     {"COMPUTE_DELTA": config.delta_in_dq})):
+            for label, kernel, tiles, extra in kernels_of(kernels, config):
                 if name != "shipped" and tiles == getattr(shipped, {"fwd": "forward", "dkdv":
                                                                     "backward_dkdv", "dq": "backward_dq"}[label]):
                     continue  # the candidate changes another kernel

@@ -43,6 +43,8 @@ def _ptx_without_locations(kernel, constants, tiles, d_main, d_tail, has_tail) -
 
 
 def digests() -> dict[str, str]:
+    from attention_ncu import kernels_of
+
     from gpudoctor.kernels import attention as kernels
 
     modes = {"host": kernels.HOST_DESCRIPTORS, "device": kernels.DEVICE_DESCRIPTORS}
@@ -56,12 +58,7 @@ def digests() -> dict[str, str]:
                                                                config.tma != kernels.POINTERS)
             slices = kernels._slice_constants(head_dim, config)
             slices.pop("head_dim")
-            for label, kernel, tiles, extra in (
-                    ("fwd", kernels._attention_forward_kernel, config.forward, {}),
-                    ("dkdv", kernels._attention_backward_dkdv_kernel, config.backward_dkdv,
-                     {"ATOMIC_DQ": False, "TMA_REDUCE": False}),
-                    ("dq", kernels._attention_backward_dq_kernel, config.backward_dq,
-                     {"COMPUTE_DELTA": delta_in_dq})):
+            for label, kernel, tiles, extra in kernels_of(kernels, config):
                 if delta_in_dq and label != "dq":
                     continue  # delta-in-dQ changes the dQ kernel only
                 for causal in (True, False):
