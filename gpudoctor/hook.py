@@ -357,11 +357,16 @@ def _load_cache(path: str) -> dict | None:
     """The cached entry, or None for anything unexpected (missing, corrupt, another schema,
     stale, or dated in the future: a clock set back must not keep an entry forever)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            # Only an entry this user wrote, in a directory nobody else can write to: a file of
-            # another user's, or in a shared cache dir, could be anyone's pass (found in review).
-            # stat follows a symlinked ~/.cache to the user's own scratch disk, which is fine.
-            if not (_private(os.fstat(handle.fileno())) and _private(os.stat(os.path.dirname(path)))):
+        # Only an entry this user wrote, in a directory nobody else can write to: a file of
+        # another user's, or in a shared cache dir, could be anyone's pass (found in review).
+        # stat follows a symlinked ~/.cache to the user's own scratch disk, which is fine. The
+        # directory first and O_NONBLOCK: a FIFO planted at the entry's name blocked open()
+        # forever (found in review); it, or a link to /dev/zero, is not a regular file: a miss.
+        if not _private(os.stat(os.path.dirname(path))):
+            return None
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), encoding="utf-8") as handle:
+            st = os.fstat(handle.fileno())
+            if not (_private(st) and st.st_mode & 0o170000 == 0o100000):  # S_ISREG, without importing stat
                 return None
             entry = _read_cache_json(handle.read())
         age = time.time() - entry["time"]

@@ -158,3 +158,36 @@ def test_a_flag_that_is_not_a_bool_is_the_callers_error(checks, tmp_path, name, 
     with pytest.raises(TypeError, match=f"gpudoctor.preflight: {name} must be True, False or None"):
         gpudoctor.preflight(project_dir=str(tmp_path), **{name: value})
     assert checks.calls == []
+
+
+_PLANT_AND_CALL = """
+import os, sys, gpudoctor, gpudoctor.hook as pf
+kw = dict(project_dir=sys.argv[1], raise_on_error=False, quiet=True)
+gpudoctor.preflight(**kw)
+directory = os.path.join(pf._cache_dir(), "preflight")
+(name,) = [n for n in os.listdir(directory) if n.endswith(".json")]
+path = os.path.join(directory, name)
+os.unlink(path)
+if sys.argv[2] == "fifo-in-a-shared-dir":
+    os.chmod(directory, 0o777)
+    os.mkfifo(path)
+elif sys.argv[2] == "own-fifo":
+    os.mkfifo(path)
+else:
+    os.symlink("/dev/zero", path)
+result = gpudoctor.preflight(**kw)
+print("cached" if result.cached else "miss")
+"""
+
+
+@pytest.mark.parametrize("plant", ["fifo-in-a-shared-dir", "own-fifo", "link-to-dev-zero"])
+def test_a_fifo_or_device_at_the_cache_entry_is_a_miss_not_a_hang(home, tmp_path, plant):
+    """A FIFO at the entry's name (anyone's, in a shared cache dir) blocked open() forever: the
+    training script hung before it started."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _PLANT_AND_CALL, str(tmp_path), plant], capture_output=True,
+                         text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "miss"
