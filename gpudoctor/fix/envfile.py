@@ -82,12 +82,38 @@ def parse(text: str) -> list[EnvEntry]:
     return entries
 
 
+class UntrustedEnvFile(OSError):
+    """The env file, or its directory, is not one only this user can write: its entries (any
+    variable: LD_PRELOAD, PATH, CC) are not applied. The reading side of the own-directory rule
+    that ``fix`` follows when it writes the file (paths.private_dir_problem)."""
+
+
 def read_entries(path: str) -> list[EnvEntry]:
+    """The entries of the env file at ``path``; [] when there is none. UntrustedEnvFile when
+    someone else could have written it: found in review, preflight() put the LD_PRELOAD of an
+    env.sh another user owned, in a shared XDG_CONFIG_HOME, into the training process. Opened
+    with O_NONBLOCK: a FIFO at its name blocked preflight() forever (found in review)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            return parse(handle.read())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return []
+    with open(fd, encoding="utf-8") as handle:
+        problem = _not_private(os.fstat(fd), "it", regular=True) or _not_private(
+            os.stat(os.path.dirname(os.path.abspath(path))), "its directory")
+        if problem:
+            raise UntrustedEnvFile(f"{problem}; its entries are not applied")
+        return parse(handle.read())
+
+
+def _not_private(st: os.stat_result, what: str, regular: bool = False) -> str | None:
+    # bits, not the stat module: this runs on preflight()'s path, where every import is paid
+    if regular and st.st_mode & 0o170000 != 0o100000:
+        return f"{what} is not a regular file"
+    if st.st_uid != os.geteuid():
+        return f"{what} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"{what} is writable by group or others (mode {st.st_mode & 0o7777:04o})"
+    return None
 
 
 def entry_lines(entry: EnvEntry) -> tuple[str, str]:

@@ -191,3 +191,62 @@ def test_a_fifo_or_device_at_the_cache_entry_is_a_miss_not_a_hang(home, tmp_path
                          text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "miss"
+
+
+# -- preflight and run: the env file -------------------------------------------------------------
+
+
+def _unset(monkeypatch, name):
+    """Unset, and restored afterwards: monkeypatch.delenv of an unset name records nothing, so
+    a value preflight applies would outlive the test."""
+    monkeypatch.setenv(name, "")
+    monkeypatch.delenv(name)
+
+
+def _write_env_file(dirs, name="LD_PRELOAD", value="/tmp/planted.so"):
+    from gpudoctor.fix import envfile
+
+    os.makedirs(dirs.config, mode=0o700, exist_ok=True)
+    envfile.write_entries(dirs.env_file, [envfile.EnvEntry(name, value)])
+
+
+@pytest.mark.parametrize("damage", ["foreign-owner", "file-writable-by-others", "directory-writable-by-others"])
+def test_an_env_file_someone_else_could_write_is_not_applied(checks, home, tmp_path, monkeypatch, damage, capsys):
+    """preflight() put every entry of the env file into the training process whoever wrote it:
+    an env.sh another user owns, in a shared XDG_CONFIG_HOME, set LD_PRELOAD for the training
+    and every compiler it starts. ``fix`` refuses to write there; now the readers refuse too."""
+    if damage == "foreign-owner" and os.geteuid() != 0:
+        pytest.skip("chown to another uid needs root")
+    _unset(monkeypatch, "LD_PRELOAD")
+    _write_env_file(home)
+    if damage == "foreign-owner":
+        os.chown(home.env_file, 4242, 4242)
+    elif damage == "file-writable-by-others":
+        os.chmod(home.env_file, 0o666)
+    else:
+        os.chmod(home.config, 0o777)
+    result = gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
+    assert result.env_changed == {} and "LD_PRELOAD" not in os.environ
+    assert "its entries are not applied" in capsys.readouterr().err
+    from gpudoctor.fix.verify import fixed_environment  # gpudoctor run's environment
+
+    with pytest.raises(OSError, match="not applied"):
+        fixed_environment({"HOME": os.environ["HOME"]}, home)
+
+
+def test_the_users_own_env_file_is_still_applied(checks, home, tmp_path, monkeypatch):
+    _unset(monkeypatch, "TRITON_LIBCUDA_PATH")
+    _write_env_file(home, "TRITON_LIBCUDA_PATH", "/drv")
+    assert gpudoctor.preflight(project_dir=str(tmp_path), quiet=True).env_changed == {"TRITON_LIBCUDA_PATH": "/drv"}
+
+
+def test_a_fifo_as_the_env_file_is_said_not_a_hang(home, tmp_path):
+    import subprocess
+    import sys
+
+    os.makedirs(home.config, mode=0o700)
+    os.mkfifo(home.env_file)
+    code = "import gpudoctor; print(gpudoctor.preflight(quiet=True, raise_on_error=False).env_changed)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == "{}", out.stderr
+    assert "not a regular file" in out.stderr
