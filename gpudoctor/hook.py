@@ -206,10 +206,13 @@ def _as_list(value) -> list[str] | None:
 def _find_pyproject(project_dir: str | None) -> str | None:
     """The training project's pyproject.toml: from ``project_dir``, else the running script's
     directory (works from a callback too), else the working directory, walking upwards."""
-    if project_dir is None:
-        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-        project_dir = os.path.dirname(os.path.abspath(main_file)) if main_file else os.getcwd()
-    directory = os.path.abspath(project_dir)
+    try:
+        if project_dir is None:
+            main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+            project_dir = os.path.dirname(os.path.abspath(main_file)) if main_file else os.getcwd()
+        directory = os.path.abspath(project_dir)
+    except OSError:  # the working directory was removed (found in review: FileNotFoundError into the script)
+        return None
     while True:
         candidate = os.path.join(directory, "pyproject.toml")
         if os.path.isfile(candidate):

@@ -250,3 +250,19 @@ def test_a_fifo_as_the_env_file_is_said_not_a_hang(home, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0 and out.stdout.strip() == "{}", out.stderr
     assert "not a regular file" in out.stderr
+
+
+def test_a_removed_working_directory_does_not_crash_the_script(home, tmp_path):
+    """python -c, a notebook kernel: no script file, so the project is looked for from the
+    working directory, and os.getcwd() raised FileNotFoundError into the caller when it had
+    been removed."""
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = ("import os, gpudoctor; os.chdir(os.environ['GONE']); os.rmdir(os.environ['GONE']); "
+            "print(gpudoctor.preflight(quiet=True, raise_on_error=False).checks > 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "GONE": str(gone)})
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
