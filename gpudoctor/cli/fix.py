@@ -245,6 +245,7 @@ def _confirm(question: str) -> bool:
 
 def _undo(args, dirs) -> int:
     from ..fix.manifest import ManifestError
+    from ..paths import UnsafeDirectory
     from ..fix.system import root_runner
     from ..fix.undo import KEPT, MANUAL, REFUSED, undo, undo_plan
 
@@ -256,7 +257,7 @@ def _undo(args, dirs) -> int:
                 _say(args, f"gpudoctor: wrote the undo plan to {args.script} ({len(outcomes)} steps); nothing was undone")
         else:
             outcomes = undo(dirs, root_runner(args.sudo))
-    except ManifestError as exc:
+    except (ManifestError, UnsafeDirectory) as exc:  # refused, not gpudoctor's failure (found in review)
         sys.stderr.write(f"gpudoctor: error: {exc}\n")
         return 2
     if not outcomes:

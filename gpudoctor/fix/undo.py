@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..paths import GpudoctorDirs
+from ..paths import GpudoctorDirs, UnsafeDirectory, private_dir_problem
 from .actions import UNDOERS
 from .actions.base import GONE, KEPT, MANUAL, UNDONE, RootRunner, UndoContext
 from .actions.env_entry import undo_env_batch
@@ -60,6 +60,11 @@ def _checked(manifest: Manifest, dirs: GpudoctorDirs) -> tuple[list[dict[str, An
 def undo_plan(dirs: GpudoctorDirs | None = None) -> list[UndoOutcome]:
     """What ``undo`` would do, changing nothing (``fix --undo --dry-run``)."""
     dirs = dirs or GpudoctorDirs.from_env()
+    # what undo itself would say: it refuses a state dir others can write (state_lock), so the
+    # plan must not list that manifest's records as what it would do (found in review)
+    problem = private_dir_problem(dirs.state) if os.path.lexists(dirs.state) else None
+    if problem:
+        raise UnsafeDirectory(f"refusing to keep gpudoctor's state in {dirs.state}: {problem}")
     manifest = Manifest.load(dirs.manifest_file)
     usable, refused = _checked(manifest, dirs)
     outcomes = list(refused)

@@ -266,3 +266,33 @@ def test_a_removed_working_directory_does_not_crash_the_script(home, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "GONE": str(gone)})
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+
+
+# -- fix --undo ----------------------------------------------------------------------------------
+
+
+def _fixed_once(dirs):
+    from gpudoctor.fix.apply import apply_plan
+    from gpudoctor.fix.plan import build_plan
+    from gpudoctor.model import Finding, Fix, SetEnv, Severity
+
+    finding = Finding("triton-cache-unwritable", Severity.ERROR, "t", "m",
+                      fixes=(Fix("user", "s", actions=(SetEnv("TRITON_CACHE_DIR", "/tmp/own-triton-cache"),)),))
+    assert [o.status for o in apply_plan(build_plan([finding], "user"), dirs).outcomes] == ["done"]
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_undo_from_a_state_dir_others_can_write_is_refused_and_said_so(home, dry_run, capsys):
+    """A state dir others can write holds a manifest anyone could have edited. --undo refused it,
+    but as 'internal error: UnsafeDirectory ... (rerun with --debug)'; --undo --dry-run listed
+    that manifest's records as what undo would do, exit 0, though undo itself would refuse."""
+    from gpudoctor.cli.main import main
+
+    _fixed_once(home)
+    os.chmod(home.state, 0o770)
+    code = main(["fix", "--undo"] + (["--dry-run"] if dry_run else []))
+    out, err = capsys.readouterr()
+    assert code == 2 and "would undo" not in out
+    assert "gpudoctor: error: refusing to keep gpudoctor's state in" in err and "internal error" not in err
+    os.chmod(home.state, 0o700)
+    assert main(["fix", "--undo"]) == 0 and not os.path.exists(home.env_file)
