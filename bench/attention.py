@@ -152,6 +152,8 @@ def sweep_candidates(shape):
     shared memory read off ptxas on the CPU; see _S3_TILES)."""
     if ROUND == "s3":
         return _s3_candidates(shape)
+    if ROUND == "s4":
+        return _s4_candidates(shape)
     head_dim = shape[5]
     base = select_config(torch.cuda.get_device_capability(), head_dim, shape[4])
     host = replace(base, tma=HOST_DESCRIPTORS)
@@ -224,6 +226,21 @@ def _s3_candidates(shape):
     if label not in S3_GUARD_SHAPES:
         for name, field, tiles in _S3_TILES.get(bucket, []):
             options.append((f"delta+{name}", replace(delta, **{field: tiles})))
+    return _unique_with_repeat(options, base)
+
+
+def _s4_candidates(shape):
+    """Round s4 (fifth session): the two s3 results worth keeping, each timed again and apart.
+    hd256 forward+backward ran 12.99 ms with delta-in-dq plus a two-stage 64x64 dK/dV tile
+    against 14.30 / 14.32 shipped (delta-in-dq alone 14.22): is it the tile? And delta-in-dq
+    alone at GQA 8:1, seq 16k: 19.72 against 17.79 / 17.93."""
+    head_dim = shape[5]
+    base = select_config(torch.cuda.get_device_capability(), head_dim, shape[4])
+    delta = replace(base, delta_in_dq=True)
+    options = [("shipped", base), ("delta-in-dq", delta)]
+    if head_dim > 128:
+        options += [("dkdv-64x64w8s2", replace(base, backward_dkdv=T(64, 64, 8, 2))),
+                    ("delta+dkdv-64x64w8s2", replace(delta, backward_dkdv=T(64, 64, 8, 2)))]
     return _unique_with_repeat(options, base)
 
 
@@ -472,7 +489,7 @@ def main(argv=None):
     parser.add_argument("--shapes", default="", help="sweep only these shape names (comma-separated)")
     parser.add_argument("--host", action="store_true", help="profile one call at the training shape")
     parser.add_argument("--compile-workers", type=int, default=12)
-    parser.add_argument("--round", default="", help="candidate set: '' (issue 18's), 's3'")
+    parser.add_argument("--round", default="", help="candidate set: '' (issue 18's), 's3', 's4'")
     parser.add_argument("--check-worker", help=argparse.SUPPRESS)
     parser.add_argument("--check-dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -902,10 +902,12 @@ _ARCH_CONFIGS: dict[str, dict[int, AttentionConfig]] = {
         128: AttentionConfig(_tiles(128, 128, 8, 3), _tiles(64, 128, 8, 3), _tiles(128, 64, 8, 3)),
         # From the issue-18 sweep (b4 h32 s4096 causal bf16, one sample each,
         # bench/results/attention-sweep-h200-first-run.txt): forward 128x64 on 8 warps 2.30 ms
-        # against 64x64 on 8 warps 4.32; dK/dV 64x64 one stage 19.7 ms (whole forward+backward)
-        # against 21.2-51.2 for the others; dQ 128x32 16.5 ms. Together: forward+backward 14.6 ms
+        # against 64x64 on 8 warps 4.32; dQ 128x32 16.5 ms. Together: forward+backward 14.6 ms
         # against 21.3 with the previous tiles (attention-sweep-h200.json, the next run).
-        256: AttentionConfig(_tiles(128, 64, 8, 2), _tiles(64, 64, 8, 1), _tiles(128, 32, 8, 2)),
+        # dK/dV 64x64 on 8 warps with two stages, not one (rounds s3/s4 on the H200, 2026-11-23,
+        # b4 h32 s4096 causal bf16, host descriptors): forward+backward 13.06-13.22 ms against
+        # 14.30-14.40 for one stage, in four runs (bench/results/attention-h200-2026-11-23-s4-*).
+        256: AttentionConfig(_tiles(128, 64, 8, 2), _tiles(64, 64, 8, 2), _tiles(128, 32, 8, 2)),
     },
     "sm80": {
         64: AttentionConfig(_tiles(128, 64, 4, 3), _tiles(32, 128, 4, 3), _tiles(128, 32, 4, 3)),

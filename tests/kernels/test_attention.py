@@ -401,6 +401,11 @@ def test_gpu_every_head_dim_on_tensor_descriptors(head_dim, causal, mode):
         pytest.skip("tensor descriptors run on sm90 only")
     config = dataclasses.replace(select_config(torch.cuda.get_device_capability(), head_dim),
                                  tma=mode, atomic_dq=mode == HOST_DESCRIPTORS)
+    if config.atomic_dq and head_dim > 192:
+        # atomic dQ (never shipped on sm90) keeps more in shared memory: with the shipped two-stage
+        # dK/dV tile of the 256 bucket it needs 271 KB (sm90 has 227 KB; H200, 2026-11-23), so
+        # it runs on one stage, the tile it was tested with before
+        config = dataclasses.replace(config, backward_dkdv=dataclasses.replace(config.backward_dkdv, num_stages=1))
     _compare_with_reference((1, 4, 2, 333, 333, head_dim), causal, torch.float16, "cuda",
                             torch.float32, tolerance=GPU_TOLERANCE[torch.float16], config=config)
 
