@@ -24,7 +24,12 @@ def run(args) -> int:
     from ..fix import envfile
 
     dirs = GpudoctorDirs.from_env()
-    entries = envfile.read_entries(dirs.env_file)
+    try:
+        entries = envfile.read_entries(dirs.env_file)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # untrusted (another user's, a FIFO) or unreadable
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        sys.stderr.write(f"gpudoctor: error: cannot use the env file {dirs.env_file}: {reason}\n")
+        return 2
     if not entries:
         sys.stderr.write(f"gpudoctor: no user-local fixes applied yet ({dirs.env_file} is empty or missing)\n")
         return 0

@@ -332,3 +332,16 @@ def test_dry_run_of_every_recorded_failure_changes_nothing(home, tmp_path, monke
             planned += "gpudoctor" in capsys.readouterr().out
             assert tree(tmp_path) == before, (case.rule_id, case.name, extra)
     assert planned > 100  # the plans were printed, not skipped
+
+
+def test_gpudoctor_env_refuses_an_untrusted_env_file_in_one_line(home, capsys):
+    """`gpudoctor env` printed "internal error: UntrustedEnvFile" once the readers refused such a
+    file (found by the review that made them refuse): it is the env file's problem, said as one."""
+    from gpudoctor.cli.main import main
+
+    _write_env_file(home)
+    os.chmod(home.env_file, 0o666)
+    assert main(["env"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpudoctor: error: cannot use the env file {home.env_file}: ") and len(err.splitlines()) == 1
+    assert "internal error" not in err
