@@ -76,7 +76,7 @@ class PreflightResult:
     """What preflight saw. ``findings`` are built on demand (model import is not free)."""
 
     __slots__ = ("records", "blocking", "cached", "duration_ms", "env_changed", "checks", "options", "not_run",
-                 "unmet_requirements", "scan")
+                 "unmet_requirements", "scan", "checked_at")
 
     def __init__(self, entry: dict, cached: bool, duration_ms: float, env_changed: dict) -> None:
         self.records = entry["findings"]  # the findings as JSON records (report.json's form)
@@ -89,6 +89,9 @@ class PreflightResult:
         # preflight(scan=True): {"script", "not_judged": [...], "error": why the scan was not done}
         self.scan = entry.get("scan")
         self.cached, self.duration_ms, self.env_changed = cached, duration_ms, env_changed
+        # when the machine was last really checked (a cached verdict is as old as its entry: GPU
+        # health, throttling and Xid errors can change within the cache's day)
+        self.checked_at = entry.get("time")
 
     @property
     def findings(self) -> "list[Finding]":

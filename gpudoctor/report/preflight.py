@@ -16,7 +16,8 @@ class PreflightReporter:
     def render(self, result) -> str:
         records = result.records
         counts = {s: sum(1 for r in records if r.get("severity") == s) for s in ("error", "warning")}
-        how = f"{result.checks} checks, {'cached, ' if result.cached else ''}{result.duration_ms:.0f} ms"
+        cached = f"cached from {_age(result)} ago, " if result.cached else ""
+        how = f"{result.checks} checks, {cached}{result.duration_ms:.0f} ms"
         if result.env_changed:
             how += f", env: {', '.join(sorted(result.env_changed))}"
         # the dynamic loader read LD_LIBRARY_PATH when this process started; children see the change
@@ -43,3 +44,18 @@ class PreflightReporter:
             elif fixes:
                 lines.append(f"          fix: {fixes[0].get('summary', '')}")
         return "\n".join(lines) + "\n" + loader_note
+
+
+def _age(result) -> str:
+    """How long ago the cached verdict was checked: "40 s", "12 min", "5 h"."""
+    import time
+
+    checked_at = getattr(result, "checked_at", None)
+    if not isinstance(checked_at, (int, float)):
+        return "an unknown time"
+    seconds = max(0, time.time() - checked_at)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"

@@ -306,3 +306,14 @@ def test_required_features_are_verified_or_fail_the_gate(home, tmp_path, monkeyp
     assert verdicts.get("bf16", "met") in ("met", "cannot verify here", "NOT met")
     with pytest.raises(gpudoctor.PreflightError, match="head_dim=80"):
         gpudoctor.preflight(require=["head_dim=80"], quiet=True)
+
+
+def test_a_cached_verdict_says_how_old_it_is(checks, tmp_path, capsys):
+    """A cached OK is the machine as it was when checked (GPU health can change within the
+    cache's day): the summary says when, not just "cached"."""
+    gpudoctor.preflight(project_dir=str(tmp_path))
+    capsys.readouterr()
+    result = gpudoctor.preflight(project_dir=str(tmp_path))
+    assert result.cached and isinstance(result.checked_at, float)
+    err = capsys.readouterr().err
+    assert err.startswith("gpudoctor preflight: OK (3 checks, cached from ") and " s ago, " in err
