@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from dataclasses import dataclass
 
 # CSI sequences (colours, cursor moves: ESC [ params intermediates final) and OSC sequences
 # (terminal titles, hyperlinks: ESC ] ... BEL or ESC \). Bounded repetitions: a hostile line of
@@ -42,11 +44,27 @@ _CONTINUATION_PREFIX = re.compile(
     r"(?:\[(?:rank|default)\d{1,6}\]:)?[ \t]{0,40}(?:#\d{1,4} \d{1,6}\.\d{1,4} )?[│┃|]?[ \t]{0,40}")
 
 
-def joined_context(block: bytes, start: int, end: int, lo: int, hi: int) -> str | None:
+@dataclass(frozen=True)
+class JoinedContext:
+    """Neighbouring lines joined into one text, and where each piece of it came from."""
+
+    text: str
+    starts: tuple[int, ...]  # offset in ``text`` where each piece begins
+    line_offsets: tuple[int, ...]  # each piece's line number minus the trigger line's ('\n' counts, '\r' not)
+    lines: tuple[str, ...]  # each piece as the log has it (ANSI codes stripped, prefix kept)
+
+    def line_at(self, pos: int) -> tuple[int, str]:
+        """(line offset, raw line) of the piece holding character ``pos`` of ``text``."""
+        index = max(bisect_right(self.starts, pos) - 1, 0)
+        return self.line_offsets[index], self.lines[index]
+
+
+def joined_context(block: bytes, start: int, end: int, lo: int, hi: int) -> JoinedContext | None:
     """The line block[start:end] joined with up to JOIN_BEFORE lines before and JOIN_AFTER after
     (within block[lo:hi]), each stripped of its continuation prefix, one space between: the
     text a wrapped message had before pip/setuptools/CMake/tqdm broke it. None if there are no
-    neighbours."""
+    neighbours. A match in it is mapped back to its own line with ``line_at``: the evidence is
+    the line the matched text is on, not the trigger line that asked for the join."""
     first = start
     for _ in range(JOIN_BEFORE):
         if first <= lo:
@@ -61,6 +79,23 @@ def joined_context(block: bytes, start: int, end: int, lo: int, hi: int) -> str 
         last = min(ends) if ends else hi
     if first == start and last == end:
         return None
-    text = block[first:last].decode("utf-8", "replace")
-    pieces = (_CONTINUATION_PREFIX.sub("", piece).rstrip() for piece in re.split(r"[\r\n]", text))
-    return " ".join(piece for piece in pieces if piece)
+    # Line numbers count '\n' only (tqdm's '\r' splits lines for matching, not for numbering).
+    line_offset = -block.count(b"\n", first, start)
+    parts = re.split(r"([\r\n])", block[first:last].decode("utf-8", "replace"))
+    pieces: list[str] = []
+    starts: list[int] = []
+    offsets: list[int] = []
+    lines: list[str] = []
+    size = 0
+    for index in range(0, len(parts), 2):
+        if index and parts[index - 1] == "\n":
+            line_offset += 1
+        raw = strip_ansi(parts[index])
+        piece = _CONTINUATION_PREFIX.sub("", raw).rstrip()
+        if piece:
+            starts.append(size)
+            offsets.append(line_offset)
+            lines.append(raw)
+            pieces.append(piece)
+            size += len(piece) + 1
+    return JoinedContext(" ".join(pieces), tuple(starts), tuple(offsets), tuple(lines))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from . import cuda_errors
-from .cleaning import joined_context, strip_ansi, unescaped_pieces
+from .cleaning import JoinedContext, joined_context, strip_ansi, unescaped_pieces
 from .gated_find import gate_of, line_starts
 from .signatures import Signature
 
@@ -153,6 +153,9 @@ class Scanner:
         positions.sort()
         counted_to, line_number = 0, self._line_number
         decoded: set[int] = set()  # line starts already decoded (a line holds several triggers)
+        # (signatures missed, line number, line start, end, window lo, hi); the line is decoded
+        # again if needed rather than kept, so a block of many trigger lines costs little memory.
+        second_chances: list[tuple[list[Signature], int, int, int, int, int]] = []
         for pos, trigger in positions:
             line_number += block.count(b"\n", counted_to, pos)
             counted_to = pos
@@ -165,13 +168,18 @@ class Scanner:
                 decoded.add(start)
                 for entry in cuda_errors.decode(line):
                     self._record(entry.signature, {"cuda_error_code": str(entry.code)}, line, line_number)
-            # Second chances, only for signatures this line did not show and nothing showed yet:
-            # the same text unescaped (a cause quoted in a RuntimeError('…') repr or a JSON log
-            # line, its newlines written as \n) and the line joined with its neighbours (a
-            # message wrapped or indented by pip, setuptools, CMake or tqdm).
+            if missed:
+                second_chances.append((missed, line_number, start, end, lo, hi))
+        # Second chances, only for signatures that no line of this block showed by itself (a
+        # direct match anywhere in the block wins: it is the line the message is on, and an
+        # occurrence is not counted twice): the same text unescaped (a cause quoted in a
+        # RuntimeError('…') repr or a JSON log line, its newlines written as \n) and the line
+        # joined with its neighbours (a message wrapped or indented by pip, setuptools, CMake or tqdm).
+        for missed, line_number, start, end, lo, hi in second_chances:
             missed = [sig for sig in missed if sig.id not in self.hits]
             if not missed:
                 continue
+            line = strip_ansi(block[start:end].decode("utf-8", "replace"))
             if "\\" in line:
                 for piece in unescaped_pieces(line):
                     missed = [sig for sig in missed if not self._match(sig, piece, line, line_number)]
@@ -179,7 +187,7 @@ class Scanner:
                 joined = joined_context(block, start, end, lo, hi)
                 if joined is not None:
                     for sig in missed:
-                        self._match(sig, strip_ansi(joined), line, line_number)
+                        self._match_joined(sig, joined, line_number)
 
     def _match(self, sig: Signature, text: str, line: str, line_number: int) -> bool:
         if sig.keyword not in text:
@@ -189,6 +197,16 @@ class Scanner:
             return False
         self._record(sig, match.groupdict(), line, line_number)
         return True
+
+    def _match_joined(self, sig: Signature, joined: JoinedContext, line_number: int) -> None:
+        if sig.keyword not in joined.text:
+            return
+        match = sig.regex.search(joined.text)
+        if match is not None:
+            # Evidence: the line the matched text starts on (ex-bug: the trigger line that asked
+            # for the join, one line early when the match was on the next line).
+            line_offset, line = joined.line_at(match.start())
+            self._record(sig, match.groupdict(), line, line_number + line_offset)
 
     def _record(self, sig: Signature, groups: dict[str, str | None], line: str, line_number: int) -> None:
         values = {k: v for k, v in groups.items() if v is not None}
