@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 from fixhelpers import FakeMachine
@@ -47,4 +49,25 @@ def driver_dir(tmp_path) -> str:
 def machine(home, driver_dir, monkeypatch) -> FakeMachine:
     fake = FakeMachine(home, driver_dir)
     monkeypatch.setattr("gpudoctor.cli.fix.run_diagnosis", fake)
+    return fake
+
+
+@pytest.fixture
+def checks(home, tmp_path, monkeypatch):
+    """preflight's engine run replaced by one that reports ``checks.findings`` (records in the
+    JSON form preflight caches); ``checks.calls`` holds the options of each call."""
+    hook = importlib.import_module("gpudoctor.hook")
+    calls, findings = [], []
+
+    def fake(options, requirements=None):
+        calls.append(options)
+        ranks = {"info": 0, "warning": 1, "error": 2}  # the test's own table of the fake findings
+        blocking = {mode: [i for i, f in enumerate(findings) if ranks[f["severity"]] >= threshold]
+                    for mode, threshold in (("default", 2), ("strict", 1))}
+        return {"schema": hook.CACHE_SCHEMA, "time": time.time(), "options": options, "checks": 3,
+                "findings": list(findings), "blocking": blocking}
+
+    monkeypatch.setattr(hook, "_run_checks", fake)
+    monkeypatch.chdir(tmp_path)
+    fake.calls, fake.findings = calls, findings
     return fake

@@ -66,3 +66,9 @@ def tree(root) -> list[tuple]:
                     digest = hashlib.sha256(handle.read()).hexdigest()
                 entries.append((os.path.relpath(path, root), "file", oct(st.st_mode & 0o7777), digest))
     return sorted(entries)
+
+
+def finding_record(fid, severity):
+    """A finding as preflight caches it (report.json's form), with a user-local fix."""
+    return {"id": fid, "severity": severity, "title": f"{fid} title", "message": "m", "evidence": {},
+            "fixes": [{"kind": "user", "summary": "s", "commands": ["gpudoctor fix"], "env": {}}]}

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from fixhelpers import finding_record
 
 import gpudoctor
 from gpudoctor.fix import envfile
@@ -18,29 +19,6 @@ from gpudoctor.paths import GpudoctorDirs
 pf = importlib.import_module("gpudoctor.hook")
 
 
-def _finding(fid, severity):
-    return {"id": fid, "severity": severity, "title": f"{fid} title", "message": "m", "evidence": {},
-            "fixes": [{"kind": "user", "summary": "s", "commands": ["gpudoctor fix"], "env": {}}]}
-
-
-@pytest.fixture
-def checks(home, tmp_path, monkeypatch):
-    """Replace the engine run; records the options it was given."""
-    calls = []
-    findings = []
-
-    def fake(options, requirements=None):
-        calls.append(options)
-        ranks = {"info": 0, "warning": 1, "error": 2}  # the test's own table of the fake findings
-        blocking = {mode: [i for i, f in enumerate(findings) if ranks[f["severity"]] >= threshold]
-                    for mode, threshold in (("default", 2), ("strict", 1))}
-        return {"schema": pf.CACHE_SCHEMA, "time": time.time(), "options": options, "checks": 3,
-                "findings": list(findings), "blocking": blocking}
-
-    monkeypatch.setattr(pf, "_run_checks", fake)
-    monkeypatch.chdir(tmp_path)
-    fake.calls, fake.findings = calls, findings
-    return fake
 
 
 def test_passes_and_prints_a_compact_summary(checks, tmp_path, capsys):
@@ -50,7 +28,7 @@ def test_passes_and_prints_a_compact_summary(checks, tmp_path, capsys):
 
 
 def test_raises_on_errors_with_the_findings(checks, tmp_path):
-    checks.findings.extend([_finding("libcuda-unversioned-missing", "error"), _finding("w", "warning")])
+    checks.findings.extend([finding_record("libcuda-unversioned-missing", "error"), finding_record("w", "warning")])
     with pytest.raises(gpudoctor.PreflightError) as info:
         gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
     assert [f.id for f in info.value.findings] == ["libcuda-unversioned-missing"]
@@ -61,7 +39,7 @@ def test_raises_on_errors_with_the_findings(checks, tmp_path):
 
 
 def test_strict_raises_on_warnings(checks, tmp_path):
-    checks.findings.append(_finding("w", "warning"))
+    checks.findings.append(finding_record("w", "warning"))
     assert gpudoctor.preflight(project_dir=str(tmp_path), quiet=True).ok
     with pytest.raises(gpudoctor.PreflightError):
         gpudoctor.preflight(project_dir=str(tmp_path), quiet=True, strict=True)
@@ -103,7 +81,7 @@ def test_reads_tool_gpudoctor_from_pyproject(checks, tmp_path):
     (project / "pyproject.toml").write_text(
         '[project]\nname = "x"\n\n[tool.gpudoctor]\nrequire = ["bf16", "head_dim=80"]\nskip = ["shm-too-small"]\nstrict = true\n'
     )
-    checks.findings.append(_finding("w", "warning"))
+    checks.findings.append(finding_record("w", "warning"))
     with pytest.raises(gpudoctor.PreflightError):  # strict from the file
         gpudoctor.preflight(project_dir=str(project / "src"), quiet=True)
     options = checks.calls[-1]
@@ -250,7 +228,7 @@ def test_a_bad_pyproject_never_passes_the_gate_nor_crashes(checks, tmp_path, bod
 
 
 def test_non_boolean_options_and_a_non_table_tool_are_ignored_with_a_note(checks, tmp_path, capsys):
-    checks.findings.append(_finding("w", "warning"))
+    checks.findings.append(finding_record("w", "warning"))
     (tmp_path / "pyproject.toml").write_text('[tool.gpudoctor]\nstrict = "false"\n')
     assert gpudoctor.preflight(project_dir=str(tmp_path)).ok  # not strict: "false" is not true
     assert "ignoring strict = 'false'" in capsys.readouterr().err

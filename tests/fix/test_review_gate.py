@@ -6,37 +6,15 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import time
 
 import pytest
+from fixhelpers import finding_record
 
 import gpudoctor
 
 pf = importlib.import_module("gpudoctor.hook")
 
 
-def _finding(fid, severity):
-    return {"id": fid, "severity": severity, "title": f"{fid} title", "message": "m", "evidence": {},
-            "fixes": [{"kind": "user", "summary": "s", "commands": ["gpudoctor fix"], "env": {}}]}
-
-
-@pytest.fixture
-def checks(home, tmp_path, monkeypatch):
-    """The engine run replaced by one that reports ``checks.findings``; records each call."""
-    calls, findings = [], []
-
-    def fake(options, requirements=None):
-        calls.append(options)
-        ranks = {"info": 0, "warning": 1, "error": 2}
-        blocking = {mode: [i for i, f in enumerate(findings) if ranks[f["severity"]] >= threshold]
-                    for mode, threshold in (("default", 2), ("strict", 1))}
-        return {"schema": pf.CACHE_SCHEMA, "time": time.time(), "options": options, "checks": 3,
-                "findings": list(findings), "blocking": blocking}
-
-    monkeypatch.setattr(pf, "_run_checks", fake)
-    monkeypatch.chdir(tmp_path)
-    fake.calls, fake.findings = calls, findings
-    return fake
 
 
 def _cache_file() -> str:
@@ -87,7 +65,7 @@ def test_a_cache_shared_between_nodes_does_not_pass_another_node(checks, tmp_pat
     monkeypatch.setattr(os, "uname", _uname_on("node-a"))
     assert gpudoctor.preflight(project_dir=str(tmp_path), quiet=True).ok
     monkeypatch.setattr(os, "uname", _uname_on("node-b"))
-    checks.findings.append(_finding("no-gpu-visible", "error"))  # node b's GPU is gone
+    checks.findings.append(finding_record("no-gpu-visible", "error"))  # node b's GPU is gone
     with pytest.raises(gpudoctor.PreflightError, match="no-gpu-visible"):
         gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
     assert len(checks.calls) == 2
@@ -99,7 +77,7 @@ def _plant_a_pass(path: str) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
 def test_a_cache_entry_owned_by_another_user_is_not_trusted(checks, tmp_path):
-    checks.findings.append(_finding("libcuda-unversioned-missing", "error"))
+    checks.findings.append(finding_record("libcuda-unversioned-missing", "error"))
     with pytest.raises(gpudoctor.PreflightError):
         gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
     path = _cache_file()
@@ -113,7 +91,7 @@ def test_a_cache_entry_owned_by_another_user_is_not_trusted(checks, tmp_path):
 def test_a_cache_others_can_write_is_not_trusted(checks, tmp_path, what):
     """A cache file or directory writable by group or others (a shared cache dir, a umask 000
     setup): anyone could have put a pass there."""
-    checks.findings.append(_finding("libcuda-unversioned-missing", "error"))
+    checks.findings.append(finding_record("libcuda-unversioned-missing", "error"))
     with pytest.raises(gpudoctor.PreflightError):
         gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
     path = _cache_file()
