@@ -20,6 +20,7 @@ from typing import Iterable
 from . import cuda_errors
 from .cleaning import JoinedContext, joined_context, strip_ansi, unescaped_pieces
 from .gated_find import gate_of, line_starts
+from .reader import QuoteFolder
 from .signatures import Signature
 
 # Short literals that most keywords contain: one str.find pass each per chunk. Chosen so that
@@ -100,6 +101,7 @@ class Scanner:
         self._pending = b""
         self._pending_scanned = 0  # chars at the start of _pending already searched for triggers
         self._line_number = 1  # number of the line where _pending starts
+        self._quotes = QuoteFolder()  # every input passes here: files, stdin, a child's output, diagnose_lines
         self.source = ""
         self.hits: dict[str, SignatureHit] = {}
 
@@ -110,6 +112,7 @@ class Scanner:
         self._line_number = 1
 
     def feed(self, data: bytes) -> None:
+        data = self._quotes.feed(data)
         if not data:
             return
         buf = self._pending + data if self._pending else data
@@ -128,6 +131,9 @@ class Scanner:
             self._scan_long_line_piece()
 
     def close(self) -> None:
+        held = self._quotes.flush()  # a lone lead byte at the very end of the input
+        if held:
+            self._pending += held
         if self._pending:
             self._scan(self._pending, self._pending_scanned)
             self._pending = b""

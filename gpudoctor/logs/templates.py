@@ -82,6 +82,11 @@ def _stalled_rank(values: Mapping[str, str], arg: str) -> str:
             f" process group, it fell behind, so read its log first.")
 
 
+def _in_parens(values: Mapping[str, str], arg: str) -> str:
+    # an optional value that older releases do not print (NCCL < 2.10 names no peer)
+    return f" ({values[arg]})" if values.get(arg) else ""
+
+
 def _head_dims(values: Mapping[str, str], arg: str) -> str:
     # flash-attn 1.0-2.3 name a limit ("head dim > 64"); 2.4-2.5 name the cases ("head dim 256 with dropout, ...")
     if values.get(arg):
@@ -100,6 +105,7 @@ DERIVERS: dict[str, Callable[[Mapping[str, str], str], str]] = {
     "prefix_supports": _prefix_supports,
     "default_training_args": _default_training_args,
     "oom_detail": _oom_detail,
+    "in_parens": _in_parens,
 }
 
 

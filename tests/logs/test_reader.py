@@ -183,3 +183,43 @@ def test_gated_search_falls_back_when_the_gate_byte_is_common():
     offset, byte = gate_of(literal)
     block = (bytes([byte]) * 50_000 + b"\n") * 40 + b"x " + literal + b"\n" + bytes([byte]) * 1000 + literal
     assert line_starts(block, literal, (offset, byte), 0) == _plain_line_starts(block, literal, 0)
+
+
+# nvidia-smi's message as qixuema/envs#4 pasted it: U+2018 for the apostrophe
+SMI_TYPOGRAPHIC = "NVIDIA-SMI has failed because it couldn\u2018t communicate with the NVIDIA driver."
+
+
+@pytest.mark.parametrize("text, rule", [
+    (SMI_TYPOGRAPHIC, "no-nvidia-driver"),
+    (SMI_TYPOGRAPHIC.replace("\u2018", "\u2019"), "no-nvidia-driver"),
+    ("ModuleNotFoundError: No module named \u2018triton\u2019", "triton-missing"),
+    # a keyword whose trigger literal itself holds the quote ("mport name '"): folded before the byte search
+    ("ImportError: cannot import name \u2018EncoderDecoderCache\u2019 from \u2018transformers\u2019",
+     "peft-transformers-incompatible"),
+])
+def test_typographic_quotes_are_read_as_ascii(text, rule):
+    assert ids(diagnose_lines([text]))[:1] == [rule]
+
+
+def test_a_typographic_quote_split_between_chunks_is_folded():
+    from gpudoctor.logs import LogDiagnoser
+
+    data = (SMI_TYPOGRAPHIC + "\n").encode("utf-8")
+    cut = data.index("\u2018".encode("utf-8"))
+    for split in (cut + 1, cut + 2):  # after the first byte of the three, after the second
+        diagnoser = LogDiagnoser()
+        diagnoser.feed(data[:split])
+        diagnoser.feed(data[split:])
+        assert ids(diagnoser.findings()) == ["no-nvidia-driver"], split
+
+
+def test_folding_changes_only_the_four_quotes():
+    from gpudoctor.logs.reader import QuoteFolder, fold_typographic_quotes
+
+    text = "\u2018a\u2019 \u201cb\u201d \u2026 \u2014 \u2588\u258f 100%|\u2588\u2588| \u00e9"
+    assert fold_typographic_quotes(text.encode("utf-8")).decode("utf-8") == "'a' \"b\" \u2026 \u2014 \u2588\u258f 100%|\u2588\u2588| \u00e9"
+    folder = QuoteFolder()
+    data = text.encode("utf-8")
+    out = b"".join(folder.feed(data[i:i + 1]) for i in range(len(data))) + folder.flush()  # one byte at a time
+    assert out == fold_typographic_quotes(data)
+    assert folder.feed(b"x\xe2") == b"x" and folder.flush() == b"\xe2"  # a lone lead byte at the end is kept
