@@ -5,8 +5,6 @@ probed here) plus the CPU, read through the same Host. Secrets are redacted (hos
 
 from __future__ import annotations
 
-from typing import Any
-
 from .host.redact import redact_value, relevant_env
 
 PACKAGES = ("torch", "triton", "pytorch-triton", "flash-attn", "flash-attn-3", "xformers", "bitsandbytes",

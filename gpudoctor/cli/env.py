@@ -7,7 +7,6 @@ fish quoting eval'd by bash runs a value like ``x'; touch P; #`` (issue 14 item 
 
 from __future__ import annotations
 
-import os
 import sys
 
 from ..paths import GpudoctorDirs

@@ -5,7 +5,6 @@ sent (or on two recorded snapshots, for `gpudoctor diff`), never on a machine.""
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 

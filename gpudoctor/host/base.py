@@ -11,7 +11,7 @@ import fnmatch
 import os
 import posixpath
 import stat as statmod
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, Protocol
 
 DEFAULT_TIMEOUT_S = 5.0

@@ -13,7 +13,7 @@ import json
 import os
 import stat
 from dataclasses import asdict
-from typing import Any, Mapping
+from typing import Any
 
 from .. import __version__
 from .base import (
