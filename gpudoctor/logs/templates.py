@@ -87,6 +87,19 @@ def _in_parens(values: Mapping[str, str], arg: str) -> str:
     return f" ({values[arg]})" if values.get(arg) else ""
 
 
+def _xformers_build_vs_torch(values: Mapping[str, str], arg: str) -> str:
+    # xFormers prints its build's torch next to the installed one whenever its extension fails to
+    # load (xformers/_cpp_lib.py: any OSError from torch.ops.load_library), not only when they differ.
+    built, torch = values.get(arg) or "?", values.get("torch_version") or "?"
+    if torch.endswith("+cpu"):
+        return f"it was built for PyTorch {built} with CUDA, and the installed torch ({torch}) is a CPU-only build"
+    if torch == built:
+        return (f"it was built for the installed PyTorch ({torch}), so the versions are not the cause: the library "
+                "failed to load for another reason (a torch without CUDA, as on macOS; missing CUDA libraries; "
+                "another Python)")
+    return f"built for PyTorch {built}, running PyTorch {torch}"
+
+
 def _head_dims(values: Mapping[str, str], arg: str) -> str:
     # flash-attn 1.0-2.3 name a limit ("head dim > 64"); 2.4-2.5 name the cases ("head dim 256 with dropout, ...")
     if values.get(arg):
@@ -106,6 +119,7 @@ DERIVERS: dict[str, Callable[[Mapping[str, str], str], str]] = {
     "default_training_args": _default_training_args,
     "oom_detail": _oom_detail,
     "in_parens": _in_parens,
+    "xformers_build_vs_torch": _xformers_build_vs_torch,
 }
 
 

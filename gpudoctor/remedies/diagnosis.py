@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from ..model import CodeEdit, Fix, RemoveFromPathVar, SetEnv, SuggestCommand
 from .installer import pip, python
+from .packages import TORCH_CUDA_INDEX
 
 
 def nccl_timeout(v: Mapping[str, Any]) -> list[Fix]:
@@ -118,12 +119,28 @@ def host_compiler_too_old(v: Mapping[str, Any]) -> list[Fix]:
 
 
 def xformers_abi_mismatch(v: Mapping[str, Any]) -> list[Fix]:
-    torch = v.get("torch")
+    # "torch": the installed version (static check); "torch_version": xFormers' "(you have X)" (a log)
+    torch = v.get("torch") or v.get("torch_version")
+    if torch and torch.endswith("+cpu"):
+        # No xFormers build loads on a CPU-only torch: the fix is torch's (torch-cpu-only), with
+        # xformers in the same command so the two resolve together (held-out round 2, xformers#982).
+        return [Fix("manual", f"The installed torch ({torch}) is a CPU-only build: install torch from a CUDA index "
+                              "(pick the CUDA your driver supports) with xformers in the same pip command, then check "
+                              "that its kernels load.",
+                    (pip(v, f"install --force-reinstall torch xformers --index-url {TORCH_CUDA_INDEX}"),
+                     python(v, "-m xformers.info")))]
+    if torch and torch == v.get("xformers_torch"):
+        # Built for this very torch, yet it did not load (SEINE#21, a Mac): reinstalling xformers
+        # for this torch would change nothing; its loader's own error says what is missing.
+        return [Fix("manual", f"xFormers was built for this torch ({torch}), so a matching reinstall will not help: "
+                              "read the loader's error (XFORMERS_MORE_DETAILS=1) for what is missing, e.g. CUDA in "
+                              "torch (no CUDA on macOS), a CUDA library, or the Python it was built for.",
+                    (python(v, "-m xformers.info", prefix="XFORMERS_MORE_DETAILS=1 "),))]
     for_torch = f"torch {torch}" if torch else "the installed torch and CUDA"
     return [Fix("manual", f"Install the xFormers build made for {for_torch} (or install torch and xformers in one pip "
                           "command so they resolve together), then check that its kernels load.",
                 (pip(v, f"install -U xformers 'torch=={torch}'" if torch else
-                     "install -U xformers --index-url https://download.pytorch.org/whl/cu121"),
+                     f"install -U xformers --index-url {TORCH_CUDA_INDEX}"),
                  python(v, "-m xformers.info")))]
 
 
