@@ -3,6 +3,7 @@ never run by gpudoctor, which does not manage the user's Python environment."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from ..model import Fix, SuggestCommand
@@ -20,8 +21,26 @@ def torch_cpu_only(v: Mapping[str, Any]) -> list[Fix]:
                    pip(v, f"install --force-reinstall torch --index-url {TORCH_CUDA_INDEX}"))
 
 
+def _on_windows(v: Mapping[str, Any]) -> bool:
+    # A log's Windows paths (signature triton-missing-windows-path), or the judged interpreter's
+    # own path (the static check's "python"): both detectors get the same fix.
+    return any(re.match(r"[A-Za-z]:\\", str(v.get(key) or "")) for key in ("windows_path", "python"))
+
+
 def triton_missing(v: Mapping[str, Any]) -> list[Fix]:
     spec = v.get("expected") or "triton"
+    if _on_windows(v):
+        # PyPI's triton has Linux wheels only; the Windows build is the triton-windows package
+        # (github.com/triton-lang/triton-windows), whose X.Y releases match triton's.
+        version = spec.partition("==")[2]
+        major_minor = ".".join(version.split(".")[:2])
+        if major_minor:
+            return _manual(f"Install triton-windows, Triton's Windows build (PyPI has no Windows wheel of triton), "
+                           f"the release matching torch's Triton {version}.",
+                           pip(v, f'install "triton-windows=={major_minor}.*"'))
+        return _manual("Install triton-windows, Triton's Windows build (PyPI has no Windows wheel of triton): the "
+                       "release matching your torch (the table in its README, github.com/triton-lang/triton-windows), "
+                       "e.g. `triton-windows<3.N`.", pip(v, 'install -U "triton-windows"'))
     return _manual(f"Install the Triton that torch pins ({spec}).", pip(v, f'install "{spec}"'))
 
 

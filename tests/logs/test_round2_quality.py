@@ -52,3 +52,32 @@ def test_the_static_check_values_take_the_same_branches():
     assert "torch xformers --index-url" in fix_commands(cpu[0])[0]
     other = fixes_for("xformers-abi-mismatch", {"torch": "2.5.1"})
     assert fix_commands(other[0])[0] == "python -m pip install -U xformers 'torch==2.5.1'"
+
+
+# xformers' warning on Windows, as bitsandbytes#772 shows it
+WINDOWS_TRITON = [
+    r"C:\Users\User\MLOPs\data\dependencies\python\numpy\core\getlimits.py:89: UserWarning: The value of the smallest subnormal",
+    "A matching Triton is not available, some optimizations will not be enabled.",
+    "Error caught was: No module named 'triton'"]
+
+
+def test_triton_missing_on_windows_names_triton_windows():
+    [finding] = diagnose_lines(WINDOWS_TRITON)
+    assert finding.id == "triton-missing" and finding.severity.value == "warning"
+    assert commands(finding) == ['python -m pip install -U "triton-windows"']
+    assert finding.evidence["line_number"] == 3  # the value-only path line is not the evidence
+
+
+def test_triton_missing_elsewhere_keeps_pip_install_triton():
+    [finding] = diagnose_lines(WINDOWS_TRITON[1:])
+    assert commands(finding) == ['python -m pip install "triton"']
+    # a Windows path alone is never a finding
+    assert diagnose_lines(WINDOWS_TRITON[:1]) == []
+
+
+def test_a_windows_interpreter_gets_the_windows_package_from_the_static_check_too():
+    fixes = fixes_for("triton-missing", {"expected": "triton==3.2.0", "python": r"C:\venv\Scripts\python.exe"})
+    [command] = fix_commands(fixes[0])
+    assert command.endswith(' -m pip install "triton-windows==3.2.*"'), command
+    linux = fixes_for("triton-missing", {"expected": "triton==3.2.0", "python": "/opt/venv/bin/python"})
+    assert fix_commands(linux[0]) == ['/opt/venv/bin/python -m pip install "triton==3.2.0"']
