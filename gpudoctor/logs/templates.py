@@ -100,6 +100,19 @@ def _xformers_build_vs_torch(values: Mapping[str, str], arg: str) -> str:
     return f"built for PyTorch {built}, running PyTorch {torch}"
 
 
+def _trl_kwarg_advice(values: Mapping[str, str], arg: str) -> str:
+    # Only a name in the signature's lookup is known to have moved or been renamed; any other is
+    # said as what the log shows (held-out round 2: trl#3564, Chinese-Mixtral-8x7B#31).
+    if values.get(arg):
+        return values[arg]
+    if values.get("trl_config_from_training_args"):
+        return ("SFTTrainer rebuilt the TrainingArguments it was given as an SFTConfig with every field "
+                "(SFTConfig(**args_as_dict)), and SFTConfig has every standard TrainingArguments field, so this "
+                "one is a field your own TrainingArguments class adds")
+    return ("it may have been renamed or removed, be newer than this TRL release, or not be a TRL argument; "
+            "the SFTConfig documentation of the installed TRL version lists what it takes")
+
+
 def _head_dims(values: Mapping[str, str], arg: str) -> str:
     # flash-attn 1.0-2.3 name a limit ("head dim > 64"); 2.4-2.5 name the cases ("head dim 256 with dropout, ...")
     if values.get(arg):
@@ -120,6 +133,7 @@ DERIVERS: dict[str, Callable[[Mapping[str, str], str], str]] = {
     "oom_detail": _oom_detail,
     "in_parens": _in_parens,
     "xformers_build_vs_torch": _xformers_build_vs_torch,
+    "trl_kwarg_advice": _trl_kwarg_advice,
 }
 
 

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from ..model import Fix, SuggestCommand
 from .code import applies_with_fix_code, code_edit
+from .installer import pip
 
 RERUN_PASS = SuggestCommand("gpudoctor check --train")
 # The training pass runs in gpudoctor's own interpreter (train/runner.py), which has gpudoctor; a
@@ -64,6 +65,15 @@ def trl_sfttrainer_api_change(v: Mapping[str, Any]) -> list[Fix]:
             summary = f"Rename `{kwarg}` to `{v.get('replacement')}`."
             edit = code_edit(v, f"rename {kwarg}", kwarg, str(v.get("replacement")))
         return [Fix("code", summary + applies_with_fix_code(v), (edit,))]
+    if kwarg and not v.get("replacement"):
+        # A log's name that no table knows: say only what the log shows (held-out round 2).
+        if v.get("trl_config_from_training_args"):
+            return [Fix("code", f"`{kwarg}` is a field your own TrainingArguments class adds, which SFTTrainer passed "
+                                "on to SFTConfig: pass an SFTConfig (or a subclass of SFTConfig that adds your fields) "
+                                "as args=, or keep that field out of the arguments object.")]
+        return [Fix("manual", f"Look `{kwarg}` up in the SFTConfig/SFTTrainer documentation of the installed TRL "
+                              "version: upgrade TRL if the argument is newer than it, use the new name if it was "
+                              "renamed, or drop it if TRL does not take it.", (pip(v, "show trl"),))]
     replacement = v.get("replacement") or ("move dataset and formatting options into SFTConfig; tokenizer= "
                                            "becomes processing_class=")
     return [Fix("code", f"Update the SFTTrainer call for this TRL version: {replacement}.")]

@@ -81,3 +81,29 @@ def test_a_windows_interpreter_gets_the_windows_package_from_the_static_check_to
     assert command.endswith(' -m pip install "triton-windows==3.2.*"'), command
     linux = fixes_for("triton-missing", {"expected": "triton==3.2.0", "python": "/opt/venv/bin/python"})
     assert fix_commands(linux[0]) == ['/opt/venv/bin/python -m pip install "triton==3.2.0"']
+
+
+def test_an_unknown_trl_argument_is_not_called_renamed():
+    # trl#3564: `tools` copied from a TRL pull request into SFTConfig under trl 0.18.1
+    [finding] = diagnose_lines(["TypeError: SFTConfig.__init__() got an unexpected keyword argument 'tools'"])
+    assert finding.id == "trl-sfttrainer-api-change"
+    assert "no longer accepts" not in finding.message and "new name" not in finding.message
+    assert "does not accept `tools`" in finding.message and "newer than this TRL release" in finding.message
+    assert commands(finding) == ["python -m pip show trl"]
+
+
+def test_a_field_of_the_users_training_arguments_is_named_as_such():
+    # Chinese-Mixtral-8x7B#31: SFTTrainer (trl 0.9.6-0.14) rebuilt the user's TrainingArguments as SFTConfig
+    lines = ['  File "/root/miniconda3/lib/python3.10/site-packages/trl/trainer/sft_trainer.py", line 152, in __init__',
+             "    args = SFTConfig(**args_as_dict)",
+             "TypeError: SFTConfig.__init__() got an unexpected keyword argument 'cache_dir'"]
+    [finding] = diagnose_lines(lines)
+    assert "a field your own TrainingArguments class adds" in finding.message
+    assert finding.evidence["line_number"] == 3
+    assert "pass an SFTConfig" in finding.fixes[0].summary and commands(finding) == []
+
+
+def test_a_known_trl_move_still_says_where_it_went():
+    [finding] = diagnose_lines(["TypeError: SFTTrainer.__init__() got an unexpected keyword argument 'dataset_text_field'"])
+    assert finding.message.endswith("it moved to SFTConfig(dataset_text_field=...).")
+    assert "SFTConfig(dataset_text_field=...)" in finding.fixes[0].summary
