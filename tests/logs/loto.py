@@ -86,6 +86,29 @@ def score(strict: bool = False) -> list[RuleScore]:
     return scores
 
 
+def thread_scores(threads: set[str]) -> dict[str, tuple[int, int]]:
+    """For the fixtures of ``threads`` only (a held-out round that joined the fixtures): threads in all,
+    and threads hit in-sample, leave-one-thread-out and strict, as (hits, threads)."""
+    signatures = load_signatures()
+    seen = first_seen()
+    full = Matcher(signatures)
+    counts = {"in-sample": 0, "leave-one-thread-out": 0, "strict": 0}
+    total = 0
+    for folder in sorted(p for p in FIXTURES.iterdir() if p.is_dir() and p.name != "healthy"):
+        by_thread: dict[str, list[Path]] = {}
+        for log in sorted(folder.glob("*.log")):
+            thread = thread_of(log.with_suffix(".source").read_text())
+            if thread in threads:
+                by_thread.setdefault(thread, []).append(log)
+        for thread, logs in by_thread.items():
+            total += 1
+            loto = Matcher(s for s in signatures if thread_of(s.source) != thread)
+            strict = Matcher(s for s in signatures if thread_of(s.source) != thread and thread not in seen.get(s.id, ()))
+            for name, matcher in (("in-sample", full), ("leave-one-thread-out", loto), ("strict", strict)):
+                counts[name] += all(_first_rule(matcher, log) == folder.name for log in logs)
+    return {name: (hits, total) for name, hits in counts.items()}
+
+
 def markdown_table(scores: list[RuleScore], strict: list[RuleScore] | None = None) -> str:
     """The score table; with ``strict`` scores, a column for the strict held-out hits too."""
     strict_by_rule = {s.rule: s for s in strict or ()}
@@ -118,6 +141,12 @@ def write_docs(table: str) -> None:
 if __name__ == "__main__":
     import sys
 
+    if "--threads-from" in sys.argv:  # e.g. the folder a held-out round was collected in (its .source files)
+        folder = Path(sys.argv[sys.argv.index("--threads-from") + 1])
+        chosen = {thread_of(p.read_text()) for p in folder.rglob("*.source")}
+        for name, (hits, total) in thread_scores(chosen).items():
+            print(f"{name}: {hits}/{total}")
+        sys.exit(0)
     table = markdown_table(score(), score(strict=True))
     if "--write-docs" in sys.argv:
         write_docs(table)
