@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from . import cuda_errors
-from .cleaning import JoinedContext, joined_context, strip_ansi, unescaped_pieces
+from .cleaning import JoinedContext, decode_line, joined_context, unescaped_pieces
 from .gated_find import gate_of, line_starts
-from .reader import QuoteFolder
 from .signatures import Signature
 
 # Short literals that most keywords contain: one str.find pass each per chunk. Chosen so that
@@ -101,7 +100,6 @@ class Scanner:
         self._pending = b""
         self._pending_scanned = 0  # chars at the start of _pending already searched for triggers
         self._line_number = 1  # number of the line where _pending starts
-        self._quotes = QuoteFolder()  # every input passes here: files, stdin, a child's output, diagnose_lines
         self.source = ""
         self.hits: dict[str, SignatureHit] = {}
 
@@ -112,7 +110,6 @@ class Scanner:
         self._line_number = 1
 
     def feed(self, data: bytes) -> None:
-        data = self._quotes.feed(data)
         if not data:
             return
         buf = self._pending + data if self._pending else data
@@ -131,9 +128,6 @@ class Scanner:
             self._scan_long_line_piece()
 
     def close(self) -> None:
-        held = self._quotes.flush()  # a lone lead byte at the very end of the input
-        if held:
-            self._pending += held
         if self._pending:
             self._scan(self._pending, self._pending_scanned)
             self._pending = b""
@@ -167,7 +161,7 @@ class Scanner:
             counted_to = pos
             lo, hi = max(0, pos - WINDOW), min(size, pos + WINDOW)
             start, end = _line_breaks(block, pos, lo, hi)
-            line = strip_ansi(block[start:end].decode("utf-8", "replace"))
+            line = decode_line(block[start:end])
             signatures = self._matcher.by_trigger[trigger]
             missed = [sig for sig in signatures if not self._match(sig, line, line, line_number)]
             if trigger in self._matcher.decode_triggers and start not in decoded:
@@ -185,7 +179,7 @@ class Scanner:
             missed = [sig for sig in missed if sig.id not in self.hits]
             if not missed:
                 continue
-            line = strip_ansi(block[start:end].decode("utf-8", "replace"))
+            line = decode_line(block[start:end])
             if "\\" in line:
                 for piece in unescaped_pieces(line):
                     missed = [sig for sig in missed if not self._match(sig, piece, line, line_number)]

@@ -67,44 +67,6 @@ def _utf16_decoder(first: bytes) -> codecs.IncrementalDecoder | None:
     return None
 
 
-# Typographic quotes pasted in place of ASCII ones: a blog, a word processor or a CJK input method
-# turns "couldn't" into "couldn‘t" or "couldn’t" (qixuema/envs#4, held-out round 2). Every
-# signature is written with ASCII quotes, so they are folded once, on the bytes every input passes
-# through (``QuoteFolder`` in the scanner's feed), not per signature. UTF-8: E2 80 98/99/9C/9D.
-_TYPOGRAPHIC_QUOTES = ((b"\xe2\x80\x98", b"'"), (b"\xe2\x80\x99", b"'"), (b"\xe2\x80\x9c", b'"'), (b"\xe2\x80\x9d", b'"'))
-_QUOTE_LEAD = b"\xe2\x80"  # never in tqdm's bars (E2 96 8x), so one find pass per chunk is all it costs
-
-
-def fold_typographic_quotes(data: bytes) -> bytes:
-    """``data`` with U+2018/U+2019 as ' and U+201C/U+201D as \" (other characters untouched)."""
-    if _QUOTE_LEAD not in data:
-        return data
-    for typographic, plain in _TYPOGRAPHIC_QUOTES:
-        data = data.replace(typographic, plain)
-    return data
-
-
-class QuoteFolder:
-    """``fold_typographic_quotes`` over a stream of chunks: a quote's three bytes may be split
-    between two chunks, so up to two trailing bytes are held back until the next one."""
-
-    def __init__(self) -> None:
-        self._held = b""
-
-    def feed(self, data: bytes) -> bytes:
-        if self._held:
-            data, self._held = self._held + data, b""
-        if data.endswith(b"\xe2"):
-            data, self._held = data[:-1], data[-1:]
-        elif data.endswith(_QUOTE_LEAD):
-            data, self._held = data[:-2], data[-2:]
-        return fold_typographic_quotes(data)
-
-    def flush(self) -> bytes:
-        held, self._held = self._held, b""
-        return held
-
-
 def iter_byte_chunks(path: str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
     """One log as UTF-8-compatible byte chunks; raises LogInputError (one line) if unreadable."""
     name = "<stdin>" if path == "-" else path

@@ -214,12 +214,16 @@ def test_a_typographic_quote_split_between_chunks_is_folded():
 
 
 def test_folding_changes_only_the_four_quotes():
-    from gpudoctor.logs.reader import QuoteFolder, fold_typographic_quotes
+    from gpudoctor.logs.cleaning import fold_quotes
 
-    text = "\u2018a\u2019 \u201cb\u201d \u2026 \u2014 \u2588\u258f 100%|\u2588\u2588| \u00e9"
-    assert fold_typographic_quotes(text.encode("utf-8")).decode("utf-8") == "'a' \"b\" \u2026 \u2014 \u2588\u258f 100%|\u2588\u2588| \u00e9"
-    folder = QuoteFolder()
-    data = text.encode("utf-8")
-    out = b"".join(folder.feed(data[i:i + 1]) for i in range(len(data))) + folder.flush()  # one byte at a time
-    assert out == fold_typographic_quotes(data)
-    assert folder.feed(b"x\xe2") == b"x" and folder.flush() == b"\xe2"  # a lone lead byte at the end is kept
+    text = "\u2018a\u2019 \u201cb\u201d \u2026 \u2014 \u2588\u258f 100%|\u2588\u2588| \u00e9 \u4e2d"
+    assert fold_quotes(text) == "'a' \"b\" \u2026 \u2014 \u2588\u258f 100%|\u2588\u2588| \u00e9 \u4e2d"
+    assert fold_quotes("plain ASCII 'x'") == "plain ASCII 'x'"
+
+
+def test_no_trigger_literal_holds_a_quote():
+    # Quotes are folded on the decoded lines, after the byte search for triggers: a trigger with a
+    # quote in it would miss the line a typographic quote was pasted into.
+    from gpudoctor.logs import default_matcher
+
+    assert [t for t in default_matcher().by_trigger if set(t.decode()) & set("'\"\u2018\u2019\u201c\u201d")] == []
