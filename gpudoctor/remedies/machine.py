@@ -23,9 +23,9 @@ class Machine:
     gcc_by_major: Mapping[int, tuple[str, str | None]] = field(default_factory=dict)  # major -> (gcc, g++)
     c_compilers: tuple[str, ...] = ()  # working C compilers found (gcc, clang), PATH order
     package_manager: str | None = None  # apt | dnf | yum | zypper | pacman
-    python: str | None = None  # the judged interpreter, for `<python> -m pip` (remedies/installer.py)
-    python_has_pip: bool | None = None  # False: no pip there (a uv venv), the command goes through `uv pip`
-    uv_found: bool | None = None  # with no pip: whether uv is on PATH (False: `ensurepip` first)
+    # the judged interpreter as remedies/installer.judged_python gives it (python, python_has_pip,
+    # uv_found; a key absent where not known), for the `<python> -m pip` a fix names
+    interpreter: Mapping[str, Any] = field(default_factory=dict)
     dirs: GpudoctorDirs | None = None
     static_fixes: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # rule id -> fixes, from the checks
 
@@ -33,14 +33,14 @@ class Machine:
         """This machine as a process running ``executable`` sees it: the same paths and compilers, but
         pip commands for that interpreter, and without the static fixes (made for the inspected
         interpreter's packages) when it is another one."""
-        if executable == self.python:
+        if executable == self.interpreter.get("python"):
             return self
-        return replace(self, python=executable, python_has_pip=None, static_fixes={})
+        return replace(self, interpreter={"python": executable}, static_fixes={})
 
     def values(self) -> dict[str, Any]:
         return {"libcuda_dirs": self.libcuda_dirs, "gcc_by_major": self.gcc_by_major,
                 "c_compilers": self.c_compilers, "package_manager": self.package_manager, "dirs": self.dirs,
-                "python": self.python, "python_has_pip": self.python_has_pip, "uv_found": self.uv_found}
+                **self.interpreter}
 
 
 def distro_manager(system: Any) -> str | None:
@@ -104,15 +104,12 @@ def machine_from_facts(facts: Any, findings: Any = None) -> Machine:
     ``findings``: the static findings already computed over those facts (else the checks run)."""
     toolchain = _fact(facts, "toolchain")
     system = _fact(facts, "system")
-    interpreter = judged_python(system, _fact(facts, "packages"))  # the same values the static checks pass
     return Machine(
         libcuda_dirs=libcuda_dirs(_fact(facts, "libcuda")),
         gcc_by_major=gcc_by_major(toolchain),
         c_compilers=c_compilers(toolchain),
         package_manager=distro_manager(system),
-        python=interpreter.get("python"),
-        python_has_pip=interpreter.get("python_has_pip"),
-        uv_found=interpreter.get("uv_found"),
+        interpreter=judged_python(system, _fact(facts, "packages")),  # the values the static checks pass
         dirs=_fact(facts, "dirs"),
         static_fixes=_static_fixes(facts, findings),
     )

@@ -135,7 +135,7 @@ def test_a_backend_failure_read_by_the_log_matcher_names_the_given_machines_inte
            "reason": "ImportError", "traceback_tail": log[-3000:]}
     result = {"schema": 1, "mode": "gpu", "preset": "tiny",
               "stages": [{"id": "attention-backends", "status": "pass", "detail": {"rows": [row]}}]}
-    machine = Machine(python="/judged/bin/python", python_has_pip=True)
+    machine = Machine(interpreter={"python": "/judged/bin/python", "python_has_pip": True})
     found = diagnose_outcome(ChildOutcome(command=["t"], returncode=0, result=result), timeout_s=60, machine=machine)
     (finding,) = [f for f in found.findings if f.id == "flash-attn-abi-mismatch"]
     assert finding.fixes == fixes_for("flash-attn-abi-mismatch", {}, machine)
@@ -145,7 +145,7 @@ def test_a_backend_failure_read_by_the_log_matcher_names_the_given_machines_inte
 def test_the_pass_names_its_own_interpreter_not_the_inspected_one():
     from gpudoctor.remedies import Machine
 
-    inspected = Machine(python="/other/env/bin/python", python_has_pip=False, static_fixes={"x": ()})
+    inspected = Machine(interpreter={"python": "/other/env/bin/python", "python_has_pip": False}, static_fixes={"x": ()})
     ours = inspected.for_interpreter(sys.executable)
-    assert (ours.python, ours.python_has_pip, dict(ours.static_fixes)) == (sys.executable, None, {})
+    assert (dict(ours.interpreter), dict(ours.static_fixes)) == ({"python": sys.executable}, {})
     assert inspected.for_interpreter("/other/env/bin/python") is inspected
