@@ -42,10 +42,14 @@ class Check:
         from ..facts import ProbeFailure
 
         given = given or {}
-        kwargs = {name: given[name] if name in given else get(name) for name in self.needs}
+
+        def fact(name: str) -> Any:
+            return given[name] if name in given else get(name)
+
+        kwargs = {name: fact(name) for name in self.needs}
         for name in self.wording:
             try:
-                kwargs[name] = given[name] if name in given else get(name)
+                kwargs[name] = fact(name)
             except ProbeFailure:
                 kwargs[name] = None
         return kwargs
