@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from .model import Finding
 
-from .xdg import CACHE, CONFIG, ENV_FILE_NAME, gpudoctor_dir
+from .xdg import CACHE, CONFIG, ENV_FILE_NAME, gpudoctor_dir, not_only_yours
 
 CACHE_SCHEMA = 7  # 2: fixes carry their typed actions; 3: the blocking findings are decided when checked;
 # 4: the verdict on every required feature; 5: pip commands name the judged interpreter; 6: without pip,
@@ -368,11 +368,10 @@ def _load_cache(path: str) -> dict | None:
         # stat follows a symlinked ~/.cache to the user's own scratch disk, which is fine. The
         # directory first and O_NONBLOCK: a FIFO planted at the entry's name blocked open()
         # forever (found in review); it, or a link to /dev/zero, is not a regular file: a miss.
-        if not _private(os.stat(os.path.dirname(path))):
+        if not_only_yours(os.stat(os.path.dirname(path)), "the cache directory"):
             return None
         with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), encoding="utf-8") as handle:
-            st = os.fstat(handle.fileno())
-            if not (_private(st) and st.st_mode & 0o170000 == 0o100000):  # S_ISREG, without importing stat
+            if not_only_yours(os.fstat(handle.fileno()), "the cache entry", regular=True):
                 return None
             entry = _read_cache_json(handle.read())
         age = time.time() - entry["time"]
@@ -382,10 +381,6 @@ def _load_cache(path: str) -> dict | None:
     if not well_formed or not 0 <= age <= CACHE_TTL_S:
         return None
     return entry
-
-
-def _private(st) -> bool:
-    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def _well_formed(entry: dict) -> bool:

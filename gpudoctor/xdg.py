@@ -20,3 +20,18 @@ CACHE = ("XDG_CACHE_HOME", ".cache")
 CONFIG = ("XDG_CONFIG_HOME", ".config")
 STATE = ("XDG_STATE_HOME", os.path.join(".local", "state"))
 ENV_FILE_NAME = "env.sh"
+
+
+def not_only_yours(st: os.stat_result, what: str, regular: bool = False) -> str | None:
+    """Why a file or directory (its ``os.stat`` result) is not one only this user can change: another
+    owner, writable by group or others, or (``regular``) not a regular file; None when it is. The
+    reading side of the own-directory rule (``paths.private_dir_problem``) for what preflight reads
+    on a training script's start: the cache entry and the env file. Mode bits, not the stat module:
+    every import on that path is paid."""
+    if regular and st.st_mode & 0o170000 != 0o100000:  # S_ISREG
+        return f"{what} is not a regular file"
+    if st.st_uid != os.geteuid():
+        return f"{what} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"{what} is writable by group or others (mode {st.st_mode & 0o7777:04o})"
+    return None

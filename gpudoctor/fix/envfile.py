@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 
+from ..xdg import not_only_yours
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing alone costs ~1.5 ms
 if TYPE_CHECKING:  # typing, dataclasses, tempfile and shlex stay out of preflight's fast path
     from typing import Iterable, Mapping
@@ -98,22 +100,11 @@ def read_entries(path: str) -> list[EnvEntry]:
     except FileNotFoundError:
         return []
     with open(fd, encoding="utf-8") as handle:
-        problem = _not_private(os.fstat(fd), "it", regular=True) or _not_private(
+        problem = not_only_yours(os.fstat(fd), "it", regular=True) or not_only_yours(
             os.stat(os.path.dirname(os.path.abspath(path))), "its directory")
         if problem:
             raise UntrustedEnvFile(f"{problem}; its entries are not applied")
         return parse(handle.read())
-
-
-def _not_private(st: os.stat_result, what: str, regular: bool = False) -> str | None:
-    # bits, not the stat module: this runs on preflight()'s path, where every import is paid
-    if regular and st.st_mode & 0o170000 != 0o100000:
-        return f"{what} is not a regular file"
-    if st.st_uid != os.geteuid():
-        return f"{what} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()})"
-    if st.st_mode & 0o022:
-        return f"{what} is writable by group or others (mode {st.st_mode & 0o7777:04o})"
-    return None
 
 
 def entry_lines(entry: EnvEntry) -> tuple[str, str]:
