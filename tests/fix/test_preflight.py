@@ -151,12 +151,17 @@ def test_real_checks_leave_no_process_state_and_no_cli_import(home, tmp_path):
     assert out.stdout.strip() == "[]"
 
 
+def _second_run(code: str, cwd) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter twice, the first to fill preflight's cache: the second run."""
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=60, check=True)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=60)
+
+
 def test_cached_path_imports_neither_the_model_nor_dataclasses(home, tmp_path):
     code = ("import sys, gpudoctor; gpudoctor.preflight(quiet=True, raise_on_error=False); "
             "print(sorted(m for m in ('gpudoctor.model', 'gpudoctor.paths', 'dataclasses', 'rich', 'gpudoctor.cli.check') "
             "if m in sys.modules))")
-    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60, check=True)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    out = _second_run(code, tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -168,8 +173,7 @@ def test_cached_path_imports_only_what_it_names(home, tmp_path):
     code = ("import sys; before = set(sys.modules); import gpudoctor; "
             "r = gpudoctor.preflight(quiet=True, raise_on_error=False); "
             "print(r.cached, sorted(set(sys.modules) - before))")
-    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60, check=True)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    out = _second_run(code, tmp_path)
     assert out.returncode == 0, out.stderr
     cached, added = out.stdout.split(" ", 1)
     assert cached == "True"

@@ -221,18 +221,25 @@ def test_forward_without_grad_matches_reference(head_dim, device):
     assert _relative_error(out, expected) < 5e-3
 
 
-def test_atomic_dq_only_when_not_deterministic(device, monkeypatch):
-    """deterministic=True keeps the separate dQ kernel (bitwise reproducible) even when the
-    config allows atomic dQ; deterministic=False skips it."""
+def _launches(monkeypatch, kernel_name: str) -> list:
+    """The grids the kernel ``kernel_name`` of the attention module is launched on from now on
+    (it still runs)."""
     launched = []
-    real = attention_module._attention_backward_dq_kernel
+    real = getattr(attention_module, kernel_name)
 
     class Spy:
         def __getitem__(self, grid):
             launched.append(grid)
             return real[grid]
 
-    monkeypatch.setattr(attention_module, "_attention_backward_dq_kernel", Spy())
+    monkeypatch.setattr(attention_module, kernel_name, Spy())
+    return launched
+
+
+def test_atomic_dq_only_when_not_deterministic(device, monkeypatch):
+    """deterministic=True keeps the separate dQ kernel (bitwise reproducible) even when the
+    config allows atomic dQ; deterministic=False skips it."""
+    launched = _launches(monkeypatch, "_attention_backward_dq_kernel")
     config = dataclasses.replace(select_config(None if device == "cpu" else torch.cuda.get_device_capability(), 64),
                                  atomic_dq=True)
     q, k, v, grad_out = _make_inputs(1, 2, 1, 20, 20, 64, torch.float16, device, _fresh_seed())
@@ -509,15 +516,7 @@ def test_delta_computed_in_the_dq_kernel_matches_float64_reference(shape, causal
 
 
 def test_delta_in_dq_launches_no_delta_kernel(device, monkeypatch):
-    launched = []
-    real = attention_module._backward_delta_kernel
-
-    class Spy:
-        def __getitem__(self, grid):
-            launched.append(grid)
-            return real[grid]
-
-    monkeypatch.setattr(attention_module, "_backward_delta_kernel", Spy())
+    launched = _launches(monkeypatch, "_backward_delta_kernel")
     base = select_config(None if device == "cpu" else torch.cuda.get_device_capability(), 64)
     q, k, v, grad_out = _make_inputs(1, 2, 1, 20, 20, 64, torch.float16, device, _fresh_seed())
     flash_attention(q, k, v, config=dataclasses.replace(base, delta_in_dq=False)).backward(grad_out)
