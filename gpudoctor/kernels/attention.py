@@ -40,6 +40,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .launch import fast
+
 try:  # host-side tensor descriptors: Triton 3.4+
     from triton.tools.tensor_descriptor import TensorDescriptor as _HostDescriptor
 except ImportError:  # pragma: no cover - older Triton: the pointer kernels only
@@ -1225,7 +1227,7 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
     _prepare(config, q)
     tiles = config.forward
     grid = (triton.cdiv(seq_q, tiles.block_m), batch * num_heads)
-    _attention_forward_kernel[grid](
+    fast(_attention_forward_kernel)[grid](
         q, k, v, out, lse,
         *_descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
                                (v, tiles.block_n), (out, tiles.block_m)),
@@ -1271,12 +1273,12 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
                         softmax_scale, interpreted, slices, compute_delta=True)
     else:
         delta_block = 64 if q.is_cuda else 16
-        _backward_delta_kernel[(triton.cdiv(seq_q, delta_block), batch * num_heads)](
+        fast(_backward_delta_kernel)[(triton.cdiv(seq_q, delta_block), batch * num_heads)](
             out, grad_out, delta, *out.stride(), *grad_out.stride(), num_heads, seq_q,
             head_dim=head_dim, D_PADDED=_next_power_of_2(head_dim), BLOCK_M=delta_block,
         )
     tiles = config.backward_dkdv
-    _attention_backward_dkdv_kernel[(triton.cdiv(seq_k, tiles.block_n), batch * num_kv_heads)](
+    fast(_attention_backward_dkdv_kernel)[(triton.cdiv(seq_k, tiles.block_n), batch * num_kv_heads)](
         q, k, v, grad_out, dk, dv, dq_sum if atomic_dq else dk, lse, delta,
         *_descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
                                (v, tiles.block_n), (grad_out, tiles.block_m), (dk, tiles.block_n),
@@ -1302,7 +1304,7 @@ def _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     tiles = config.backward_dq
-    _attention_backward_dq_kernel[(triton.cdiv(seq_q, tiles.block_m), batch * num_heads)](
+    fast(_attention_backward_dq_kernel)[(triton.cdiv(seq_q, tiles.block_m), batch * num_heads)](
         q, k, v, grad_out, dq, lse, delta, out,
         *_descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
                                (v, tiles.block_n), (grad_out, tiles.block_m), (dq, tiles.block_m)),

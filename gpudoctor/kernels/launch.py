@@ -1,0 +1,146 @@
+"""Launching a Triton kernel again without JITFunction.run's per-call work.
+
+Why: at the training pass's shape (batch 4, 32 heads, seq 256, head_dim 80) the attention
+kernels take 12.5 µs (forward) and 69 µs (forward+backward) on an H200's device, but Triton's
+``kernel[grid](...)`` spent about half of a forward's host time binding and specializing ~38
+arguments and building the cache key, every call (cProfile in
+bench/results/attention-h200-2026-11-23-s4-host.json): small calls were host-bound, twice as slow
+as SDPA's C++ launch (docs/benchmarks.md, issue 18).
+
+``FastLauncher`` launches through Triton the first time for a given specialization, keeps the
+compiled kernel Triton returns, and afterwards calls that kernel's own launcher directly. The key
+holds everything Triton specializes on: each tensor's dtype and 16-byte alignment, every integer's
+value (Triton specializes on 1 and on divisibility by 16, and picks i32 or i64 from the value),
+the constexprs and launch options, and the current device. Floats are passed by value (Triton does
+not specialize them).
+
+It relies on the compiled kernel's launcher protocol (``run(grid0, grid1, grid2, stream, function,
+packed_metadata, launch_metadata, enter_hook, exit_hook, *args)``, the one JITFunction.run uses),
+which is internal to Triton, so it is used only on the Triton versions it was verified on
+(``VERIFIED_TRITON``, GPU tests in tests/kernels/test_launch.py), never under the interpreter, and
+never while a launch hook is set (profilers such as Proton must see every launch): everywhere else
+the kernel is launched the normal way.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+
+from triton.runtime.jit import JITFunction
+
+try:
+    from triton import knobs as _knobs
+    from triton.knobs import HookChain as _HookChain
+    from triton.runtime import driver as _driver
+except ImportError:  # pragma: no cover - Triton before 3.4: the normal launch only
+    _knobs = _HookChain = _driver = None
+
+# Triton minor versions whose launcher protocol this was verified against on a GPU (the H200,
+# triton 3.6.0, 2026-11-23).
+VERIFIED_TRITON = ("3.6",)
+_ENABLED = _knobs is not None and triton.__version__.startswith(VERIFIED_TRITON)
+# Distinct integer arguments (sequence lengths, strides) each make an entry: past this many a
+# launcher starts over rather than grow without bound in a job of ever-new shapes.
+MAX_ENTRIES = 4096
+
+
+# Read once (a launch must not pay for an environment lookup); tests and benchmarks set it.
+enabled = _ENABLED and os.environ.get("GPUDOCTOR_TRITON_FAST_LAUNCH", "1") != "0"
+
+
+def fast_launch_enabled() -> bool:
+    """Whether launches may bypass JITFunction.run now: a verified Triton, not turned off
+    (GPUDOCTOR_TRITON_FAST_LAUNCH=0 at import, or ``enabled = False``), no launch hook installed.
+    (Under Triton's interpreter ``fast`` hands the kernel back as it is.)"""
+    return enabled and _no_hook(_knobs.runtime.launch_enter_hook) and _no_hook(_knobs.runtime.launch_exit_hook)
+
+
+def _no_hook(hook) -> bool:
+    """Triton 3.6 keeps launch hooks in a HookChain (empty unless a tool such as Proton added
+    one); a hook may also be assigned as a plain callable."""
+    return hook is None or (type(hook) is _HookChain and not hook.calls)
+
+
+_Tensor = torch.Tensor
+
+
+def _argument_key(value):
+    """What Triton specializes an argument on, as a hashable value (FastLauncher.key inlines it)."""
+    if isinstance(value, _Tensor):
+        return (value.dtype, value.data_ptr() % 16 == 0)
+    if type(value) is float:
+        return float
+    return value  # int, bool, None, str: specialized (or constexpr) by value
+
+
+class FastLauncher:
+    """``FastLauncher(kernel)[grid](*args, **kwargs)`` does what ``kernel[grid](*args, **kwargs)``
+    does. Every parameter the positional ``args`` do not cover must be given in ``kwargs`` (no
+    defaults), as the cached call passes the kernel's parameters in their declared order."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self._compiled: dict = {}
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.launch(grid, args, kwargs)
+
+    def key(self, device: int, args: tuple, kwargs: dict) -> tuple:
+        # _argument_key, inlined: ~40 arguments a launch, four launches a training step.
+        return (device, tuple([(a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, _Tensor)
+                               else float if type(a) is float else a for a in args]),
+                tuple(kwargs.items()))
+
+    def launch(self, grid, args: tuple, kwargs: dict) -> None:
+        if not fast_launch_enabled():
+            self.kernel[grid](*args, **kwargs)
+            return
+        device = _driver.active.get_current_device()
+        key = self.key(device, args, kwargs)
+        entry = self._compiled.get(key)
+        if entry is None:
+            compiled = self.kernel[grid](*args, **kwargs)
+            if len(self._compiled) >= MAX_ENTRIES:
+                self._compiled.clear()
+            self._compiled[key] = self._entry(compiled, len(args), kwargs)
+            return
+        if entry is False:  # this specialization cannot take the direct path
+            self.kernel[grid](*args, **kwargs)
+            return
+        compiled, trailing = entry
+        grid_1 = grid[1] if len(grid) > 1 else 1
+        grid_2 = grid[2] if len(grid) > 2 else 1
+        stream = _driver.active.get_current_stream(device)
+        compiled.run(grid[0], grid_1, grid_2, stream, compiled.function, compiled.packed_metadata,
+                     None, None, None, *args, *trailing)
+
+    def _entry(self, compiled, positional: int, kwargs: dict):
+        """(compiled kernel, the values of the parameters after the positional ones, in declared
+        order), or False where the direct path cannot reproduce the call."""
+        names = getattr(self.kernel, "arg_names", None)
+        if (names is None or getattr(compiled, "function", None) is None
+                or not hasattr(compiled, "packed_metadata") or not hasattr(compiled, "run")):
+            return False
+        rest = names[positional:]
+        if any(name not in kwargs for name in rest):
+            return False
+        return compiled, tuple(kwargs[name] for name in rest)
+
+
+_LAUNCHERS: dict = {}
+
+
+def fast(kernel):
+    """The FastLauncher of a ``@triton.jit`` kernel, made once; anything else (the interpreter's
+    kernels, a test's spy wrapping a kernel) is returned as it is, so it sees every launch."""
+    if not isinstance(kernel, JITFunction):
+        return kernel
+    # By id: JITFunction.__hash__ is a Python property chain, and the launcher keeps the kernel
+    # alive, so its id is never reused.
+    launcher = _LAUNCHERS.get(id(kernel))
+    if launcher is None:
+        launcher = _LAUNCHERS[id(kernel)] = FastLauncher(kernel)
+    return launcher

@@ -1,0 +1,180 @@
+"""The direct launch of an already compiled kernel (gpudoctor/kernels/launch.py): same results as
+Triton's own launch, Triton's launch whenever the specialization changes, and never in the way of
+the interpreter, of a launch hook or of a wrapper around a kernel."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+import triton
+from triton.runtime.jit import JITFunction
+
+from gpudoctor.kernels import attention as attention_module
+from gpudoctor.kernels import launch
+from gpudoctor.kernels.attention import flash_attention
+
+
+def _inputs(batch, heads, kv_heads, seq, head_dim, device, seed, offset=0):
+    """q, k, v, grad_out; ``offset`` elements into a larger buffer (offset 1: not 16-byte aligned)."""
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+
+    def draw(*shape):
+        count = 1
+        for size in shape:
+            count *= size
+        flat = torch.randn(count + offset, generator=generator).to(device, torch.float16)
+        return flat[offset:].view(*shape)
+
+    q = draw(batch, heads, seq, head_dim).requires_grad_()
+    k = draw(batch, kv_heads, seq, head_dim).requires_grad_()
+    v = draw(batch, kv_heads, seq, head_dim).requires_grad_()
+    return q, k, v, draw(batch, heads, seq, head_dim)
+
+
+def _forward_backward(q, k, v, grad_out):
+    for tensor in (q, k, v):
+        tensor.grad = None
+    out = flash_attention(q, k, v, causal=True)
+    out.backward(grad_out)
+    return [out.detach().clone()] + [t.grad.clone() for t in (q, k, v)]
+
+
+@pytest.fixture
+def jit_runs(monkeypatch):
+    """How many launches went through JITFunction.run (Triton's own launch) from now on."""
+    calls = []
+    real = JITFunction.run
+
+    def counting(self, *args, **kwargs):
+        calls.append(self.fn.__name__)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(JITFunction, "run", counting)
+    return calls
+
+
+def test_argument_key_holds_what_triton_specializes_on():
+    aligned = torch.zeros(64, dtype=torch.float16)
+    shifted = aligned[1:]
+    assert launch._argument_key(aligned) == (torch.float16, True)
+    assert launch._argument_key(shifted) == (torch.float16, False)
+    assert launch._argument_key(aligned.float()) == (torch.float32, True)
+    assert launch._argument_key(0.125) is float and launch._argument_key(3.5) is float
+    assert launch._argument_key(16) == 16 and launch._argument_key(17) == 17
+    assert launch._argument_key(None) is None
+
+
+def test_wrappers_and_interpreted_kernels_are_launched_as_they_are():
+    class Spy:
+        def __getitem__(self, grid):
+            raise AssertionError("not launched here")
+
+    spy = Spy()
+    assert launch.fast(spy) is spy
+    kernel = attention_module._attention_forward_kernel
+    if isinstance(kernel, JITFunction):
+        assert launch.fast(kernel) is launch.fast(kernel)
+        assert launch.fast(kernel).kernel is kernel
+    else:  # Triton's interpreter (no GPU here)
+        assert launch.fast(kernel) is kernel
+
+
+def test_switched_off_by_the_environment():
+    code = ("import os; os.environ['GPUDOCTOR_TRITON_FAST_LAUNCH'] = '{}'; "
+            "from gpudoctor.kernels import launch; print(launch.enabled)")
+    for value, expected in (("0", "False"), ("1", str(launch._ENABLED))):
+        result = subprocess.run([sys.executable, "-c", code.format(value)], capture_output=True, text=True,
+                                timeout=120, check=True)
+        assert result.stdout.strip() == expected
+
+
+def test_only_on_verified_triton_versions():
+    assert launch._ENABLED == triton.__version__.startswith(launch.VERIFIED_TRITON)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim, kv_heads, offset", [(80, 32, 0), (64, 8, 0), (72, 4, 0), (80, 32, 1)])
+def test_direct_launch_gives_the_same_bits_as_tritons(device, monkeypatch, head_dim, kv_heads, offset):
+    if device != "cuda" or not launch._ENABLED:
+        pytest.skip("the direct launch runs on a GPU with a verified Triton")
+    inputs = _inputs(2, 32, kv_heads, 256 + head_dim, head_dim, device, head_dim + offset, offset)
+    monkeypatch.setattr(launch, "enabled", False)
+    expected = _forward_backward(*inputs)
+    monkeypatch.setattr(launch, "enabled", True)
+    for _ in range(3):  # the first may compile and go through Triton; the others are direct
+        got = _forward_backward(*inputs)
+        for a, b in zip(got, expected):
+            assert torch.equal(a, b)
+
+
+@pytest.mark.gpu
+def test_a_known_specialization_skips_jitfunction_run(device, jit_runs):
+    if device != "cuda" or not launch._ENABLED:
+        pytest.skip("the direct launch runs on a GPU with a verified Triton")
+    inputs = _inputs(1, 4, 4, 200, 80, device, 7)  # a shape no other test uses
+    _forward_backward(*inputs)
+    first = len(jit_runs)
+    assert first >= 3  # forward, dK/dV, dQ (and the delta pass) went through Triton once
+    _forward_backward(*inputs)
+    _forward_backward(*inputs)
+    assert len(jit_runs) == first
+    # Another alignment is another specialization: Triton's launch again, once.
+    shifted = _inputs(1, 4, 4, 200, 80, device, 7, offset=1)
+    _forward_backward(*shifted)
+    assert len(jit_runs) > first
+    again = len(jit_runs)
+    _forward_backward(*shifted)
+    assert len(jit_runs) == again
+
+
+def test_a_launch_hook_turns_it_off(monkeypatch):
+    if not launch._ENABLED:
+        pytest.skip("Triton version not verified: never on")
+    from triton import knobs
+
+    monkeypatch.setattr(launch, "enabled", True)
+    assert launch.fast_launch_enabled()  # Triton's empty hook chains are no hook
+
+    def hook(metadata):
+        pass
+
+    knobs.runtime.launch_enter_hook.add(hook)  # as Proton does
+    try:
+        assert not launch.fast_launch_enabled()
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    assert launch.fast_launch_enabled()
+    monkeypatch.setattr(knobs.runtime, "launch_exit_hook", hook)  # assigned, the older way
+    assert not launch.fast_launch_enabled()
+
+
+@pytest.mark.gpu
+def test_a_launch_hook_sees_every_launch(device, jit_runs):
+    if device != "cuda" or not launch._ENABLED:
+        pytest.skip("the direct launch runs on a GPU with a verified Triton")
+    from triton import knobs
+
+    inputs = _inputs(1, 4, 4, 136, 80, device, 8)
+    _forward_backward(*inputs)
+    seen = []
+
+    def hook(metadata):
+        seen.append(metadata)
+
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        before = len(jit_runs)
+        _forward_backward(*inputs)
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    assert len(jit_runs) - before >= 3 and len(seen) >= 3
+
+
+def test_the_inlined_key_is_the_argument_key():
+    tensors = [torch.zeros(64, dtype=torch.float16)[offset:] for offset in (0, 1, 8)]
+    args = (*tensors, None, 1, 16, 17, 2**40, 0.5, True, "x")
+    key = launch.FastLauncher(None).key(3, args, {"BLOCK": 64, "num_warps": 4})
+    assert key == (3, tuple(launch._argument_key(a) for a in args), (("BLOCK", 64), ("num_warps", 4)))
