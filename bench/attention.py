@@ -386,51 +386,66 @@ def print_sweep_table(rows):
 # ----------------------------------------------------------------------------------------------
 
 
-def host_profile(batch=4, heads=32, seq=256, head_dim=80, causal=True):
-    """Per provider: one call timed as the training pass times it (events around a single call,
-    the GPU idle before it; median of 21), the same call back to back (mean of 200, host-bound),
-    and the device time of its kernels (torch.profiler); then cProfile of our calls."""
+# --host: our launch paths and backward variants beside SDPA at the training pass's shape.
+# "triton" = as shipped (direct launch of compiled kernels, gpudoctor/kernels/launch.py);
+# "triton-jitrun" = every launch through Triton's JITFunction.run (the code before it);
+# "triton-delta-in-dq" = as shipped with delta computed by the dQ kernel (one launch fewer).
+HOST_PROVIDERS = ("triton", "triton-jitrun", "triton-delta-in-dq", "sdpa-cudnn", "sdpa-flash")
+
+
+def _host_variant(provider, head_dim, seq):
+    """(provider make_runner takes, config, direct launch on?) for a --host provider."""
+    if provider == "triton-jitrun":
+        return "triton", None, False
+    if provider == "triton-delta-in-dq":
+        base = select_config(torch.cuda.get_device_capability(), head_dim, seq)
+        return "triton", replace(base, delta_in_dq=True), True
+    return provider, None, True
+
+
+def host_profile(batch=4, heads=32, seq=256, head_dim=80, causal=True, rounds=3):
+    """Per provider: do_bench's median (the figure of the main table), one call timed as the
+    training pass times it (events around a single call, the GPU idle before it; median of 21),
+    the same call back to back (mean of 200, host-bound), and the device time of its kernels
+    (torch.profiler); the providers take turns, ``rounds`` times, and each figure is the median
+    over rounds. Then cProfile of our calls."""
     import cProfile
     import io
     import pstats
 
+    from gpudoctor.kernels import launch
+
     report = {}
+    samples = {}
     q, k, v = make_inputs(batch, heads, heads, seq, head_dim, "fwd+bwd", 3)
-    for provider in ("triton", "sdpa-cudnn", "sdpa-flash"):
-        for mode in ("fwd", "fwd+bwd"):
-            run = make_runner(provider, q, k, v, causal, mode)
-            for _ in range(5):
-                run()
-            torch.cuda.synchronize()
-            single = []
-            for _ in range(21):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                run()
-                end.record()
-                end.synchronize()
-                single.append(start.elapsed_time(end))
-            begin = time.perf_counter()
-            for _ in range(200):
-                run()
-            torch.cuda.synchronize()
-            back_to_back = (time.perf_counter() - begin) / 200 * 1000
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                for _ in range(20):
-                    run()
-                torch.cuda.synchronize()
-            kernels = {}
-            for event in prof.key_averages():
-                device_us = getattr(event, "self_device_time_total", None)
-                if device_us is None:
-                    device_us = getattr(event, "self_cuda_time_total", 0)
-                if device_us > 0:
-                    kernels[event.key[:80]] = round(device_us / 20, 2)
-            report[f"{provider} {mode}"] = {
-                "single_call_ms": statistics.median(single), "back_to_back_ms": back_to_back,
-                "device_us_per_call": round(sum(kernels.values()), 2), "kernels_us": kernels}
-            print(f"host {provider:<12}{mode:8s} single {statistics.median(single):.3f} ms, "
-                  f"back-to-back {back_to_back:.3f} ms, device {sum(kernels.values()):.1f} us", flush=True)
+    for round_index in range(rounds):
+        order = HOST_PROVIDERS if round_index % 2 == 0 else HOST_PROVIDERS[::-1]
+        for provider in order:
+            name, config, direct = _host_variant(provider, head_dim, seq)
+            launch.enabled = direct
+            try:
+                for mode in ("fwd", "fwd+bwd"):
+                    samples.setdefault(f"{provider} {mode}", []).append(
+                        _host_sample(name, config, q, k, v, causal, mode, profile=round_index == 0))
+            finally:
+                launch.enabled = True
+    for key, runs in samples.items():
+        figures = {field: statistics.median(run[field] for run in runs)
+                   for field in ("do_bench_ms", "single_call_ms", "back_to_back_ms")}
+        report[key] = {**figures, "rounds": runs, "device_us_per_call": runs[0]["device_us_per_call"],
+                       "kernels_us": runs[0]["kernels_us"]}
+        print(f"host {key:<28} do_bench {figures['do_bench_ms']:.3f} ms, single "
+              f"{figures['single_call_ms']:.3f} ms, back-to-back {figures['back_to_back_ms']:.3f} ms, "
+              f"device {runs[0]['device_us_per_call']:.1f} us", flush=True)
+    for mode in ("fwd", "fwd+bwd"):
+        best = min(report[f"{p} {mode}"]["do_bench_ms"] for p in ("sdpa-cudnn", "sdpa-flash"))
+        best_b2b = min(report[f"{p} {mode}"]["back_to_back_ms"] for p in ("sdpa-cudnn", "sdpa-flash"))
+        for provider in HOST_PROVIDERS[:3]:
+            row = report[f"{provider} {mode}"]
+            row["ratio_to_best_sdpa"] = round(best / row["do_bench_ms"], 3)
+            row["back_to_back_ratio_to_best_sdpa"] = round(best_b2b / row["back_to_back_ms"], 3)
+            print(f"host {provider:<20}{mode:8s} x best SDPA: do_bench {row['ratio_to_best_sdpa']:.2f}, "
+                  f"back-to-back {row['back_to_back_ratio_to_best_sdpa']:.2f}", flush=True)
     # The training pass's own measurement (gpudoctor.train.matrix_attention: the median of 5
     # calls, CUDA events around each), same shape, same run.
     from gpudoctor.train import matrix_attention
@@ -451,9 +466,45 @@ def host_profile(batch=4, heads=32, seq=256, head_dim=80, causal=True):
         profiler.disable()
         torch.cuda.synchronize()
         text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(14)
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(16)
         report[f"cprofile triton {mode}"] = text.getvalue()
     return report
+
+
+def _host_sample(provider, config, q, k, v, causal, mode, profile):
+    run = make_runner(provider, q, k, v, causal, mode, config)
+    for _ in range(5):
+        run()
+    torch.cuda.synchronize()
+    do_bench_ms = time_ms(run, [q, k, v])
+    single = []
+    for _ in range(21):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        single.append(start.elapsed_time(end))
+    begin = time.perf_counter()
+    for _ in range(200):
+        run()
+    torch.cuda.synchronize()
+    back_to_back = (time.perf_counter() - begin) / 200 * 1000
+    kernels = {}
+    if profile:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(20):
+                run()
+            torch.cuda.synchronize()
+        for event in prof.key_averages():
+            device_us = getattr(event, "self_device_time_total", None)
+            if device_us is None:
+                device_us = getattr(event, "self_cuda_time_total", 0)
+            if device_us > 0:
+                kernels[event.key[:80]] = round(device_us / 20, 2)
+    return {"do_bench_ms": do_bench_ms, "single_call_ms": statistics.median(single),
+            "back_to_back_ms": back_to_back, "device_us_per_call": round(sum(kernels.values()), 2),
+            "kernels_us": kernels}
 
 
 def environment():

@@ -1211,6 +1211,23 @@ def _descriptor_arguments(config: AttentionConfig, head_dim: int, *tensor_rows) 
     return arguments
 
 
+def _aligned(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``, or a copy of it where its data does not start on 16 bytes (a view at an odd
+    offset into a larger buffer). Seen on the H200 (Triton 3.6, 2026-11-23): the hd80 pointer
+    kernels on fp16 inputs 2 bytes past an aligned address ended in "an illegal memory access",
+    which leaves the CUDA context unusable; the copy costs one read of the input in that rare
+    case and nothing otherwise."""
+    if tensor.data_ptr() % 16:
+        return tensor.clone(memory_format=torch.contiguous_format)
+    return tensor
+
+
+def _cdiv(a: int, b: int) -> int:
+    # Not triton.cdiv: it is a @triton.jit function, called from Python through
+    # JITFunction.__call__ (2 µs a call on the CPU box, 10 µs under cProfile on the H200).
+    return -(-a // b)
+
+
 def _prepare(config: AttentionConfig, tensor: torch.Tensor) -> None:
     if config.tma == DEVICE_DESCRIPTORS:
         _device_descriptors_need_scratch(tensor)
@@ -1221,12 +1238,13 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
     scores, float32, shape (batch * heads, seq_q)."""
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
+    q, k, v = _aligned(q), _aligned(k), _aligned(v)
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
     config = usable_config(config, q, k, v, out)
     _prepare(config, q)
     tiles = config.forward
-    grid = (triton.cdiv(seq_q, tiles.block_m), batch * num_heads)
+    grid = (_cdiv(seq_q, tiles.block_m), batch * num_heads)
     fast(_attention_forward_kernel)[grid](
         q, k, v, out, lse,
         *_descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
@@ -1249,7 +1267,7 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     kv_group_size = num_heads // num_kv_heads
-    grad_out = grad_out.contiguous()
+    grad_out, q, k, v, out = _aligned(grad_out.contiguous()), _aligned(q), _aligned(k), _aligned(v), _aligned(out)
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     delta = torch.empty_like(lse)
@@ -1273,12 +1291,12 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
                         softmax_scale, interpreted, slices, compute_delta=True)
     else:
         delta_block = 64 if q.is_cuda else 16
-        fast(_backward_delta_kernel)[(triton.cdiv(seq_q, delta_block), batch * num_heads)](
+        fast(_backward_delta_kernel)[(_cdiv(seq_q, delta_block), batch * num_heads)](
             out, grad_out, delta, *out.stride(), *grad_out.stride(), num_heads, seq_q,
             head_dim=head_dim, D_PADDED=_next_power_of_2(head_dim), BLOCK_M=delta_block,
         )
     tiles = config.backward_dkdv
-    fast(_attention_backward_dkdv_kernel)[(triton.cdiv(seq_k, tiles.block_n), batch * num_kv_heads)](
+    fast(_attention_backward_dkdv_kernel)[(_cdiv(seq_k, tiles.block_n), batch * num_kv_heads)](
         q, k, v, grad_out, dk, dv, dq_sum if atomic_dq else dk, lse, delta,
         *_descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
                                (v, tiles.block_n), (grad_out, tiles.block_m), (dk, tiles.block_n),
@@ -1304,7 +1322,7 @@ def _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     tiles = config.backward_dq
-    fast(_attention_backward_dq_kernel)[(triton.cdiv(seq_q, tiles.block_m), batch * num_heads)](
+    fast(_attention_backward_dq_kernel)[(_cdiv(seq_q, tiles.block_m), batch * num_heads)](
         q, k, v, grad_out, dq, lse, delta, out,
         *_descriptor_arguments(config, head_dim, (q, tiles.block_m), (k, tiles.block_n),
                                (v, tiles.block_n), (grad_out, tiles.block_m), (dq, tiles.block_m)),

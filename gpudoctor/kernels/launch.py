@@ -89,9 +89,11 @@ class FastLauncher:
         return lambda *args, **kwargs: self.launch(grid, args, kwargs)
 
     def key(self, device: int, args: tuple, kwargs: dict) -> tuple:
-        # _argument_key, inlined: ~40 arguments a launch, four launches a training step.
-        return (device, tuple([(a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, _Tensor)
-                               else float if type(a) is float else a for a in args]),
+        # _argument_key, inlined, integers tested first (most arguments are strides and sizes):
+        # ~40 arguments a launch, four launches a training step.
+        return (device, tuple([a if type(a) is int else float if type(a) is float
+                               else (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, _Tensor) else a
+                               for a in args]),
                 tuple(kwargs.items()))
 
     def launch(self, grid, args: tuple, kwargs: dict) -> None:
@@ -100,7 +102,11 @@ class FastLauncher:
             return
         device = _driver.active.get_current_device()
         key = self.key(device, args, kwargs)
-        entry = self._compiled.get(key)
+        try:
+            entry = self._compiled.get(key)
+        except TypeError:  # an unhashable argument (a host-side TensorDescriptor): Triton's way
+            self.kernel[grid](*args, **kwargs)
+            return
         if entry is None:
             compiled = self.kernel[grid](*args, **kwargs)
             if len(self._compiled) >= MAX_ENTRIES:

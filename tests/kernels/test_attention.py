@@ -19,7 +19,6 @@ from gpudoctor.kernels.attention import (
     DEVICE_DESCRIPTORS,
     HOST_DESCRIPTORS,
     AttentionConfig,
-    KernelTiles,
     flash_attention,
     head_dim_slices,
     reference_attention,
@@ -264,6 +263,45 @@ def test_descriptor_path_falls_back_on_unaligned_inputs(device):
     assert _relative_error(out.detach(), expected) < 5e-3
     aligned = torch.randn(1, 2, 23, 40, dtype=torch.float16).to(device)
     assert attention_module._descriptor_ready(aligned)
+
+
+@pytest.mark.parametrize("head_dim", [64, 80])
+def test_inputs_off_16_byte_alignment_are_copied(device, head_dim):
+    _check_inputs_off_alignment(device, head_dim)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 80, 96, 128])
+def test_gpu_inputs_off_16_byte_alignment_are_copied(device, head_dim):
+    if device != "cuda":
+        pytest.skip("needs a GPU")
+    _check_inputs_off_alignment(device, head_dim)
+
+
+def _check_inputs_off_alignment(device, head_dim):
+    """Views 2 bytes past an aligned address (an odd offset into a larger buffer): the pointer
+    kernels read a copy (on the H200 the hd80 kernels read them in place and hit an illegal
+    memory access, which leaves the CUDA context unusable); results and gradients stay right."""
+    seed = _fresh_seed()
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    shape = (1, 2, 37, head_dim)
+    count = 37 * 2 * head_dim
+
+    def shifted():
+        flat = torch.randn(count + 1, generator=generator).to(device, torch.float16)
+        return flat[1:].view(*shape).requires_grad_()
+
+    q, k, v = shifted(), shifted(), shifted()
+    grad_out = torch.randn(count + 1, generator=generator).to(device, torch.float16)[1:].view(*shape)
+    assert q.data_ptr() % 16 and grad_out.data_ptr() % 16
+    out = flash_attention(q, k, v, causal=True)
+    out.backward(grad_out)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    expected = reference_attention(*leaves, causal=True)
+    expected.backward(grad_out.double())
+    assert _relative_error(out.detach(), expected.detach()) < 5e-3, f"seed={seed}"
+    for got, leaf in zip((q, k, v), leaves):
+        assert _relative_error(got.grad, leaf.grad) < 1e-2, f"seed={seed}"
 
 
 def test_backward_is_deterministic(device):

@@ -121,12 +121,13 @@ def test_a_known_specialization_skips_jitfunction_run(device, jit_runs):
     _forward_backward(*inputs)
     _forward_backward(*inputs)
     assert len(jit_runs) == first
-    # Another alignment is another specialization: Triton's launch again, once.
-    shifted = _inputs(1, 4, 4, 200, 80, device, 7, offset=1)
-    _forward_backward(*shifted)
+    # Other integer arguments (another sequence length) are another specialization: Triton's
+    # launch again, once.
+    longer = _inputs(1, 4, 4, 216, 80, device, 7)
+    _forward_backward(*longer)
     assert len(jit_runs) > first
     again = len(jit_runs)
-    _forward_backward(*shifted)
+    _forward_backward(*longer)
     assert len(jit_runs) == again
 
 
