@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ..knowledge import load_catalogue
+from ..knowledge import catalogue_rule
 from ..model import Finding, Fix, Severity
 
 
@@ -81,7 +81,7 @@ def remedy_machine():
 
 def finding(rule_id: str, message: str, evidence: Mapping[str, Any] | None = None,
             fixes: tuple[Fix, ...] | list[Fix] = (), severity: Severity | None = None) -> Finding:
-    rule = load_catalogue()[rule_id]
+    rule = catalogue_rule(rule_id)
     return Finding(
         id=rule_id,
         severity=severity or rule.severity,

@@ -95,3 +95,21 @@ def test_training_pass_rule_is_produced_by_the_training_pass(rule_id):
 
     source = "".join(p.read_text() for p in pathlib.Path(os.path.dirname(__import__("gpudoctor").__file__), "train").rglob("*.py"))
     assert f'"{rule_id}"' in source, f"nothing in gpudoctor/train produces {rule_id}"
+
+
+@pytest.mark.parametrize("rule_id", sorted(CATALOGUE))
+def test_one_rule_read_alone_equals_the_full_load(rule_id):
+    # checks.base.finding reads one rule's table (knowledge.catalogue_rule) rather than parse the
+    # whole catalogue on preflight's path: it must give the same Rule, field for field
+    from gpudoctor.knowledge import read_catalogue_table
+
+    assert read_catalogue_table(rule_id) == CATALOGUE[rule_id]
+
+
+def test_a_rule_not_readable_alone_falls_back_to_the_full_load():
+    from gpudoctor.knowledge import catalogue_rule, read_catalogue_table
+
+    assert read_catalogue_table("no-such-rule") is None
+    with pytest.raises(KeyError):
+        catalogue_rule("no-such-rule")
+    assert catalogue_rule("cuda-home-missing") == CATALOGUE["cuda-home-missing"]
