@@ -4,7 +4,8 @@ enough detail to undo exactly that change and nothing else.
 Change records (``op``):
   mkdir        {"path", "purpose": "fix" | "manifest"}
   symlink      {"link", "target", "previous_target"}
-  write_file   {"path", "content"}           a file gpudoctor created (env file excluded)
+  write_file   {"path", "content", "written"}  a file gpudoctor created (env file excluded);
+                                             "written": true once it was written whole
   env          {"entry": {...}, "replaced": {...} | null}
   env_file     {"path"}                      the env file itself was created by gpudoctor
   root_file    {"path", "sha256"}            a root-owned file --system created (ld.so.conf.d)

@@ -75,6 +75,10 @@ def apply(applier: Any, action: WriteFile) -> str:
             os.unlink(action.path)
         applier.manifest.forget(change)
         raise
+    # Written whole: from now on undo removes it only while it holds exactly this content (a
+    # file the user has since emptied or cut is theirs). Where this update never lands (a kill
+    # right here), undo still accepts a prefix, the trace of a write cut short.
+    applier.manifest.update(change, written=True)
     return DONE
 
 
@@ -86,8 +90,10 @@ def undo_write_file(change: dict[str, Any], context: UndoContext) -> tuple[str, 
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         with os.fdopen(fd, encoding="utf-8") as handle:
             text = handle.read(len(change["content"]) + 1)
-        # the whole content, or a prefix of it: a write cut short by a kill or a full disk
-        unchanged = change["content"].startswith(text)
+        if change.get("written") is True:
+            unchanged = text == change["content"]
+        else:  # the whole content, or a prefix of it: a write cut short by a kill or a full disk
+            unchanged = change["content"].startswith(text)
     except (OSError, UnicodeDecodeError):
         unchanged = False
     if not unchanged:
