@@ -145,19 +145,21 @@ def check_gpu_xid_errors(kernel_log, health):
     """The driver's Xid lines since it was loaded, per GPU (matched to NVML's list by PCI address),
     judged by rules/xid.toml. Xids on an address NVML does not list are reported as warnings: the
     GPU may have fallen off the bus, or belong to another container on the same host."""
-    from ..probes.kernel_log import pci_key, xid_kind
-
     if kernel_log.unavailable:
         raise Skip(f"{kernel_log.unavailable}; Xid errors were not checked")
     events = kernel_log.since_driver_load
     if not events and health.unavailable:
         raise Skip(health.unavailable)  # no Xid, and no GPU to say it about
-    gpus = {pci_key(g.nvml.pci_bus_id): g for g in health.gpus if pci_key(g.nvml.pci_bus_id)}
+    gpus: dict = {}
     by_address: dict = {}
-    for event in events:
-        kind = xid_kind(event)
-        if kind.severity != "ignore":
-            by_address.setdefault(event.pci, []).append((event, kind))
+    if events:  # the Xid types and table (probes/xid.py) only for a log with an Xid: not on a healthy machine
+        from ..probes.xid import pci_key, xid_kind
+
+        gpus = {pci_key(g.nvml.pci_bus_id): g for g in health.gpus if pci_key(g.nvml.pci_bus_id)}
+        for event in events:
+            kind = xid_kind(event)
+            if kind.severity != "ignore":
+                by_address.setdefault(event.pci, []).append((event, kind))
     findings = []
     for address, judged in sorted(by_address.items()):
         gpu = gpus.get(address)

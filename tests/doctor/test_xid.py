@@ -19,7 +19,8 @@ from gpudoctor.host.base import CommandResult, KernelLog
 from gpudoctor.host.kernel_log import DMESG, JOURNAL, MAX_KEPT, driver_lines, read_kernel_log
 from gpudoctor.host.snapshot import RecordingHost, SnapshotHost, read_snapshot_data
 from gpudoctor.model import CheckStatus, Severity
-from gpudoctor.probes.kernel_log import parse_xid_line, pci_key, probe_kernel_log, xid_kind, xid_table
+from gpudoctor.probes.kernel_log import probe_kernel_log
+from gpudoctor.probes.xid import parse_xid_line, pci_key, xid_kind, xid_table
 
 from rule_cases import FIXTURES
 
@@ -225,3 +226,29 @@ def test_a_wrapped_log_passes_only_as_far_as_it_reaches():
     assert "load line has been rotated out" in result.reason
     with_load = _check(_host(_log(LOAD_LINE + "\n"), files={"/proc/uptime": UPTIME}))
     assert with_load.status == CheckStatus.PASS and with_load.reason == ""
+
+
+def test_a_log_without_xid_lines_does_not_create_the_xid_types():
+    # probes/xid.py (two dataclasses, the Xid regex) is imported only for a log that holds an Xid
+    # line: on a machine without Xid errors, preflight's first call does not pay for it
+    import subprocess
+    import sys
+
+    code = ("import sys; from gpudoctor.host.base import KernelLog; from gpudoctor.probes import kernel_log\n"
+            "class Host:\n"
+            f"    def kernel_log(self): return KernelLog('dmesg', ({LOAD_LINE!r}.split('] ', 1)[1],), 1, 1.0)\n"
+            "    def read_text(self, path, max_bytes=None):\n"
+            "        from gpudoctor.host.base import FileRead; return FileRead('100.0 1.0')\n"
+            "facts = kernel_log.probe_kernel_log(Host())\n"
+            "assert facts.events == () and facts.source == 'dmesg', facts\n"
+            "from gpudoctor.checks.health import check_gpu_xid_errors\n"
+            "from gpudoctor.checks.base import PassedWithin\n"
+            "try:\n"
+            "    check_gpu_xid_errors(facts, __import__('types').SimpleNamespace(unavailable=None, gpus=()))\n"
+            "except PassedWithin:\n"
+            "    pass  # the load line has no stamp here: passed as far as the log reaches\n"
+            "print('gpudoctor.probes.xid' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+    events = probe_kernel_log(_host(_log(GIST + LOAD_LINE + "\n"))).events
+    assert [e.code for e in events] == [32, 69, 62]  # and a log with Xid lines still has its events
