@@ -11,9 +11,27 @@ def gpudoctor_dir(env, name: str, default: str) -> str:
     """``$<name>/gpudoctor``, or ``~/<default>/gpudoctor`` when the variable is unset or relative
     (the spec says relative paths are invalid and must be ignored)."""
     value = env.get(name, "")
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = value if os.path.isabs(value) else os.path.join(home, default)
+    base = value if os.path.isabs(value) else os.path.join(_home(env), default)
     return os.path.join(base, "gpudoctor")
+
+
+def _home(env) -> str:
+    """$HOME when it is an absolute path; else (unset, empty, or relative such as HOME=. in some
+    containers, which would put gpudoctor's directories, its fixes' records and their undo in
+    whatever directory the command runs from) the account's home from the password database;
+    only where that is missing too, $HOME made absolute."""
+    home = env.get("HOME", "")
+    if os.path.isabs(home):
+        return home
+    try:
+        import pwd
+
+        account_home = pwd.getpwuid(os.getuid()).pw_dir
+    except (ImportError, KeyError, OSError):
+        account_home = ""
+    if os.path.isabs(account_home):
+        return account_home
+    return os.path.abspath(home or ".")
 
 
 CACHE = ("XDG_CACHE_HOME", ".cache")
