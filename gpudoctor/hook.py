@@ -258,7 +258,10 @@ def _read_config(pyproject: str | None, notes: list[str]) -> dict:
             continue
         value = config[key]
         if key in BOOL_KEYS and not isinstance(value, bool):
-            # `strict = "false"` is truthy in Python; guessing would turn a gate off or on by accident
+            # `strict = "false"` is truthy in Python; guessing would turn a gate off or on by accident.
+            if key == "strict":  # ignoring it would pass warnings the project asked to stop on
+                raise ConfigError(f"strict = {value!r} in {pyproject} must be true or false (a TOML boolean)")
+            # raise_on_error and quiet left at their defaults: the gate raises and speaks
             notes.append(f"gpudoctor preflight: ignoring {key} = {value!r} in {pyproject}: not true or false\n")
             continue
         if key in ("require", "skip") and not (isinstance(value, str) or (

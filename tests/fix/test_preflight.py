@@ -221,6 +221,8 @@ def test_unknown_features_and_rule_ids_are_the_callers_error(checks, tmp_path):
     ("require = 5", "require in .* must be a string or a list of strings"),
     ("skip = 5", "skip in .* must be a string or a list of strings"),
     ('require = ["fp8"]', "unknown required feature 'fp8'"),
+    ('strict = "true"', "strict = 'true' in .* must be true or false"),
+    ('strict = "false"', "strict = 'false' in .* must be true or false"),
 ])
 def test_a_bad_pyproject_never_passes_the_gate_nor_crashes(checks, tmp_path, body, message, capsys):
     (tmp_path / "pyproject.toml").write_text(f"[tool.gpudoctor]\n{body}\n")
@@ -232,10 +234,12 @@ def test_a_bad_pyproject_never_passes_the_gate_nor_crashes(checks, tmp_path, bod
 
 
 def test_non_boolean_options_and_a_non_table_tool_are_ignored_with_a_note(checks, tmp_path, capsys):
+    """Ignoring raise_on_error or quiet leaves the gate raising and speaking (strict is refused:
+    ignoring it would loosen the gate)."""
     checks.findings.append(finding_record("w", "warning"))
-    (tmp_path / "pyproject.toml").write_text('[tool.gpudoctor]\nstrict = "false"\n')
-    assert gpudoctor.preflight(project_dir=str(tmp_path)).ok  # not strict: "false" is not true
-    assert "ignoring strict = 'false'" in capsys.readouterr().err
+    (tmp_path / "pyproject.toml").write_text('[tool.gpudoctor]\nquiet = "yes"\n')
+    assert gpudoctor.preflight(project_dir=str(tmp_path)).ok
+    assert "ignoring quiet = 'yes'" in capsys.readouterr().err
     (tmp_path / "pyproject.toml").write_text("tool = 1\n")
     assert gpudoctor.preflight(project_dir=str(tmp_path)).ok
 

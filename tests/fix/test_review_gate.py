@@ -114,7 +114,7 @@ def test_a_symlinked_cache_dir_of_the_users_own_still_caches(checks, tmp_path, m
 
 
 @pytest.mark.parametrize("body, note", [
-    ('[tool.gpudoctor]\nstrict = "true"\n', "ignoring strict = 'true'"),
+    ('[tool.gpudoctor]\nraise_on_error = "false"\n', "ignoring raise_on_error = 'false'"),
     ('[tool.gpudoctor\nrequire = ["bf16"]\n', "ignoring"),
 ])
 def test_an_ignored_config_is_said_on_every_call_not_only_the_first(checks, tmp_path, body, note, capsys):
