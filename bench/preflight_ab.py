@@ -5,7 +5,8 @@ mixes the machine's drift into the difference. Here the variants alternate sampl
 (in a random order per sample), each in a fresh interpreter importing gpudoctor from
 its own tree (PYTHONPATH and the working directory), each with an empty cache dir for the first
 call and the same dir again for the cached one. Reported: median and first quartile minus the
-median of ``python -c pass`` measured in the same loop, and each variant's ratio to the first.
+median of ``python -c pass`` measured in the same loop, and each variant's ratio to the first;
+the same for the first call's CPU time (user + system, with the commands it ran).
 
 Usage: python bench/preflight_ab.py prev=.out/prev now=. [--runs 60] [--out FILE]
 """
@@ -19,7 +20,24 @@ import statistics
 import sys
 import tempfile
 
+import subprocess
+import time
+
 from preflight import CALL, header, report, time_command  # bench/preflight.py, beside this file
+
+
+def time_and_cpu(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
+    """Wall time and CPU time (user + system, the command and the children it waited for:
+    wait4's rusage) of one command, in ms. CPU time is the work done, which a 2-core machine
+    shared with other jobs measures more steadily than the wall time."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = (time.perf_counter() - start) * 1000
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, argv)
+    return wall, (usage.ru_utime + usage.ru_stime) * 1000
 
 
 def main() -> None:
@@ -35,17 +53,23 @@ def main() -> None:
     first = {name: [] for name in variants}
     cached = {name: [] for name in variants}
     reference = []
+    first_cpu = {name: [] for name in variants}
+    reference_cpu = []
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory(prefix="gpudoctor-bench-") as tmp:
         for run in range(args.runs):
-            reference.append(time_command([py, "-c", "pass"]))
+            wall, cpu = time_and_cpu([py, "-c", "pass"], dict(os.environ), os.getcwd())
+            reference.append(wall)
+            reference_cpu.append(cpu)
             # a fresh random order per sample: alternating the order (A,B then B,A) still favoured
             # the variant named first by 7-12 % between two identical trees on the 2-core box
             names = rng.sample(list(variants), len(variants))
             for name in names:
                 env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, f"{name}{run}"), PYTHONDONTWRITEBYTECODE="",
                            PYTHONPATH=variants[name])
-                first[name].append(time_command([py, "-c", CALL], env, variants[name]))
+                wall, cpu = time_and_cpu([py, "-c", CALL], env, variants[name])
+                first[name].append(wall)
+                first_cpu[name].append(cpu)
                 cached[name].append(time_command([py, "-c", CALL], env, variants[name]))
     ref = statistics.median(reference)
 
@@ -53,9 +77,15 @@ def main() -> None:
         return {"median": round(statistics.median(values) - ref, 2),
                 "p25": round(statistics.quantiles(values, n=4)[0] - ref, 2)}
 
-    summary = {name: {"first": cost(first[name]), "cached": cost(cached[name])} for name in variants}
+    ref_cpu = statistics.median(reference_cpu)
+    summary = {name: {"first": cost(first[name]), "cached": cost(cached[name]),
+                      "first_cpu": {"median": round(statistics.median(first_cpu[name]) - ref_cpu, 2),
+                                    "p25": round(statistics.quantiles(first_cpu[name], n=4)[0] - ref_cpu, 2)}}
+               for name in variants}
     base = next(iter(variants))
     ratios = {name: round(summary[name]["first"]["median"] / summary[base]["first"]["median"], 3) for name in variants}
+    cpu_ratios = {name: round(summary[name]["first_cpu"]["median"] / summary[base]["first_cpu"]["median"], 3)
+                  for name in variants}
     result = {
         **header(),
         "runs": args.runs,
@@ -63,7 +93,10 @@ def main() -> None:
         "reference_ms": round(ref, 2),
         "cost_ms": summary,
         f"first_call_ratio_to_{base}": ratios,
+        f"first_call_cpu_ratio_to_{base}": cpu_ratios,
         "raw_ms": {"reference": [round(v, 2) for v in reference],
+                   "reference_cpu": [round(v, 2) for v in reference_cpu],
+                   "first_cpu": {k: [round(v, 2) for v in vs] for k, vs in first_cpu.items()},
                    "first": {k: [round(v, 2) for v in vs] for k, vs in first.items()},
                    "cached": {k: [round(v, 2) for v in vs] for k, vs in cached.items()}},
     }
