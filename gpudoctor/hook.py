@@ -33,10 +33,11 @@ if TYPE_CHECKING:
 
 from .xdg import CACHE, CONFIG, ENV_FILE_NAME, gpudoctor_dir, not_only_yours
 
-CACHE_SCHEMA = 7  # 2: fixes carry their typed actions; 3: the blocking findings are decided when checked;
+CACHE_SCHEMA = 8  # 2: fixes carry their typed actions; 3: the blocking findings are decided when checked;
 # 4: the verdict on every required feature; 5: pip commands name the judged interpreter; 6: without pip,
 # `uv pip` only where uv is on PATH, else ensurepip first; 7: the notes on an ignored [tool.gpudoctor]
-# (said on every call: they were said only by the uncached one)
+# (said on every call: they were said only by the uncached one); 8: a strict that is not a boolean
+# stops the gate (an entry of 7 had passed with it ignored)
 CACHE_TTL_S = 24 * 3600  # a safety net: anything the fingerprint misses is re-checked daily
 CACHE_KEEP = 32  # fingerprint files kept in the cache dir
 
