@@ -154,6 +154,9 @@ def sweep_candidates(shape):
         return _s3_candidates(shape)
     if ROUND == "s4":
         return _s4_candidates(shape)
+    if ROUND == "s6":
+        base = select_config(torch.cuda.get_device_capability(), shape[5], shape[4])
+        return _s6_candidates(base)
     head_dim = shape[5]
     base = select_config(torch.cuda.get_device_capability(), head_dim, shape[4])
     host = replace(base, tma=HOST_DESCRIPTORS)
@@ -242,6 +245,12 @@ def _s4_candidates(shape):
         options += [("dkdv-64x64w8s2", replace(base, backward_dkdv=T(64, 64, 8, 2))),
                     ("delta+dkdv-64x64w8s2", replace(delta, backward_dkdv=T(64, 64, 8, 2)))]
     return _unique_with_repeat(options, base)
+
+
+def _s6_candidates(base):
+    """Round s6 (sixth session): the shipped config launched directly (gpudoctor/kernels/launch.py)
+    against the same config through Triton's JITFunction.run (``jitrun``), at every sweep shape."""
+    return [("shipped", base), ("jitrun", base), ("shipped-again", base)]
 
 
 # Shapes timed in round s3 only for the shipped config and delta-in-dq (no tile variants):
@@ -349,10 +358,14 @@ def run_sweep(results, timing_seconds, workers, names, check_seconds):
         check = checks.get(_job_key(shape, name), {"ok": False, "error": "not checked (worker died)"})
         row = {"shape": label, "kernel": name, "config": asdict(config), "check": check}
         if check.get("ok"):
+            from gpudoctor.kernels import launch
+
+            launch.enabled = name != "jitrun"  # the s6 round's Triton-launch variant
             row["fwd"] = measure("triton", batch, heads, seq, head_dim, causal, "fwd", config, kv_heads,
                                  DTYPES[dtype])
             row["fwd+bwd"] = measure("triton", batch, heads, seq, head_dim, causal, "fwd+bwd", config,
                                      kv_heads, DTYPES[dtype])
+            launch.enabled = True
         results.append(row)
         print(f"sweep {label:<16}{name:<22}"
               f"{row.get('fwd', {}).get('ms', math.nan):8.3f}{row.get('fwd+bwd', {}).get('ms', math.nan):9.3f} ms "
@@ -540,7 +553,7 @@ def main(argv=None):
     parser.add_argument("--shapes", default="", help="sweep only these shape names (comma-separated)")
     parser.add_argument("--host", action="store_true", help="profile one call at the training shape")
     parser.add_argument("--compile-workers", type=int, default=12)
-    parser.add_argument("--round", default="", help="candidate set: '' (issue 18's), 's3', 's4'")
+    parser.add_argument("--round", default="", help="candidate set: '' (issue 18's), 's3', 's4', 's6'")
     parser.add_argument("--check-worker", help=argparse.SUPPRESS)
     parser.add_argument("--check-dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
