@@ -485,19 +485,14 @@ def host_profile(batch=4, heads=32, seq=256, head_dim=80, causal=True, rounds=3)
 
 
 def _host_sample(provider, config, q, k, v, causal, mode, profile):
+    from gpudoctor.train.timing import median_ms
+
     run = make_runner(provider, q, k, v, causal, mode, config)
     for _ in range(5):
         run()
     torch.cuda.synchronize()
     do_bench_ms = time_ms(run, [q, k, v])
-    single = []
-    for _ in range(21):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        end.record()
-        end.synchronize()
-        single.append(start.elapsed_time(end))
+    single_ms = median_ms(run, "cuda", repeats=21)  # as the training pass times a call
     begin = time.perf_counter()
     for _ in range(200):
         run()
@@ -515,7 +510,7 @@ def _host_sample(provider, config, q, k, v, causal, mode, profile):
                 device_us = getattr(event, "self_cuda_time_total", 0)
             if device_us > 0:
                 kernels[event.key[:80]] = round(device_us / 20, 2)
-    return {"do_bench_ms": do_bench_ms, "single_call_ms": statistics.median(single),
+    return {"do_bench_ms": do_bench_ms, "single_call_ms": single_ms,
             "back_to_back_ms": back_to_back, "device_us_per_call": round(sum(kernels.values()), 2),
             "kernels_us": kernels}
 
