@@ -5,35 +5,27 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .model import Severity
+
+if TYPE_CHECKING:
+    from .rule import Rule
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-@dataclass(frozen=True)
-class Rule:
-    """One rule of ``rules/catalogue.toml``: everything a user sees about a problem (title, what,
-    why, fix, references) is derived from it, whichever detector found the problem."""
+def __getattr__(name: str):
+    # Rule lives in rule.py, created on first use: a healthy preflight() reads version tables
+    # from here but never a rule (each dataclass created costs ~0.5-1 ms at a training script's
+    # start on Python 3.12).
+    if name == "Rule":
+        from .rule import Rule
 
-    id: str
-    area: str
-    severity: Severity
-    title: str
-    detected_by: tuple[str, ...]
-    what: str
-    why: str
-    fix: str
-    references: tuple[str, ...]
-    # what a passing static check established, in words (`check -v`: "✓ id: <verified>")
-    verified: str = ""
-    # the problem makes Triton's JIT fail (compile, launcher build or load): the training pass
-    # names it as the cause of a triton-jit-failed when the log diagnosis finds it
-    breaks_triton_jit: bool = False
+        return Rule
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 RULES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules")
@@ -55,6 +47,8 @@ _load_toml = load_rules_toml
 
 
 def _rule(raw: dict[str, Any]) -> Rule:
+    from .rule import Rule
+
     return Rule(
         id=raw["id"],
         area=raw["area"],

@@ -4,9 +4,9 @@
 # before anything else, so this package must cost nothing to enter, and every module imported
 # here is paid by every training script that calls preflight().
 _LAZY = {
-    **dict.fromkeys(("CommandResult", "Distribution", "FileRead", "Host", "HostError", "LinkResult", "NvmlDevice",
+    **dict.fromkeys(("CommandResult", "Distribution", "FileRead", "Host", "LinkResult", "NvmlDevice",
                      "NvmlInfo", "PathInfo", "SystemInfo"), ".base"),
-    "LiveHost": ".live", "RecordingHost": ".snapshot", "SnapshotHost": ".snapshot",
+    "HostError": ".errors", "LiveHost": ".live", "RecordingHost": ".snapshot", "SnapshotHost": ".snapshot",
 }
 
 

@@ -21,7 +21,6 @@ from .base import (
     CommandResult,
     Distribution,
     FileRead,
-    HostError,
     HostHelpers,
     KernelLog,
     LinkResult,
@@ -31,6 +30,7 @@ from .base import (
     from_json,
     nvml_info_from_json,
 )
+from .errors import HostError
 from .redact import relevant_env
 
 SNAPSHOT_SCHEMA = 1
