@@ -73,7 +73,9 @@ def _argument_key(value):
         return (value.dtype, value.data_ptr() % 16 == 0)
     if type(value) is float:
         return float
-    return value  # int, bool, None, str: specialized (or constexpr) by value
+    if type(value) is bool:  # True == 1 and hash(True) == hash(1), but Triton types them apart
+        return (bool, value)
+    return value  # int, None, str: specialized (or constexpr) by value
 
 
 class FastLauncher:
@@ -92,9 +94,10 @@ class FastLauncher:
         # _argument_key, inlined, integers tested first (most arguments are strides and sizes):
         # ~40 arguments a launch, four launches a training step.
         return (device, tuple([a if type(a) is int else float if type(a) is float
-                               else (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, _Tensor) else a
+                               else (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, _Tensor)
+                               else (bool, a) if type(a) is bool else a
                                for a in args]),
-                tuple(kwargs.items()))
+                tuple((name, (bool, value) if type(value) is bool else value) for name, value in kwargs.items()))
 
     def launch(self, grid, args: tuple, kwargs: dict) -> None:
         if not fast_launch_enabled():

@@ -177,5 +177,15 @@ def test_a_launch_hook_sees_every_launch(device, jit_runs):
 def test_the_inlined_key_is_the_argument_key():
     tensors = [torch.zeros(64, dtype=torch.float16)[offset:] for offset in (0, 1, 8)]
     args = (*tensors, None, 1, 16, 17, 2**40, 0.5, True, "x")
-    key = launch.FastLauncher(None).key(3, args, {"BLOCK": 64, "num_warps": 4})
-    assert key == (3, tuple(launch._argument_key(a) for a in args), (("BLOCK", 64), ("num_warps", 4)))
+    key = launch.FastLauncher(None).key(3, args, {"BLOCK": 64, "num_warps": 4, "CAUSAL": True})
+    assert key == (3, tuple(launch._argument_key(a) for a in args),
+                   (("BLOCK", 64), ("num_warps", 4), ("CAUSAL", (bool, True))))
+
+
+def test_a_bool_and_an_int_of_the_same_value_are_different_keys():
+    """True == 1 in Python (and hashes alike), but Triton compiles an i1 for one and a
+    constexpr 1 for the other: a cached kernel must not serve the other."""
+    launcher = launch.FastLauncher(None)
+    assert launcher.key(0, (True,), {}) != launcher.key(0, (1,), {})
+    assert launcher.key(0, (), {"FLAG": True}) != launcher.key(0, (), {"FLAG": 1})
+    assert launcher.key(0, (False,), {}) != launcher.key(0, (0,), {})
