@@ -11,8 +11,11 @@ as SDPA's C++ launch (docs/benchmarks.md, issue 18).
 compiled kernel Triton returns, and afterwards calls that kernel's own launcher directly. The key
 holds everything Triton specializes on: each tensor's dtype and 16-byte alignment, every integer's
 value (Triton specializes on 1 and on divisibility by 16, and picks i32 or i64 from the value),
-the constexprs and launch options, and the current device. Floats are passed by value (Triton does
-not specialize them).
+the constexprs and launch options (each with its type: True, 1 and 1.0 are equal in Python), the
+debug and instrumentation knobs JITFunction.run reads, and the current device. Run-time floats are
+passed by value (Triton does not specialize them). A pre-run hook, a callable grid, a constexpr
+float given positionally or an argument hashed by identity (a tensor given by keyword) leave the
+call to Triton's launch.
 
 It relies on the compiled kernel's launcher protocol (``run(grid0, grid1, grid2, stream, function,
 packed_metadata, launch_metadata, enter_hook, exit_hook, *args)``, the one JITFunction.run uses),
@@ -42,6 +45,10 @@ except ImportError:  # pragma: no cover - Triton before 3.4: the normal launch o
 # triton 3.6.0, 2026-11-23).
 VERIFIED_TRITON = ("3.6",)
 _ENABLED = _knobs is not None and triton.__version__.startswith(VERIFIED_TRITON)
+# Types whose values a cached call may hold beside positional tensors: they compare and hash by
+# value. Anything else (a tensor given by keyword, an object hashed by identity) is launched by
+# Triton each time rather than kept alive in the key.
+_PLAIN = frozenset((int, float, bool, str, type(None)))
 # Distinct integer arguments (sequence lengths, strides) each make an entry: past this many a
 # launcher starts over rather than grow without bound in a job of ever-new shapes.
 MAX_ENTRIES = 4096
@@ -68,14 +75,17 @@ _Tensor = torch.Tensor
 
 
 def _argument_key(value):
-    """What Triton specializes an argument on, as a hashable value (FastLauncher.key inlines it)."""
+    """What Triton specializes a positional argument on, as a hashable value (FastLauncher.key
+    inlines it)."""
     if isinstance(value, _Tensor):
         return (value.dtype, value.data_ptr() % 16 == 0)
-    if type(value) is float:
+    if type(value) is float:  # a run-time float (a constexpr float is never cached: _entry)
         return float
-    if type(value) is bool:  # True == 1 and hash(True) == hash(1), but Triton types them apart
-        return (bool, value)
-    return value  # int, None, str: specialized (or constexpr) by value
+    if type(value) is int or value is None:
+        return value
+    # With its type: True == 1 == 1.0 == numpy.float64(1.0) and they hash alike, but Triton
+    # types them apart (i1, a constexpr 1, fp32)
+    return (type(value), value)
 
 
 class FastLauncher:
@@ -92,15 +102,21 @@ class FastLauncher:
 
     def key(self, device: int, args: tuple, kwargs: dict) -> tuple:
         # _argument_key, inlined, integers tested first (most arguments are strides and sizes):
-        # ~40 arguments a launch, four launches a training step.
-        return (device, tuple([a if type(a) is int else float if type(a) is float
-                               else (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, _Tensor)
-                               else (bool, a) if type(a) is bool else a
-                               for a in args]),
-                tuple((name, (bool, value) if type(value) is bool else value) for name, value in kwargs.items()))
+        # ~40 arguments a launch, four launches a training step. Keyword values (constexprs,
+        # options) by type and value. JITFunction.run also reads TRITON_DEBUG's knob and the
+        # instrumentation mode at every launch (compile options: another kernel when they change).
+        return (device, _knobs.runtime.debug, _knobs.compilation.instrumentation_mode,
+                tuple([a if type(a) is int else float if type(a) is float
+                       else (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, _Tensor)
+                       else a if a is None else (type(a), a)
+                       for a in args]),
+                tuple([(name, value if type(value) is int else (type(value), value))
+                       for name, value in kwargs.items()]))
 
     def launch(self, grid, args: tuple, kwargs: dict) -> None:
-        if not fast_launch_enabled():
+        # Triton's launch: a pre-run hook (JITFunction.add_pre_run_hook) sees every launch; a
+        # callable grid is computed from the bound arguments, which only JITFunction.run has.
+        if not fast_launch_enabled() or getattr(self.kernel, "pre_run_hooks", None) or callable(grid):
             self.kernel[grid](*args, **kwargs)
             return
         device = _driver.active.get_current_device()
@@ -112,9 +128,12 @@ class FastLauncher:
             return
         if entry is None:
             compiled = self.kernel[grid](*args, **kwargs)
+            if not (all(type(a) in _PLAIN or isinstance(a, _Tensor) for a in args)
+                    and all(type(value) in _PLAIN for value in kwargs.values())):
+                return  # not kept: the key would hold the object (by identity) alive
             if len(self._compiled) >= MAX_ENTRIES:
                 self._compiled.clear()
-            self._compiled[key] = self._entry(compiled, len(args), kwargs)
+            self._compiled[key] = self._entry(compiled, args, kwargs)
             return
         if entry is False:  # this specialization cannot take the direct path
             self.kernel[grid](*args, **kwargs)
@@ -126,12 +145,18 @@ class FastLauncher:
         compiled.run(grid[0], grid_1, grid_2, stream, compiled.function, compiled.packed_metadata,
                      None, None, None, *args, *trailing)
 
-    def _entry(self, compiled, positional: int, kwargs: dict):
+    def _entry(self, compiled, args: tuple, kwargs: dict):
         """(compiled kernel, the values of the parameters after the positional ones, in declared
         order), or False where the direct path cannot reproduce the call."""
         names = getattr(self.kernel, "arg_names", None)
-        if (names is None or getattr(compiled, "function", None) is None
+        constexprs = getattr(self.kernel, "constexprs", None)
+        if (names is None or constexprs is None or getattr(compiled, "function", None) is None
                 or not hasattr(compiled, "packed_metadata") or not hasattr(compiled, "run")):
+            return False
+        positional = len(args)
+        # The key holds a positional float as "a float" (Triton does not specialize run-time
+        # floats), but a constexpr float is compiled in by value.
+        if any(index < positional and type(args[index]) is float for index in constexprs):
             return False
         rest = names[positional:]
         if any(name not in kwargs for name in rest):

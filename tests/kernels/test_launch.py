@@ -178,7 +178,10 @@ def test_the_inlined_key_is_the_argument_key():
     tensors = [torch.zeros(64, dtype=torch.float16)[offset:] for offset in (0, 1, 8)]
     args = (*tensors, None, 1, 16, 17, 2**40, 0.5, True, "x")
     key = launch.FastLauncher(None).key(3, args, {"BLOCK": 64, "num_warps": 4, "CAUSAL": True})
-    assert key == (3, tuple(launch._argument_key(a) for a in args),
+    from triton import knobs
+
+    assert key == (3, knobs.runtime.debug, knobs.compilation.instrumentation_mode,
+                   tuple(launch._argument_key(a) for a in args),
                    (("BLOCK", 64), ("num_warps", 4), ("CAUSAL", (bool, True))))
 
 
@@ -189,3 +192,138 @@ def test_a_bool_and_an_int_of_the_same_value_are_different_keys():
     assert launcher.key(0, (True,), {}) != launcher.key(0, (1,), {})
     assert launcher.key(0, (), {"FLAG": True}) != launcher.key(0, (), {"FLAG": 1})
     assert launcher.key(0, (False,), {}) != launcher.key(0, (0,), {})
+
+
+# -- the cache's key against what JITFunction.run looks at, on CPU: a stand-in for Triton's side
+# (kernel[grid] compiles and launches, the compiled kernel's launcher), the real FastLauncher.
+
+
+class _Compiled:
+    """A compiled kernel as FastLauncher uses it: its launcher records the direct launches."""
+
+    def __init__(self):
+        self.function, self.packed_metadata, self.launches = object(), (4, 1, 0), []
+
+    def run(self, *arguments):
+        self.launches.append(arguments)
+
+
+class _Kernel:
+    """A JITFunction's attributes that JITFunction.run reads; ``kernel[grid](...)`` records a
+    launch through Triton and returns the one compiled kernel."""
+
+    def __init__(self, arg_names, constexprs=()):
+        self.arg_names, self.constexprs = list(arg_names), list(constexprs)
+        self.pre_run_hooks, self.debug = [], None
+        self.compiled, self.through_triton = _Compiled(), []
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            self.through_triton.append((args, kwargs))
+            return self.compiled
+        return run
+
+
+@pytest.fixture
+def direct(monkeypatch):
+    """The direct launch on, a stand-in driver (device 0, stream 7): what FastLauncher does, here."""
+    if not launch._ENABLED:
+        pytest.skip("Triton version not verified: never on")
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(launch, "enabled", True)
+    monkeypatch.setattr(launch, "_driver", SimpleNamespace(active=SimpleNamespace(
+        get_current_device=lambda: 0, get_current_stream=lambda device: 7)))
+
+
+def _launches(kernel, *calls):
+    """Launch each (args, kwargs) through one FastLauncher; how many went through Triton."""
+    launcher = launch.FastLauncher(kernel)
+    for args, kwargs in calls:
+        launcher[(1,)](*args, **kwargs)
+    return len(kernel.through_triton)
+
+
+def test_the_stand_in_is_launched_directly_once_compiled(direct):
+    kernel = _Kernel(["X", "n", "BLOCK"], constexprs=[2])
+    x = torch.zeros(16)
+    assert _launches(kernel, ((x, 5), {"BLOCK": 4}), ((x, 5), {"BLOCK": 4})) == 1
+    (arguments,) = kernel.compiled.launches
+    assert arguments[3] == 7 and arguments[9:] == (x, 5, 4)
+
+
+@pytest.mark.parametrize("knob, value", [("runtime.debug", True), ("compilation.instrumentation_mode", "consan")])
+def test_a_triton_knob_changed_mid_process_is_another_specialization(direct, monkeypatch, knob, value):
+    """JITFunction.run reads knobs.runtime.debug (TRITON_DEBUG) and the instrumentation mode on
+    every launch and compiles another kernel when they change (device asserts, ConSan): the
+    kernel cached before must not serve the call after."""
+    from triton import knobs
+
+    group, name = knob.split(".")
+    kernel = _Kernel(["X"])
+    launcher = launch.FastLauncher(kernel)
+    x = torch.zeros(16)
+    launcher[(1,)](x)
+    launcher[(1,)](x)
+    assert len(kernel.through_triton) == 1
+    monkeypatch.setattr(getattr(knobs, group), name, value)
+    launcher[(1,)](x)
+    assert len(kernel.through_triton) == 2
+
+
+def test_a_pre_run_hook_sees_every_launch(direct):
+    """JITFunction.add_pre_run_hook: Triton calls the hooks with the arguments of every launch."""
+    kernel = _Kernel(["X"])
+    launcher = launch.FastLauncher(kernel)
+    x = torch.zeros(16)
+    launcher[(1,)](x)
+    kernel.pre_run_hooks.append(lambda *args, **kwargs: None)
+    launcher[(1,)](x)
+    assert len(kernel.through_triton) == 2 and kernel.compiled.launches == []
+
+
+def test_a_callable_grid_is_left_to_triton(direct):
+    """kernel[lambda meta: ...] is Triton's API too: the grid is computed from the bound
+    arguments, which only JITFunction.run has."""
+    kernel = _Kernel(["X"])
+    x = torch.zeros(16)
+    launcher = launch.FastLauncher(kernel)
+    for _ in range(2):
+        launcher[lambda meta: (2,)](x)
+    assert len(kernel.through_triton) == 2
+
+
+def test_a_float_constexpr_given_positionally_is_specialized_by_value(direct):
+    """Triton compiles a constexpr's value into the kernel; floats that are run-time arguments
+    are not specialized, a constexpr float is."""
+    kernel = _Kernel(["X", "SCALE"], constexprs=[1])
+    x = torch.zeros(16)
+    assert _launches(kernel, ((x, 0.5), {}), ((x, 0.25), {})) == 2
+
+
+@pytest.mark.parametrize("first, second", [
+    (((), {"C": 1}), ((), {"C": 1.0})),  # a constexpr 1 and 1.0 type apart (int and float arithmetic)
+    (((1,), {}), ((__import__("numpy").float64(1.0),), {})),  # 1.0 == 1 and hashes alike
+    (((), {"C": 2}), ((), {"C": __import__("numpy").int64(2)})),
+])
+def test_values_equal_across_types_are_different_specializations(direct, first, second):
+    kernel = _Kernel(["C"])
+    assert _launches(kernel, first, second) == 2
+    assert kernel.compiled.launches == []
+
+
+def test_a_tensor_given_by_keyword_is_not_kept(direct):
+    """Tensors hash by identity: one in the key would keep every tensor passed by keyword alive
+    (GPU memory, up to MAX_ENTRIES of them) and never hit again."""
+    import gc
+    import weakref
+
+    kernel = _Kernel(["X", "Y"])
+    launcher = launch.FastLauncher(kernel)
+    y = torch.zeros(16)
+    alive = weakref.ref(y)
+    launcher[(1,)](torch.zeros(16), Y=y)
+    kernel.through_triton.clear()  # the stand-in's own record of the call
+    del y
+    gc.collect()
+    assert alive() is None and not launcher._compiled
