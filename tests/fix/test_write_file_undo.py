@@ -52,3 +52,28 @@ def test_a_write_cut_short_is_still_undone(home):
         handle.write("/opt/")
     assert write_file.undo_write_file(unfinished, None)[0] == UNDONE
     assert not os.path.lexists(path)
+
+
+def test_the_content_is_durable_before_the_record_says_written(home, monkeypatch):
+    """The record is fsynced; a file closed but not fsynced can be empty after a power cut
+    (delayed allocation) while the record says it was written whole: undo would then keep an
+    empty file gpudoctor made, as "changed since gpudoctor wrote it"."""
+    from gpudoctor.fix.manifest import Manifest
+
+    path = os.path.join(home.stub_lib_dir, "durable.conf")
+    synced, events = set(), []
+    real_fsync, real_update = os.fsync, Manifest.update
+
+    def fsync(fd):
+        synced.add(os.path.realpath(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    def update(self, change, **details):
+        events.append((details, os.path.realpath(path) in synced))
+        return real_update(self, change, **details)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(Manifest, "update", update)
+    with state_lock(home.state) as manifest:
+        assert write_file.apply(Applier(home, manifest), WriteFile(path, "/opt/lib\n")) == DONE
+    assert events == [({"written": True}, True)]

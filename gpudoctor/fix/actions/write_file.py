@@ -70,6 +70,10 @@ def apply(applier: Any, action: WriteFile) -> str:
         created = True  # O_EXCL: never clobber a racer
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(action.content)
+            # on disk before the record says "written" (fsynced): after a power cut a file only
+            # closed can be empty while the record holds, and undo would keep it as the user's
+            handle.flush()
+            os.fsync(handle.fileno())
     except BaseException:
         if created:
             os.unlink(action.path)
