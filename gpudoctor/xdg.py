@@ -11,11 +11,11 @@ def gpudoctor_dir(env, name: str, default: str) -> str:
     """``$<name>/gpudoctor``, or ``~/<default>/gpudoctor`` when the variable is unset or relative
     (the spec says relative paths are invalid and must be ignored)."""
     value = env.get(name, "")
-    base = value if os.path.isabs(value) else os.path.join(_home(env), default)
+    base = value if os.path.isabs(value) else os.path.join(home(env), default)
     return os.path.join(base, "gpudoctor")
 
 
-def _home(env) -> str:
+def home(env) -> str:
     """$HOME when it is an absolute path; else (unset, empty, or relative such as HOME=. in some
     containers, which would put gpudoctor's directories, its fixes' records and their undo in
     whatever directory the command runs from) the account's home from the password database;

@@ -289,12 +289,13 @@ def _undo_script(outcomes) -> str:
 def _profile_path(given: str) -> str:
     """The shell profile for --profile: FILE as given, else by $SHELL. The env file is bash/zsh
     syntax, so other shells get a usage error that says what to do instead."""
+    from .. import xdg
     from .main import UsageError
 
     if given:
         return os.path.abspath(os.path.expanduser(given))
     shell = os.path.basename(os.environ.get("SHELL", ""))
-    home = os.environ.get("HOME") or os.path.expanduser("~")
+    home = xdg.home(os.environ)  # a relative HOME (HOME=.) must not pick ./.bashrc
     if shell == "bash":
         return os.path.join(home, ".bashrc")
     if shell == "zsh":

@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from .. import xdg
+
 SCHEMA = 1
 LOCK_NAME = "lock"
 
@@ -372,7 +374,7 @@ def normalized_change(change: Any, dirs: Any) -> tuple[dict[str, Any] | None, st
         return None, "not a change record"
     op = change["op"]
     roots = (dirs.cache, dirs.config, dirs.state)
-    home = os.environ.get("HOME") or os.path.expanduser("~")
+    home = xdg.home(os.environ)  # as the own directories were placed (a relative HOME ignored)
     if op == "mkdir":
         path, purpose = change.get("path"), change.get("purpose", "fix")
         if not _clean_path(path) or path == "/":
