@@ -1211,13 +1211,19 @@ def _descriptor_arguments(config: AttentionConfig, head_dim: int, *tensor_rows) 
     return arguments
 
 
-def _aligned(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor``, or a copy of it where its data does not start on 16 bytes (a view at an odd
-    offset into a larger buffer). Seen on the H200 (Triton 3.6, 2026-11-23): the hd80 pointer
-    kernels on fp16 inputs 2 bytes past an aligned address ended in "an illegal memory access",
-    which leaves the CUDA context unusable; the copy costs one read of the input in that rare
-    case and nothing otherwise."""
-    if tensor.data_ptr() % 16:
+def _readable(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``, or a contiguous copy of it where its layout is one the kernels were seen to
+    fault on. On the H200 (Triton 3.6, 2026-11-23, bench/results/attention-h200-2026-11-23-s6-
+    layouts.json) hd80 fp16 inputs ended in "an illegal memory access", which leaves the CUDA
+    context unusable, when their data started 2 or 8 bytes past a 16-byte boundary (a view at an
+    odd offset into a larger buffer) and when their rows were 84 or 88 elements apart (a slice
+    ``x[..., :80]`` of a wider last dimension), while (batch, seq, heads, head_dim) views
+    transposed to (batch, heads, seq, head_dim) and a transposed last dimension ran right. The
+    cause inside the kernels was not found; the rule copies what is not (16-byte aligned start,
+    contiguous head_dim, rows a multiple of 16 elements apart), so the copied transposed layout
+    costs one read of the input. Contiguous inputs never copy: every head_dim the kernels take
+    unpadded (32, 48, 64, 80, 96, 128, 144, ...) is a multiple of 16, the others are padded."""
+    if tensor.data_ptr() % 16 or tensor.stride(-1) != 1 or (tensor.shape[-2] > 1 and tensor.stride(-2) % 16):
         return tensor.clone(memory_format=torch.contiguous_format)
     return tensor
 
@@ -1238,7 +1244,7 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
     scores, float32, shape (batch * heads, seq_q)."""
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
-    q, k, v = _aligned(q), _aligned(k), _aligned(v)
+    q, k, v = _readable(q), _readable(k), _readable(v)
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
     config = usable_config(config, q, k, v, out)
@@ -1267,7 +1273,7 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     kv_group_size = num_heads // num_kv_heads
-    grad_out, q, k, v, out = _aligned(grad_out.contiguous()), _aligned(q), _aligned(k), _aligned(v), _aligned(out)
+    grad_out, q, k, v, out = _readable(grad_out.contiguous()), _readable(q), _readable(k), _readable(v), _readable(out)
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     delta = torch.empty_like(lse)

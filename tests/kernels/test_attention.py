@@ -265,35 +265,54 @@ def test_descriptor_path_falls_back_on_unaligned_inputs(device):
     assert attention_module._descriptor_ready(aligned)
 
 
-@pytest.mark.parametrize("head_dim", [64, 80])
-def test_inputs_off_16_byte_alignment_are_copied(device, head_dim):
-    _check_inputs_off_alignment(device, head_dim)
+# Layouts the kernels faulted on (offsets, rows 84/88 apart) or ran right on (the others), seen
+# on the H200: bench/results/attention-h200-2026-11-23-s6-layouts.json.
+LAYOUTS = ["offset-2-bytes", "offset-8-bytes", "rows-84-apart", "rows-88-apart", "head-dim-transposed",
+           "bshd-transposed"]
+
+
+def _laid_out(layout, shape, generator, device):
+    batch, heads, seq, head_dim = shape
+
+    def draw(*dims):
+        return torch.randn(*dims, generator=generator).to(device, torch.float16)
+
+    count = batch * heads * seq * head_dim
+    if layout.startswith("offset"):
+        skip = 1 if layout == "offset-2-bytes" else 4
+        return draw(count + skip)[skip:].view(*shape)
+    if layout.startswith("rows"):
+        return draw(batch, heads, seq, int(layout.split("-")[1]))[..., :head_dim]
+    if layout == "head-dim-transposed":
+        return draw(batch, heads, head_dim, seq).transpose(-1, -2)
+    return draw(batch, seq, heads, head_dim).transpose(1, 2)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_strided_and_offset_inputs_are_read_right(device, layout):
+    _check_layout(device, 80, layout)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("head_dim", [64, 80, 96, 128])
-def test_gpu_inputs_off_16_byte_alignment_are_copied(device, head_dim):
+def test_gpu_strided_and_offset_inputs_are_read_right(device, head_dim, layout):
     if device != "cuda":
         pytest.skip("needs a GPU")
-    _check_inputs_off_alignment(device, head_dim)
+    if layout.startswith("rows") and int(layout.split("-")[1]) < head_dim:
+        layout = f"rows-{head_dim + int(layout.split('-')[1]) - 80}-apart"  # 4 or 8 wider than head_dim
+    _check_layout(device, head_dim, layout)
 
 
-def _check_inputs_off_alignment(device, head_dim):
-    """Views 2 bytes past an aligned address (an odd offset into a larger buffer): the pointer
-    kernels read a copy (on the H200 the hd80 kernels read them in place and hit an illegal
-    memory access, which leaves the CUDA context unusable); results and gradients stay right."""
+def _check_layout(device, head_dim, layout):
+    """Inputs that are views into larger buffers: the kernels read a copy where the layout is
+    one they faulted on ("an illegal memory access" on the H200, which leaves the CUDA context
+    unusable) and the view itself elsewhere; results and gradients stay right either way."""
     seed = _fresh_seed()
     generator = torch.Generator(device="cpu").manual_seed(seed)
     shape = (1, 2, 37, head_dim)
-    count = 37 * 2 * head_dim
-
-    def shifted():
-        flat = torch.randn(count + 1, generator=generator).to(device, torch.float16)
-        return flat[1:].view(*shape).requires_grad_()
-
-    q, k, v = shifted(), shifted(), shifted()
-    grad_out = torch.randn(count + 1, generator=generator).to(device, torch.float16)[1:].view(*shape)
-    assert q.data_ptr() % 16 and grad_out.data_ptr() % 16
+    q, k, v, grad_out = (_laid_out(layout, shape, generator, device) for _ in range(4))
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
     out = flash_attention(q, k, v, causal=True)
     out.backward(grad_out)
     leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
@@ -302,6 +321,19 @@ def _check_inputs_off_alignment(device, head_dim):
     assert _relative_error(out.detach(), expected.detach()) < 5e-3, f"seed={seed}"
     for got, leaf in zip((q, k, v), leaves):
         assert _relative_error(got.grad, leaf.grad) < 1e-2, f"seed={seed}"
+
+
+def test_only_layouts_the_kernels_faulted_on_are_copied():
+    readable = attention_module._readable
+    contiguous = torch.zeros(1, 2, 5, 80, dtype=torch.float16)
+    assert readable(contiguous) is contiguous
+    bshd = torch.zeros(1, 5, 2, 80, dtype=torch.float16).transpose(1, 2)
+    assert readable(bshd) is bshd
+    for view in (torch.zeros(801, dtype=torch.float16)[1:].view(1, 1, 10, 80),
+                 torch.zeros(1, 2, 5, 88, dtype=torch.float16)[..., :80],
+                 torch.zeros(1, 2, 80, 5, dtype=torch.float16).transpose(-1, -2)):
+        copy = readable(view)
+        assert copy.is_contiguous() and copy.data_ptr() % 16 == 0 and torch.equal(copy, view)
 
 
 def test_backward_is_deterministic(device):
