@@ -101,7 +101,10 @@ def read_catalogue_table(rule_id: str) -> Rule | None:
     end = text.find("\n[[rule]]\n", at)
     if start < 0:
         return None
-    tables = tomllib.loads(text[start:end if end >= 0 else len(text)]).get("rule")
+    try:
+        tables = tomllib.loads(text[start:end if end >= 0 else len(text)]).get("rule")
+    except tomllib.TOMLDecodeError:  # a "[[rule]]" line inside a multi-line string cut the table
+        return None
     if not isinstance(tables, list) or len(tables) != 1 or tables[0].get("id") != rule_id:
         return None
     return _rule(tables[0])

@@ -113,3 +113,15 @@ def test_a_rule_not_readable_alone_falls_back_to_the_full_load():
     with pytest.raises(KeyError):
         catalogue_rule("no-such-rule")
     assert catalogue_rule("cuda-home-missing") == CATALOGUE["cuda-home-missing"]
+
+
+def test_a_table_cut_by_a_rule_header_inside_a_string_is_not_read_alone(monkeypatch):
+    """A "[[rule]]" line inside a multi-line string cuts the text read alone into TOML that does
+    not parse: that is "not readable alone" (the full load reads it), not an error."""
+    from gpudoctor import knowledge
+
+    text = ('[[rule]]\nid = "x-rule"\narea = "a"\nseverity = "error"\ntitle = "t"\ndetected_by = []\n'
+            'what = """two\n[[rule]]\nlines"""\nwhy = "w"\nfix = "f"\nreferences = []\n')
+    monkeypatch.setattr(knowledge, "read_rules_file", lambda name: text)
+    assert knowledge.read_catalogue_table("x-rule") is None
+    assert knowledge.tomllib.loads(text)["rule"][0]["what"] == "two\n[[rule]]\nlines"
