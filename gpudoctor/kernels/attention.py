@@ -1228,6 +1228,14 @@ def _readable(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def _elsewhere(tensor: torch.Tensor) -> bool:
+    """On a GPU other than the current one. Triton launches on the current device, so tensors
+    on cuda:1 while cuda:0 is current (a model moved with .to("cuda:1"), no set_device) would be
+    read through pointers of another device; SDPA and every aten op switch devices for the
+    caller, and so do the launchers here."""
+    return tensor.is_cuda and tensor.device.index != torch.cuda.current_device()
+
+
 def _cdiv(a: int, b: int) -> int:
     # Not triton.cdiv: it is a @triton.jit function, called from Python through
     # JITFunction.__call__ (2 µs a call on the CPU box, 10 µs under cProfile on the H200).
@@ -1242,6 +1250,9 @@ def _prepare(config: AttentionConfig, tensor: torch.Tensor) -> None:
 def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: AttentionConfig):
     """Launch the forward; returns (out, lse) where lse is the base-2 log-sum-exp of the scaled
     scores, float32, shape (batch * heads, seq_q)."""
+    if _elsewhere(q):
+        with torch.cuda.device(q.device):
+            return attention_forward(q, k, v, causal, softmax_scale, config)
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     q, k, v = _readable(q), _readable(k), _readable(v)
@@ -1270,6 +1281,9 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
                        config: AttentionConfig, deterministic: bool = True):
     """(dq, dk, dv). ``deterministic=False`` lets a config with ``atomic_dq`` sum dQ in float32
     inside the dK/dV kernel (the sums' order, hence the last bits, vary run to run)."""
+    if _elsewhere(q):
+        with torch.cuda.device(q.device):
+            return attention_backward(grad_out, q, k, v, out, lse, causal, softmax_scale, config, deterministic)
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     kv_group_size = num_heads // num_kv_heads

@@ -593,3 +593,24 @@ def test_delta_in_dq_launches_no_delta_kernel(device, monkeypatch):
     assert len(launched) == 1
     flash_attention(q, k, v, config=dataclasses.replace(base, delta_in_dq=True)).backward(grad_out)
     assert len(launched) == 1
+
+
+@pytest.mark.gpu
+def test_gpu_tensors_on_a_gpu_that_is_not_the_current_one(device):
+    """Triton launches on the current device; tensors on cuda:1 while cuda:0 is current must
+    still be computed on cuda:1 (as SDPA does), forward and backward."""
+    if device != "cuda" or torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    seed = _fresh_seed()
+    torch.cuda.set_device(0)
+    q, k, v, grad_out = _make_inputs(1, 4, 2, 130, 130, 80, torch.float16, "cuda:1", seed)
+    out = flash_attention(q, k, v, causal=True)
+    out.backward(grad_out)
+    torch.cuda.synchronize(1)
+    assert out.device == q.grad.device == torch.device("cuda:1") and torch.cuda.current_device() == 0
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    expected = reference_attention(*leaves, causal=True)
+    expected.backward(grad_out.double())
+    assert _relative_error(out.detach(), expected.detach()) < 5e-3, f"seed={seed}"
+    for got, leaf in zip((q, k, v), leaves):
+        assert _relative_error(got.grad, leaf.grad) < 1e-2, f"seed={seed}"
