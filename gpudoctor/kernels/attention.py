@@ -1221,7 +1221,9 @@ def _readable(tensor: torch.Tensor) -> torch.Tensor:
     transposed to (batch, heads, seq, head_dim) and a transposed last dimension ran right. The
     cause inside the kernels was not found; the rule copies what is not (16-byte aligned start,
     contiguous head_dim, rows a multiple of 16 elements apart), so the copied transposed layout
-    costs one read of the input. Contiguous inputs never copy: every head_dim the kernels take
+    costs one read of the input. Only for the pointer kernels (the descriptor kernels run only on
+    descriptor-ready layouts, e.g. contiguous hd72 rows 144 bytes apart, which must not be
+    copied at every call). Contiguous inputs never copy: every head_dim the pointer kernels take
     unpadded (32, 48, 64, 80, 96, 128, 144, ...) is a multiple of 16, the others are padded."""
     if tensor.data_ptr() % 16 or tensor.stride(-1) != 1 or (tensor.shape[-2] > 1 and tensor.stride(-2) % 16):
         return tensor.clone(memory_format=torch.contiguous_format)
@@ -1255,7 +1257,9 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
             return attention_forward(q, k, v, causal, softmax_scale, config)
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
-    q, k, v = _readable(q), _readable(k), _readable(v)
+    config = usable_config(config, q, k, v)
+    if config.tma == POINTERS:  # the descriptor kernels take only descriptor-ready layouts
+        q, k, v = _readable(q), _readable(k), _readable(v)
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
     config = usable_config(config, q, k, v, out)
@@ -1287,7 +1291,10 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     kv_group_size = num_heads // num_kv_heads
-    grad_out, q, k, v, out = _readable(grad_out.contiguous()), _readable(q), _readable(k), _readable(v), _readable(out)
+    grad_out = grad_out.contiguous()
+    config = usable_config(config, q, k, v, grad_out, out)
+    if config.tma == POINTERS:  # the descriptor kernels take only descriptor-ready layouts
+        grad_out, q, k, v, out = _readable(grad_out), _readable(q), _readable(k), _readable(v), _readable(out)
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     delta = torch.empty_like(lse)

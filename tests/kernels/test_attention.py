@@ -614,3 +614,32 @@ def test_gpu_tensors_on_a_gpu_that_is_not_the_current_one(device):
     assert _relative_error(out.detach(), expected.detach()) < 5e-3, f"seed={seed}"
     for got, leaf in zip((q, k, v), leaves):
         assert _relative_error(got.grad, leaf.grad) < 1e-2, f"seed={seed}"
+
+
+def test_descriptor_kernels_read_ready_layouts_without_a_copy(monkeypatch):
+    """Contiguous hd72 (rows 144 bytes apart: descriptor-ready, not a multiple of 16 elements)
+    on the descriptor kernels must not be copied at every call; on the pointer kernels the
+    same tensor would be padded before it gets here."""
+    copies = []
+    real = attention_module._readable
+
+    def counting(tensor):
+        result = real(tensor)
+        copies.append(result is not tensor)
+        return result
+
+    monkeypatch.setattr(attention_module, "_readable", counting)
+    monkeypatch.setattr(attention_module, "usable_config", lambda config, *tensors: config)
+    class NoLaunch:  # the layout decision is what is tested, not the kernels
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: None
+
+    monkeypatch.setattr(attention_module, "fast", lambda kernel: NoLaunch())
+    q = torch.zeros(1, 2, 40, 72, dtype=torch.float16)
+    config = dataclasses.replace(select_config(None, 72), tma=HOST_DESCRIPTORS)
+    monkeypatch.setattr(attention_module, "_descriptor_arguments", lambda *a: [None] * 8)
+    attention_module.attention_forward(q, q, q, True, 0.1, config)
+    assert copies == []
+    pointer = dataclasses.replace(config, tma=attention_module.POINTERS)
+    attention_module.attention_forward(q, q, q, True, 0.1, pointer)
+    assert copies == [True, True, True]
