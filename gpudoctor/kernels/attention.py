@@ -1257,12 +1257,13 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
             return attention_forward(q, k, v, causal, softmax_scale, config)
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
+    # Decided on the inputs alone: the outputs allocated below are contiguous and aligned, hence
+    # descriptor-ready whenever the inputs are (head_dim is a multiple of 8: rows of 16 bytes).
     config = usable_config(config, q, k, v)
     if config.tma == POINTERS:  # the descriptor kernels take only descriptor-ready layouts
         q, k, v = _readable(q), _readable(k), _readable(v)
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
-    config = usable_config(config, q, k, v, out)
     _prepare(config, q)
     tiles = config.forward
     grid = (_cdiv(seq_q, tiles.block_m), batch * num_heads)
@@ -1292,14 +1293,13 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     kv_group_size = num_heads // num_kv_heads
     grad_out = grad_out.contiguous()
-    config = usable_config(config, q, k, v, grad_out, out)
+    config = usable_config(config, q, k, v, grad_out, out)  # dk, dv below: as in attention_forward
     if config.tma == POINTERS:  # the descriptor kernels take only descriptor-ready layouts
         grad_out, q, k, v, out = _readable(grad_out), _readable(q), _readable(k), _readable(v), _readable(out)
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     delta = torch.empty_like(lse)
     qk_scale = softmax_scale * LOG2_E
-    config = usable_config(config, q, k, v, grad_out, out, dk, dv)
     atomic_dq = config.atomic_dq and not deterministic
     interpreted = _interpreting()
     # The dQ sums go through device-side descriptors on Hopper whatever the loads use
