@@ -16,14 +16,27 @@ same pynvml the parent would. It goes through stdin, not argv: a big environment
 and a command line is public in ``/proc/<pid>/cmdline`` and ``ps``.
 
 The JSON is ``host.base.NvmlInfo`` in the form snapshots record (``nvml_info_from_json``).
+
+As the child, NVML's initialization starts first, in a thread (``_begin_nvml_init``), while the
+main thread imports json and pynvml: measured on the H200 (bench/preflight_floor.py, 20 samples)
+the child took 91 ms from spawn to answer, of which ``import pynvml`` 38 ms and ``nvmlInit`` 11.7 ms
+one after the other, and that answer is on the critical path of preflight's first call. ctypes
+releases the GIL for the foreign call, so the init runs beside the import. NVML counts its
+initializations, so pynvml's own ``nvmlInit`` then returns at once and its ``nvmlShutdown`` leaves
+one reference, which dies with the child. Only the child does this: the in-process ``query()``
+(LiveHost's thread, where no child can run) must leave no NVML state in the user's process.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
+
+# json and subprocess are imported where used: as the child, this file starts NVML's init before
+# them (_begin_nvml_init); the child never needs subprocess itself.
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the child would import typing for it
+if TYPE_CHECKING:
+    import subprocess
 
 # The child's answer is a few kilobytes per GPU; anything beyond this is not ours.
 MAX_ANSWER_BYTES = 1 << 20
@@ -36,6 +49,9 @@ MAX_PATH_BYTES = 60_000
 # affinity mask and the cgroup quota) it would compete with the very imports it should run
 # beside, so the query stays in a thread of this process.
 MIN_CPUS_FOR_A_CHILD = 4
+# How long the child waits for its early nvmlInit before calling pynvml's own anyway: the parent
+# stops reading after host.live.NVML_TIMEOUT_S (5 s), so waiting longer would answer nobody.
+NVML_INIT_WAIT_S = 5.0
 
 
 def start() -> subprocess.Popen | None:
@@ -91,6 +107,9 @@ def spawn() -> subprocess.Popen:
     Raises OSError where this process cannot start a plain Python running this file: an
     embedded interpreter (empty ``sys.executable``, or uwsgi/httpd), a frozen application
     (PyInstaller: ``sys.executable`` is the application itself), gpudoctor imported from a zip."""
+    import json
+    import subprocess
+
     executable = sys.executable or ""
     if getattr(sys, "frozen", False) or not os.path.basename(executable).lower().startswith(("python", "pypy")):
         raise OSError(f"{executable or 'sys.executable'} is not a Python interpreter to start")
@@ -131,13 +150,17 @@ def _importable_path() -> list[str]:
     return entries
 
 
-def query() -> dict:
+def query(nvml_init_begun=None) -> dict:
     """What NVML says, as plain JSON values. Never raises: every failure is an answer
-    (``ok`` false, ``error_kind``, ``error``)."""
+    (``ok`` false, ``error_kind``, ``error``). ``nvml_init_begun``: the child's early init
+    (``_begin_nvml_init``), waited for once pynvml is imported and before pynvml's own init."""
     try:
         import pynvml
     except Exception as exc:  # noqa: BLE001
         return _failure("library-not-found", f"nvidia-ml-py not importable: {exc}")
+    finally:
+        if nvml_init_begun is not None:
+            nvml_init_begun.acquire(timeout=NVML_INIT_WAIT_S)
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
@@ -169,6 +192,37 @@ def query() -> dict:
             pynvml.nvmlShutdown()
         except Exception:  # noqa: BLE001
             pass
+
+
+def _begin_nvml_init():
+    """In the child only: NVML's initialization started in a thread, as pynvml's ``nvmlInit()``
+    does it (nvidia-ml-py loads ``CDLL("libnvidia-ml.so.1")`` on Linux, then calls
+    ``nvmlInitWithFlags(0)``, which NVML documents as nvmlInit_v2 with flags), so it runs while
+    the main thread imports pynvml (see the module docstring). Returns a lock released once the
+    call has returned, or None where no thread could start. Every failure (no library, an error
+    code, no such function) is ignored: pynvml's own init meets it again and reports it as it
+    would have without this. ``_thread``, not ``threading``: under ``-I -S`` threading's import
+    (functools, collections) takes 4-5 ms on the 2-core box before the init could start."""
+    import _thread
+
+    returned = _thread.allocate_lock()
+    returned.acquire()
+
+    def init() -> None:
+        try:
+            import ctypes
+
+            ctypes.CDLL("libnvidia-ml.so.1").nvmlInitWithFlags(0)  # ctypes drops the GIL for the call
+        except Exception:  # noqa: BLE001, S110 - pynvml's own nvmlInit says what went wrong
+            pass
+        finally:
+            returned.release()
+
+    try:
+        _thread.start_new_thread(init, ())
+    except RuntimeError:  # no thread to be had: pynvml's init runs as before
+        return None
+    return returned
 
 
 def _health(pynvml, handle, index: int) -> dict:
@@ -231,5 +285,8 @@ def _error_kind(pynvml, exc) -> str:
 
 
 if __name__ == "__main__":
+    init_begun = _begin_nvml_init()  # first: it runs beside every import below
+    import json
+
     sys.path[:] = json.loads(sys.stdin.buffer.read(MAX_PATH_BYTES + 1))  # the parent's, in its order (stdlib included)
-    sys.stdout.write(json.dumps(query()))
+    sys.stdout.write(json.dumps(query(init_begun)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -105,7 +106,8 @@ def test_a_child_only_where_a_core_is_free_for_it(replaying_pynvml, monkeypatch,
 
 def test_the_child_and_an_in_process_query_agree_on_this_machine():
     # the real nvidia-ml-py: no driver here, so both say why NVML could not answer (on a GPU
-    # machine two live answers differ in their clock and PCIe readings)
+    # machine two live answers differ in their clock and PCIe readings); the child's early init
+    # failed on the load too, and changed nothing
     in_process = nvml_info_from_json(nvml_query.query())
     if in_process.ok:
         pytest.skip("a GPU machine: live readings change between two queries")
@@ -230,3 +232,81 @@ def test_a_pod_limited_to_two_cpus_on_a_big_node_gets_no_child(monkeypatch):
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(64)))
     monkeypatch.setattr(nvml_query, "_cgroup_cpu_quota", lambda: 2)
     assert nvml_query.usable_cpus() == 2 and nvml_query.start() is None
+
+
+# A libnvidia-ml.so.1 stand-in for the child's early init (_begin_nvml_init): the real pynvml loads
+# it by that name (LD_LIBRARY_PATH); each NVML call it exports is logged as it returns, with the
+# process and thread that made it. nvmlInitWithFlags answers $FAKE_NVML_INIT (an NVML return
+# code, 9 is NVML_ERROR_DRIVER_NOT_LOADED), its first call taking 200 ms as a real first init takes
+# its time and a second returns at once (so pynvml's init logged first would mean it did not wait
+# for the early one), the driver version 999 (NVML_ERROR_UNKNOWN). Built without
+# nvmlInitWithFlags (-DNO_INIT) it is a library the early init cannot call at all.
+FAKE_LIBNVIDIA_ML = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static void logged(const char *call) {
+    FILE *log = fopen(getenv("FAKE_NVML_LOG"), "a");
+    fprintf(log, "%s %d %ld\n", call, (int) getpid(), (long) syscall(SYS_gettid));
+    fclose(log);
+}
+#ifndef NO_INIT
+static int inits;
+int nvmlInitWithFlags(unsigned int flags) {
+    if (inits++ == 0) usleep(200000);
+    logged("init");
+    return atoi(getenv("FAKE_NVML_INIT"));
+}
+#endif
+int nvmlShutdown(void) { logged("shutdown"); return 0; }
+int nvmlSystemGetDriverVersion(char *version, unsigned int length) { logged("driver"); return 999; }
+"""
+
+
+def _fake_libnvidia_ml(directory: Path, *flags: str) -> Path:
+    if not shutil.which("gcc"):
+        pytest.skip("gcc is needed to build the stand-in libnvidia-ml.so.1")
+    directory.mkdir()
+    (directory / "fake.c").write_text(FAKE_LIBNVIDIA_ML)
+    subprocess.run(["gcc", "-shared", "-fPIC", *flags, "-o", str(directory / "libnvidia-ml.so.1"),
+                    str(directory / "fake.c")], check=True, capture_output=True)
+    return directory
+
+
+def _calls(log: Path) -> list[tuple[str, str]]:
+    """The logged NVML calls in order, each as (call, "main" or "other" thread)."""
+    lines = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+    return [(call, "main" if pid == tid else "other") for call, pid, tid in lines]
+
+
+@pytest.mark.parametrize("init_returns, no_init, answer, child_calls", [
+    # NVML initializes: the child's early init (another thread) first, pynvml's own after it
+    ("0", False, ("other", "Unknown Error"),
+     [("init", "other"), ("init", "main"), ("driver", "main"), ("shutdown", "main")]),
+    # the driver is not loaded: the early init's error is ignored, pynvml's init reports it
+    ("9", False, ("driver-not-loaded", "Driver Not Loaded"), [("init", "other"), ("init", "main")]),
+    # a library without nvmlInitWithFlags: the early init raises (ignored), pynvml says so
+    ("0", True, ("other", "Function Not Found"), []),
+])
+def test_the_childs_early_init_runs_beside_and_changes_no_answer(tmp_path, monkeypatch, init_returns, no_init,
+                                                                answer, child_calls):
+    library = _fake_libnvidia_ml(tmp_path / "driver", *(["-DNO_INIT"] if no_init else []))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(library))  # read when each process starts
+    monkeypatch.setenv("FAKE_NVML_INIT", init_returns)
+    monkeypatch.setenv("FAKE_NVML_LOG", str(tmp_path / "child.log"))
+    from_the_child = LiveHost(nvml_query=nvml_query.spawn()).nvml()
+
+    # the same query in-process (no early init), in a fresh process that loads the same library
+    monkeypatch.setenv("FAKE_NVML_LOG", str(tmp_path / "in-process.log"))
+    in_process = subprocess.run(
+        [sys.executable, "-c", "import json; from gpudoctor.host import nvml_query; print(json.dumps(nvml_query.query()))"],
+        capture_output=True, text=True, check=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    assert from_the_child == nvml_info_from_json(json.loads(in_process.stdout))
+    assert (from_the_child.ok, from_the_child.error_kind, from_the_child.error) == (False, *answer)
+    assert _calls(tmp_path / "child.log") == child_calls
+    assert _calls(tmp_path / "in-process.log") == [call for call in child_calls if call[1] == "main"]
+
