@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from .checks import CHECKS, Skip
 from .checks.base import PassedWithin
@@ -12,8 +11,7 @@ from .facts import Facts, ProbeFailure
 from .model import CheckResult, CheckStatus, Finding, sort_findings
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(NamedTuple):
     """What one run of the checks found: the findings, each check's outcome, and the facts they
     were decided on."""
 

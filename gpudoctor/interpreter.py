@@ -110,9 +110,9 @@ class InterpretedHost:
         info = self._inner.system()
         if info is None:
             return None
-        return dataclasses.replace(info, python_version=self.interpreter.version,
-                                   python_executable=self.interpreter.executable, prefix=self.interpreter.prefix,
-                                   base_prefix=self.interpreter.base_prefix)
+        return info._replace(python_version=self.interpreter.version,
+                             python_executable=self.interpreter.executable, prefix=self.interpreter.prefix,
+                             base_prefix=self.interpreter.base_prefix)
 
     def __getattr__(self, name):
         return getattr(self._inner, name)

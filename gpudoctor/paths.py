@@ -7,15 +7,13 @@ so tests point them at a temporary HOME and fixers can prove they never touch an
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from . import xdg
 from .xdg import gpudoctor_dir
 
 
-@dataclass(frozen=True)
-class GpudoctorDirs:
+class GpudoctorDirs(NamedTuple):
     """gpudoctor's own directories, from the XDG base directory variables: the only places a
     user-local fix writes."""
 

@@ -7,16 +7,14 @@ Reads the checks' results and the facts they already gathered; never probes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from .model import CheckResult, CheckStatus
 
 MET, NOT_MET, UNVERIFIED = "met", "NOT met", "cannot verify here"
 
 
-@dataclass(frozen=True)
-class RequirementVerdict:
+class RequirementVerdict(NamedTuple):
     """Whether one feature the user required (``require=``) is met here, and the rule that
     decided it."""
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from ..knowledge import catalogue_rule
 from ..model import Finding, Fix, Severity
@@ -19,8 +18,7 @@ class PassedWithin(Exception):
     instead of the rule's unqualified ``verified`` sentence."""
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(NamedTuple):
     """One static check: the rule it decides, the facts it needs (names in ``facts.Facts``), and the
     function that turns those facts into findings (raising ``Skip`` when it cannot decide)."""
 

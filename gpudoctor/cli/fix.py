@@ -114,9 +114,7 @@ def run(args) -> int:
     diagnose = _diagnosis(args)
     report = diagnose(dict(os.environ), args.only)
     if args.skip:
-        from dataclasses import replace
-
-        report = replace(report, findings=tuple(f for f in report.findings if f.id not in args.skip))
+        report = report._replace(findings=tuple(f for f in report.findings if f.id not in args.skip))
     plan = build_plan(report.findings, "system" if args.system else "user")
     if profile:
         plan = with_profile_line(plan, profile, dirs.env_file)

@@ -12,7 +12,6 @@ import errno
 import json
 import os
 import stat
-from dataclasses import asdict
 from typing import Any
 
 from .. import __version__
@@ -29,6 +28,7 @@ from .base import (
     SystemInfo,
     from_json,
     nvml_info_from_json,
+    to_json,
 )
 from .errors import HostError
 from .redact import relevant_env
@@ -199,7 +199,7 @@ class RecordingHost(HostHelpers):
         if keep and result.text:
             # Keep only the lines the parsers read, not NVIDIA's whole header.
             recorded = FileRead("\n".join(line for line in result.text.splitlines() if keep(line)), result.error)
-        self.data["files"][path] = asdict(recorded)
+        self.data["files"][path] = to_json(recorded)
         return result
 
     def listdir(self, path):
@@ -209,39 +209,39 @@ class RecordingHost(HostHelpers):
 
     def stat(self, path):
         result = self.inner.stat(path)
-        self.data["stats"][path] = asdict(result)
+        self.data["stats"][path] = to_json(result)
         return result
 
     def run(self, argv, timeout=DEFAULT_TIMEOUT_S):
         result = self.inner.run(argv, timeout)
-        self.data["commands"].append(asdict(result))
+        self.data["commands"].append(to_json(result))
         return result
 
     def link_test(self, cc, lib_dirs, lib_flag, library_path):
         result = self.inner.link_test(cc, lib_dirs, lib_flag, library_path)
         self.data["link_tests"].append(
-            {"cc": cc, "lib_dirs": list(lib_dirs), "lib_flag": lib_flag, "library_path": library_path, "result": asdict(result)}
+            {"cc": cc, "lib_dirs": list(lib_dirs), "lib_flag": lib_flag, "library_path": library_path, "result": to_json(result)}
         )
         return result
 
     def nvml(self):
         result = self.inner.nvml()
-        self.data["nvml"] = asdict(result)
+        self.data["nvml"] = to_json(result)
         return result
 
     def kernel_log(self):
         result = self.inner.kernel_log()  # already only the driver's lines (host/kernel_log.py)
-        self.data["kernel_log"] = asdict(result)
+        self.data["kernel_log"] = to_json(result)
         return result
 
     def distributions(self):
         result = self.inner.distributions()
-        self.data["distributions"] = [asdict(d) for d in result]
+        self.data["distributions"] = [to_json(d) for d in result]
         return result
 
     def system(self):
         result = self.inner.system()
-        self.data["system"] = asdict(result)
+        self.data["system"] = to_json(result)
         return result
 
     def disk_free(self, path):

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # libNAME.so.MAJOR[.MINOR[.PATCH[.BUILD]]], the names toolkits and wheels give their libraries.
 _LIBRARY = re.compile(r"^(lib[A-Za-z]+)\.so\.(\d{1,3}(?:\.\d{1,6}){0,3})$")
 MAX_ENTRIES = 64  # LD_LIBRARY_PATH entries examined; a longer one is cut (and said so)
 
 
-@dataclass(frozen=True)
-class LibraryCopy:
+class LibraryCopy(NamedTuple):
     """One CUDA library (libcublas, libcudnn, ...) found in a directory of ``LD_LIBRARY_PATH``."""
 
     directory: str
@@ -29,8 +28,7 @@ class LibraryCopy:
     file: str  # the file that showed the version (or the soname link)
 
 
-@dataclass(frozen=True)
-class LdPathLibraries:
+class LdPathLibraries(NamedTuple):
     """The CUDA libraries ``LD_LIBRARY_PATH`` puts in front of the ones torch's wheels bring."""
 
     ld_library_path: str | None

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MAX_METADATA_BYTES = 64 * 1024  # the headers; the long description after them is never needed
 _NAME_SEPARATORS = re.compile(r"[-_.]+")
 
 
-@dataclass(frozen=True)
-class DistRequirements:
+class DistRequirements(NamedTuple):
     """One distribution's declared requirements and wheel tags, read from its own metadata files."""
 
     name: str

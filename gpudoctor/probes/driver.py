@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..host.base import NvmlInfo
 from .parse import cuda_from_int, kernel_module_version
@@ -12,8 +12,7 @@ PCI_ROOT = "/sys/bus/pci/devices"
 HIDDEN_VISIBLE_DEVICES = ("", "-1", "none", "void", "NoDevFiles")
 
 
-@dataclass(frozen=True)
-class DriverFacts:
+class DriverFacts(NamedTuple):
     """The NVIDIA driver as the machine shows it: the GPUs on the PCI bus, the loaded kernel
     module's version, NVML's answer and ``CUDA_VISIBLE_DEVICES``."""
 

@@ -4,7 +4,7 @@ link runs narrower or slower than it can."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..host.base import NvmlHealth
 
@@ -29,8 +29,7 @@ def clock_reasons(mask: int) -> list[str]:
     return [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit]
 
 
-@dataclass(frozen=True)
-class GpuHealth:
+class GpuHealth(NamedTuple):
     """One GPU's health as NVML reports it, with the GPU's name for messages."""
 
     name: str
@@ -63,8 +62,7 @@ class GpuHealth:
         return None if link is None or gpu is None else link < gpu
 
 
-@dataclass(frozen=True)
-class HealthFacts:
+class HealthFacts(NamedTuple):
     """The health of every GPU NVML lists, or why there is none to judge."""
 
     gpus: tuple[GpuHealth, ...]

@@ -5,7 +5,7 @@ event are in probes/xid.py, imported only where the log holds an Xid line."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~1.5 ms
 if TYPE_CHECKING:
@@ -16,8 +16,7 @@ _LOADED = "NVRM: loading NVIDIA"
 _XID_LINE = "NVRM: Xid "  # what every line probes/xid.py parses holds
 
 
-@dataclass(frozen=True)
-class KernelLogFacts:
+class KernelLogFacts(NamedTuple):
     """The NVIDIA driver's Xid errors in the kernel log, and how far back the log reaches."""
 
     events: tuple[XidEvent, ...]  # every Xid in the log, oldest first

@@ -4,7 +4,7 @@ places; versioned vs unversioned names, stubs and forward-compat copies."""
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .parse import ldconfig_entries, libcuda_file_version
 
@@ -21,8 +21,7 @@ USUAL_DIRS = (
 )
 
 
-@dataclass(frozen=True)
-class LibcudaDir:
+class LibcudaDir(NamedTuple):
     """One directory that holds (or should hold) ``libcuda.so``, and how it was found."""
 
     path: str
@@ -35,8 +34,7 @@ class LibcudaDir:
     is_compat: bool
 
 
-@dataclass(frozen=True)
-class TritonLibcuda:
+class TritonLibcuda(NamedTuple):
     """``ldconfig -p`` and what Triton makes of it: the part of the libcuda facts the link test
     needs, probed on its own so the link test need not wait for the directory scan."""
 
@@ -47,8 +45,7 @@ class TritonLibcuda:
     triton_dirs_error: str | None  # the assertion triton would raise instead
 
 
-@dataclass(frozen=True)
-class LibcudaFacts:
+class LibcudaFacts(NamedTuple):
     """Where ``libcuda.so`` is on this machine and whether Triton's way of finding it succeeds."""
 
     triton: TritonLibcuda  # ldconfig and Triton's view of it (also read through the properties below)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from packaging.version import Version
 
@@ -14,8 +13,7 @@ from ..host.base import LinkResult
 from ..knowledge import load_tables
 
 
-@dataclass(frozen=True)
-class LinkFacts:
+class LinkFacts(NamedTuple):
     """The result of linking an empty shared object exactly as Triton links its launcher (or why
     the test was skipped)."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
@@ -20,8 +20,7 @@ _CUDA_RUNTIME_REQ = re.compile(r"^nvidia-cuda-runtime(?:-cu\d+)?$")
 _WHEEL_TORCH = re.compile(r"torch(\d+\.\d+)")
 
 
-@dataclass(frozen=True)
-class PackageFacts:
+class PackageFacts(NamedTuple):
     """Every installed distribution by canonical name, every copy of each (a package installed
     twice is a finding)."""
 

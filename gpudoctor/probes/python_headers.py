@@ -10,11 +10,10 @@ abiflags are empty for a regular 3.8+ build and ``t`` for a free-threaded one (p
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class PythonHeaders:
+class PythonHeaders(NamedTuple):
     """Whether the interpreter's ``Python.h`` is installed (Triton's launcher and every C extension
     build include it)."""
 

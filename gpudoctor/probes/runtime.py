@@ -9,13 +9,12 @@ controls, or not existing yet where others can create it."""
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MIN_CACHE_FREE = 1 << 30  # 1 GiB: a few hundred compiled kernels plus headroom
 
 
-@dataclass(frozen=True)
-class PathEntryProblem:
+class PathEntryProblem(NamedTuple):
     """One unsafe or useless entry of a search-path variable (PATH, LD_LIBRARY_PATH, ...)."""
 
     variable: str
@@ -24,8 +23,7 @@ class PathEntryProblem:
     detail: str = ""  # the path that makes it unsafe (an ancestor, the nearest existing parent)
 
 
-@dataclass(frozen=True)
-class RuntimeFacts:
+class RuntimeFacts(NamedTuple):
     """Where Triton would write its cache and whether it can, and the unsafe search-path entries."""
 
     triton_cache_dir: str

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..host.base import SystemInfo
 
 
-@dataclass(frozen=True)
-class SystemFacts:
+class SystemFacts(NamedTuple):
     """The machine's operating system and what it runs in: WSL, a container, Colab, and the kind
     of Python environment."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..threads import map_in_threads
 from .parse import compiler_version, cuda_header_version, cuda_version_json, host_compiler_limits, nvcc_release
@@ -13,8 +13,7 @@ COMPILER_ENV = ("CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN")
 _VERSIONED_COMPILER = re.compile(r"^(gcc|g\+\+|clang|clang\+\+)-(\d+)$")
 
 
-@dataclass(frozen=True)
-class CudaToolkit:
+class CudaToolkit(NamedTuple):
     """One CUDA toolkit installation and the newest host compilers its ``host_config.h`` accepts."""
 
     root: str
@@ -25,8 +24,7 @@ class CudaToolkit:
     limits_source: str | None  # path of host_config.h, or None when it could not be read
 
 
-@dataclass(frozen=True)
-class Compiler:
+class Compiler(NamedTuple):
     """One C/C++ compiler found on this machine, and how it was found."""
 
     path: str
@@ -37,14 +35,13 @@ class Compiler:
     aliases: tuple[str, ...] = ()  # other names of the same file (/usr/bin/gcc-12 for /bin/gcc)
 
 
-@dataclass(frozen=True)
-class ToolchainFacts:
+class ToolchainFacts(NamedTuple):
     """The CUDA toolkits and compilers a build here would use: nvcc's, torch's cpp_extension's
     and Triton's launcher's."""
 
     toolkits: tuple[CudaToolkit, ...]
     compilers: tuple[Compiler, ...]
-    compiler_env: dict[str, str] = field(default_factory=dict)
+    compiler_env: dict[str, str]  # the compiler variables that are set (COMPILER_ENV)
     triton_cc: str | None = None  # the compiler Triton would use: $CC, else gcc, else clang
     triton_cc_exists: bool = False
     cpp_extension_toolkit: str | None = None  # root torch.utils.cpp_extension would pick
@@ -70,8 +67,7 @@ def _family(path: str) -> str:
     return "clang" if "clang" in posixpath.basename(path) else "gcc"
 
 
-@dataclass(frozen=True)
-class TritonCompiler:
+class TritonCompiler(NamedTuple):
     """The C compiler Triton builds its launcher with: $CC, else gcc, else clang."""
 
     cc: str | None
@@ -150,12 +146,10 @@ def _one_name_per_file(host, candidates) -> list[tuple[str, str, list[str]]]:
 def _with_aliases(host, compiler: Compiler, aliases: list[str]) -> Compiler:
     """The aliases recorded, and the C++ partner of a versioned alias (g++-12 beside gcc-12) when
     the first name has none: the fix that points CC/CXX at an older gcc needs both."""
-    from dataclasses import replace
-
     if not aliases:
         return compiler
     cxx = compiler.cxx or next((p for p in map(lambda a: _cxx_partner(host, a), aliases) if p), None)
-    return replace(compiler, aliases=tuple(aliases), cxx=cxx)
+    return compiler._replace(aliases=tuple(aliases), cxx=cxx)
 
 
 def _unique_dirs(host) -> list[str]:
@@ -249,9 +243,7 @@ def _probe_toolkits(host) -> tuple[list[CudaToolkit], str | None]:
 
 
 def _merge_via(toolkit: CudaToolkit, via: list[str], root: str) -> CudaToolkit:
-    from dataclasses import replace
-
-    return replace(toolkit, found_via=toolkit.found_via + tuple(via))
+    return toolkit._replace(found_via=toolkit.found_via + tuple(via))
 
 
 CUDA_H_HEAD_BYTES = 256 * 1024

@@ -1,4 +1,4 @@
-"""Every dataclass says what it is. Besides documentation, this is start-up time: a dataclass
+"""Every dataclass and NamedTuple record says what it is. Besides documentation, this is start-up time: a dataclass
 without a docstring gets one built from ``inspect.signature`` when the class is created, paid at
 import by preflight()'s first call for the classes on its path (docs/benchmarks.md)."""
 
@@ -19,7 +19,8 @@ def _dataclasses_without_docstring() -> list[str]:
                 tree = ast.parse(handle.read())
             for node in ast.walk(tree):
                 if (isinstance(node, ast.ClassDef) and ast.get_docstring(node) is None
-                        and any("dataclass" in ast.unparse(d) for d in node.decorator_list)):
+                        and (any("dataclass" in ast.unparse(d) for d in node.decorator_list)
+                             or any(ast.unparse(b) == "NamedTuple" for b in node.bases))):
                     missing.append(f"{os.path.relpath(path, PACKAGE)}:{node.lineno} {node.name}")
     return missing
 

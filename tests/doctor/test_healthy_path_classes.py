@@ -1,5 +1,7 @@
-"""A healthy machine's preflight() creates no class it does not use: each frozen dataclass costs
-~0.5-1 ms at a training script's start on Python 3.12 (issue 12's Keep). The classes used only
+"""A healthy machine's preflight() creates no dataclass it can do without: each frozen dataclass
+costs 0.7-1.2 ms at a training script's start on Python 3.12 (issue 12's Keep; 38 of them were 46
+ms on the H200, bench/preflight_floor.py). The host's answers and the probes' facts are NamedTuples
+(~0.2 ms each); the model's Fix, Finding and CheckResult stay dataclasses; the classes used only
 for a finding (the catalogue's Rule), an Xid line (probes/xid.py) or an unusable snapshot
 (HostError) are created on first use."""
 
@@ -30,6 +32,7 @@ from gpudoctor import hook
 from gpudoctor.host.snapshot import SnapshotHost
 entry = hook._checked(SnapshotHost(sys.argv[1]), {"require": [], "skip": [], "strict": False}, None)
 assert entry["findings"] == [], entry["findings"]
+assert entry["checks"] > 30, entry["checks"]  # the checks ran
 print(" ".join(created))
 """
 
@@ -40,15 +43,14 @@ def _created(code: str, *args: str) -> set[str]:
     return set(result.stdout.split())
 
 
-def test_a_healthy_machine_creates_no_rule_no_xid_type_and_no_fix_action():
-    created = _created(CHECKED, H200)
-    assert {"Check", "CheckResult", "NvmlInfo", "DriverFacts"} <= created  # the checks ran
-    assert not created & {"Rule", "XidEvent", "SetEnv", "MakeDir", "SuggestCommand"}, created
+def test_a_healthy_machine_creates_only_the_models_dataclasses():
+    # HostError: the snapshot host's own (a live host never creates it, below)
+    assert _created(CHECKED, H200) == {"Fix", "Finding", "CheckResult", "HostError"}
 
 
 def test_the_live_host_does_not_create_host_error():
     created = _created(CREATED + "import gpudoctor.host.live; print(' '.join(created))")
-    assert "CommandResult" in created and "HostError" not in created
+    assert "HostError" not in created
 
 
 def test_the_lazy_names_are_still_there():
