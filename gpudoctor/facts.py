@@ -38,6 +38,15 @@ class ProbeFailure(Exception):
 # The first three wait on subprocesses: ldconfig then the link test (which also needs
 # packages), the compilers' version queries, and NVML's initialization in the driver.
 THREADED = ("link", "toolchain", "driver", "triton_libcuda", "libcuda", "packages", "system", "kernel_log")
+# The facts probed from other facts (their probes call get() for these): a check that needs one
+# waits for these too, so pending() asks about them. tests/doctor/test_facts.py holds this
+# equal to what each probe really asks for.
+PROBED_FROM = {
+    "health": ("driver",),
+    "libcuda": ("triton_libcuda",),
+    "link": ("packages", "triton_cc", "triton_libcuda"),
+    "xformers": ("packages",),
+}
 
 
 class Facts:
@@ -72,12 +81,6 @@ class Facts:
         self._locks = {name: threading.Lock() for name in self._probes}
         self._workers: dict[str, threading.Thread] = {}  # the thread probing each fact, if any
 
-    def prefetch(self, names: Iterable[str]) -> None:
-        """Probe these facts concurrently. Probes wait on subprocesses and NVML, not the CPU,
-        so running them side by side is most of what keeps `gpudoctor check` under half a second."""
-        for worker in self.prefetch_in_background(names):
-            worker.join()
-
     def prefetch_in_background(self, names: Iterable[str]) -> list[threading.Thread]:
         """A daemon thread for each slow fact among ``names`` (THREADED, in that order), started
         from this thread, returning at once: the caller imports or computes something else
@@ -100,6 +103,17 @@ class Facts:
             self.get(name)
         except ProbeFailure:
             pass  # remembered; the checks that need it report it
+
+    def pending(self, names: Iterable[str]) -> bool:
+        """Whether any of these facts (or a fact it is probed from) is being probed in a thread
+        right now: get() would wait. Never waits itself."""
+        for name in names:
+            if name in self._cache:
+                continue
+            worker = self._workers.get(name)
+            if (worker is not None and worker.is_alive()) or self.pending(PROBED_FROM.get(name, ())):
+                return True
+        return False
 
     @property
     def names(self) -> tuple[str, ...]:
