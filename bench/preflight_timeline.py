@@ -6,7 +6,7 @@ It complements bench/preflight.py (which measures the cost) by showing the criti
 Each sample is a fresh interpreter with an empty cache dir. Times are ms from the first line
 of the script; "startup" is the parent's wall time minus the child's own timeline.
 
-Usage: python bench/preflight_timeline.py [--runs 9] [--out FILE]
+Usage: python bench/preflight_timeline.py [--runs 9] [--call preflight|check] [--out FILE]
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ import gpudoctor
 # imports done by the instrumentation itself are not part of the timeline
 events.clear()
 T_CALL = ms()
-gpudoctor.preflight(quiet=True, raise_on_error=False)
+CALL_UNDER_TEST
 T_RETURN = ms()
 def report():
     print(json.dumps({"call": T_CALL, "return": T_RETURN, "exit": ms(), "events": events}), flush=True)
@@ -100,9 +100,17 @@ atexit.register(report)
 """
 
 
-def _sample(env: dict[str, str], prelude: str) -> dict:
+CALLS = {
+    "preflight": "gpudoctor.preflight(quiet=True, raise_on_error=False)",
+    # `gpudoctor check --json` as its console script runs it, its report kept off stdout
+    "check": "import contextlib, io\nfrom gpudoctor.cli.main import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n    main(['check', '--json', '--exit-zero'])",
+}
+
+
+def _sample(env: dict[str, str], prelude: str, call: str = "preflight") -> dict:
     start = time.perf_counter()
-    code = CHILD.replace("T0 = time.perf_counter()\n", "T0 = time.perf_counter()\n" + prelude + "\n", 1)
+    code = CHILD.replace("CALL_UNDER_TEST", CALLS[call]).replace("T0 = time.perf_counter()\n", "T0 = time.perf_counter()\n" + prelude + "\n", 1)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     wall = 1e3 * (time.perf_counter() - start)
     sample = json.loads(done.stdout.strip().splitlines()[-1])
@@ -121,13 +129,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--out")
     parser.add_argument("--prelude", default="", help="Python run first in the child (for experiments)")
+    parser.add_argument("--call", choices=sorted(CALLS), default="preflight", help="what to time (default preflight)")
     args = parser.parse_args()
     samples, references = [], []
     with tempfile.TemporaryDirectory(prefix="gpudoctor-timeline-") as tmp:
         for run in range(args.runs):
             env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, f"cache{run}"))
             references.append(_reference(env))
-            samples.append(_sample(env, args.prelude))
+            samples.append(_sample(env, args.prelude, args.call))
     med = statistics.median
     typical = sorted(samples, key=lambda s: s["return"] - s["call"])[len(samples) // 2]
     summary = {
