@@ -69,7 +69,6 @@ def run(args) -> int:
 
     if distributed.wanted(args):  # every rank of a launch, or --nproc N (torch only on that path)
         return distributed.run(args)
-    from ..engine import diagnose
     from ..selection import SelectionError, rule_ids
     from .main import UsageError
 
@@ -81,20 +80,23 @@ def run(args) -> int:
     except SelectionError as exc:
         raise UsageError(str(exc)) from None
     from ..facts import Facts
-    from ..remedies import machine_from_facts
 
     host, inspecting = open_host(args)
     requirements = parse_requirements(args.require)
     facts = Facts(host, requirements)
     if not (args.only or args.skip or args.snapshot):
-        # As preflight does: the probes' subprocesses and NVML start now, and the reporter's
-        # imports (rich, for the terminal) run while they wait instead of after the checks.
+        # As preflight does: the probes' subprocesses and NVML start now, before the checks and
+        # the reporter (rich, for the terminal) are imported, so those imports run while the
+        # probes wait instead of before them.
         facts.prefetch_in_background(facts.names)
+    from ..engine import diagnose
+
     reporter = _reporter(args)
     log_findings: list = []
     if args.log:
         try:
             from ..logs import diagnose_paths
+            from ..remedies import machine_from_facts
         except ImportError:
             sys.stderr.write("gpudoctor: error: log diagnosis is not available in this build\n")
             return 2
@@ -123,9 +125,12 @@ def run(args) -> int:
             pending.cancel()  # the child runs in its own session: it would outlive us
         raise
     show_progress = not (args.json or args.markdown) and sys.stderr.isatty()
-    train_pass = (pending.finish(show_progress=show_progress,
-                                  machine=machine_from_facts(facts, [f for c in report.checks for f in c.findings]))
-                  if pending is not None else None)
+    train_pass = None
+    if pending is not None:  # the remedies are imported only where a machine is described
+        from ..remedies import machine_from_facts
+
+        train_pass = pending.finish(show_progress=show_progress,
+                                    machine=machine_from_facts(facts, [f for c in report.checks for f in c.findings]))
     if train_pass is not None:
         from ..engine import Report
         from ..model import sort_findings

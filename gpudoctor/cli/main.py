@@ -34,18 +34,30 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"gpudoctor: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``command``, only that subcommand's module is imported and its parser
+    added (the others' imports, ~25 ms on the 2-core box, are what `gpudoctor check` would pay
+    for nothing: issue 12's 0.3 s). Without it, every subcommand (help, an unknown command)."""
     parser = _Parser(prog="gpudoctor", description="Environment doctor and auto-fixer for GPU fine-tuning stacks.")
     parser.add_argument("--version", action="version", version=f"gpudoctor {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, module_path in COMMANDS.items():
-        importlib.import_module(module_path).add_parser(subparsers)
+        if command is None or name == command:
+            importlib.import_module(module_path).add_parser(subparsers)
     return parser
 
 
+def _command(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names ("check" when it names none but options), or None when the
+    whole parser is needed (--help, --version, a command that does not exist)."""
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
+        return "check"
+    return argv[0] if argv[0] in COMMANDS else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(argv if argv is not None else sys.argv[1:])
+    parser = build_parser(_command(argv))
     if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv = ["check", *argv]  # check is the default command: `gpudoctor -v`, `gpudoctor --json`
     args = parser.parse_args(argv)
