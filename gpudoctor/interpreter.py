@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import threading
 from dataclasses import dataclass
 
 _QUERY = ("import sys, json, platform; print(json.dumps({'path': sys.path, 'version': platform.python_version(), "
@@ -113,6 +114,53 @@ class InterpretedHost:
         return info._replace(python_version=self.interpreter.version,
                              python_executable=self.interpreter.executable, prefix=self.interpreter.prefix,
                              base_prefix=self.interpreter.base_prefix)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+class SearchedHost:
+    """An ``InterpretedHost`` whose interpreter is still being looked for: ``training_interpreter``
+    runs in a thread (it starts each candidate Python, 20-200 ms: a pyenv shim is a shell script),
+    and the machine's own facts (NVML, compilers, ldconfig, the kernel log) are probed meanwhile.
+    Only the Python facts (distributions, the Python lines of the system facts) wait for it; when
+    no candidate has torch, they are this machine's own, as without the search."""
+
+    def __init__(self, inner, search) -> None:
+        from .threads import start_daemon
+
+        self._inner, self.env = inner, inner.env
+        self._found: Interpreter | None = None
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        start_daemon(self._search, search, name="gpudoctor-interpreter")
+
+    def _search(self, search) -> None:
+        try:
+            self._found = search()
+        except BaseException as exc:  # noqa: BLE001 - said where the facts are asked for
+            self._error = exc
+        finally:
+            self._done.set()
+
+    @property
+    def interpreter(self) -> Interpreter | None:
+        """The interpreter found (waiting for the search), or None: none has torch, or the search
+        failed (then the Python facts raise why, and the checks needing them say so)."""
+        self._done.wait()
+        return self._found
+
+    def _python_host(self):
+        interpreter = self.interpreter
+        if self._error is not None:
+            raise self._error
+        return InterpretedHost(self._inner, interpreter) if interpreter is not None else self._inner
+
+    def distributions(self):
+        return self._python_host().distributions()
+
+    def system(self):
+        return self._python_host().system()
 
     def __getattr__(self, name):
         return getattr(self._inner, name)

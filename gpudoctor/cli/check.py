@@ -81,7 +81,7 @@ def run(args) -> int:
         raise UsageError(str(exc)) from None
     from ..facts import Facts
 
-    host, inspecting = open_host(args)
+    host, inspecting = open_host(args, searched=True)
     requirements = parse_requirements(args.require)
     facts = Facts(host, requirements)
     if not (args.only or args.skip or args.snapshot):
@@ -152,6 +152,8 @@ def run(args) -> int:
     summary = machine_summary(report.facts)  # from the facts the checks gathered: never probes
     if args.snapshot:
         summary.insert(0, f"replaying snapshot {args.snapshot}")
+    if not inspecting:
+        inspecting = _searched_header(host)
     if inspecting:
         summary.insert(0, inspecting)
     if scan_section is not None:
@@ -186,26 +188,33 @@ def run(args) -> int:
     return 1 if unmet or any(f.severity.rank >= threshold for f in report.findings) else 0
 
 
-def open_host(args):
+def open_host(args, searched: bool = False):
     """(host, header line) for check and report: the recorded or live machine, seen through the
-    inspected interpreter. A snapshot that cannot be read is a usage error (exit 2)."""
-    from ..host import HostError, LiveHost, SnapshotHost
+    inspected interpreter. A snapshot that cannot be read is a usage error (exit 2). With
+    ``searched``, the search for the training interpreter runs beside the probes (a
+    ``SearchedHost``) and the header comes from ``interpreter_header`` once the checks ran."""
+    if not args.snapshot:  # the snapshot reader (and HostError) only for a snapshot: ~6 ms of check's start
+        from ..host.live import LiveHost
+
+        return inspected_host(LiveHost(), args.python, None, searched)
+    from ..host import HostError, SnapshotHost
     from .main import UsageError
 
     try:
-        host = SnapshotHost(args.snapshot) if args.snapshot else LiveHost()
+        host = SnapshotHost(args.snapshot)
     except HostError as exc:
         raise UsageError(str(exc)) from None
-    return inspected_host(host, args.python, args.snapshot)
+    return inspected_host(host, args.python, args.snapshot, searched)
 
 
-def inspected_host(host, python: str | None, snapshot: str | None):
+def inspected_host(host, python: str | None, snapshot: str | None, searched: bool = False):
     """(host, header line): with --python, a host whose packages are that interpreter's; without
     it, the interpreter that has torch when gpudoctor's own has none (said in the header).
     A snapshot is a recorded machine: --python does not apply to it."""
     import sys
 
-    from ..interpreter import InterpretedHost, InterpreterError, query_interpreter, training_interpreter
+    from ..interpreter import (InterpretedHost, InterpreterError, SearchedHost, has_torch, query_interpreter,
+                               training_interpreter)
     from .main import UsageError
 
     if snapshot:
@@ -218,12 +227,29 @@ def inspected_host(host, python: str | None, snapshot: str | None):
         except InterpreterError as exc:
             raise UsageError(str(exc)) from None
         # the pip commands of its fixes name this interpreter (`<python> -m pip`, remedies/installer.py)
-        return InterpretedHost(host, interpreter), f"inspecting Python {interpreter.version} at {interpreter.executable} (--python)"
+        return InterpretedHost(host, interpreter), interpreter_header(interpreter)
+    if searched and not has_torch(sys.path):  # a search will start Pythons: beside the probes
+        return SearchedHost(host, lambda: training_interpreter(host, sys.executable, sys.path, sys.prefix)), ""
     interpreter = training_interpreter(host, sys.executable, sys.path, sys.prefix)
     if interpreter is None:
         return host, ""
-    return (InterpretedHost(host, interpreter),
-            f"inspecting Python {interpreter.version} at {interpreter.executable}: {interpreter.chosen_because} "
+    return InterpretedHost(host, interpreter), interpreter_header(interpreter)
+
+
+def _searched_header(host) -> str:
+    """The header of a SearchedHost's interpreter (found by now: the checks waited for it)."""
+    from ..interpreter import SearchedHost
+
+    return interpreter_header(host.interpreter) if isinstance(host, SearchedHost) else ""
+
+
+def interpreter_header(interpreter) -> str:
+    """The header line naming the inspected interpreter ("" for none)."""
+    if interpreter is None:
+        return ""
+    if not interpreter.chosen_because:
+        return f"inspecting Python {interpreter.version} at {interpreter.executable} (--python)"
+    return (f"inspecting Python {interpreter.version} at {interpreter.executable}: {interpreter.chosen_because} "
             "(--python to choose)")
 
 

@@ -141,3 +141,55 @@ def test_a_snapshot_with_a_bad_python_is_a_usage_error_and_writes_nothing(tmp_pa
     assert main(["snapshot", str(directory), "--python", "/nonexistent/python"]) == 2
     assert capsys.readouterr().err.startswith("gpudoctor: error: --python")
     assert not directory.exists()
+
+
+def test_the_search_for_the_training_python_runs_beside_the_machines_probes(envs, monkeypatch):
+    """`check` without --python, from an interpreter without torch: the candidates are started in a
+    thread (SearchedHost) while NVML, the compilers and ldconfig are probed; only the Python facts
+    wait for it, and they are the chosen interpreter's, as with the search done first."""
+    from gpudoctor.interpreter import SearchedHost
+
+    host = LiveHost({**os.environ, "VIRTUAL_ENV": os.path.dirname(os.path.dirname(envs["torch"]))})
+    bare = query_interpreter(host, envs["bare"])
+    started, release = __import__("threading").Event(), __import__("threading").Event()
+
+    def slow_search():
+        started.set()
+        assert release.wait(30)
+        return training_interpreter(host, envs["bare"], bare.path)
+
+    searched = SearchedHost(host, slow_search)
+    assert started.wait(30)
+    assert searched.env is host.env and searched.which("sh")  # the machine's own facts do not wait
+    release.set()
+    assert searched.interpreter.executable == envs["torch"]
+    assert any(d.name == "torch" and d.version == "2.5.0+cu121" for d in searched.distributions())
+    assert searched.system().python_executable == envs["torch"]
+
+
+def test_a_search_that_finds_nothing_leaves_the_python_facts_this_interpreters_and_a_failed_one_says_why():
+    from gpudoctor.interpreter import SearchedHost
+
+    host = LiveHost()
+    nothing = SearchedHost(host, lambda: None)
+    assert nothing.interpreter is None and nothing.system().python_executable == host.system().python_executable
+
+    def broken():
+        raise OSError("no candidate could be started")
+
+    failed = SearchedHost(host, broken)
+    assert failed.interpreter is None
+    with pytest.raises(OSError, match="no candidate"):
+        failed.distributions()
+
+
+def test_check_without_python_says_the_interpreter_the_search_chose(envs, capsys, monkeypatch):
+    import gpudoctor.interpreter as interpreter_module
+
+    monkeypatch.setattr(interpreter_module, "has_torch", lambda path: any("withtorch" in p for p in path))
+    monkeypatch.setenv("VIRTUAL_ENV", os.path.dirname(os.path.dirname(envs["torch"])))
+    main(["check", "--json", "--exit-zero"])
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["environment"]["inspected_python"]["executable"] == envs["torch"]
+    assert "$VIRTUAL_ENV has torch" in payload["environment"]["inspected_python"]["chosen_because"]
+    assert payload["environment"]["python_packages"]["packages"]["torch"] == "2.5.0+cu121"
