@@ -201,18 +201,30 @@ def _begin_nvml_init():
     the main thread imports pynvml (see the module docstring). Returns a lock released once the
     call has returned, or None where no thread could start. Every failure (no library, an error
     code, no such function) is ignored: pynvml's own init meets it again and reports it as it
-    would have without this. ``_thread``, not ``threading``: under ``-I -S`` threading's import
-    (functools, collections) takes 4-5 ms on the 2-core box before the init could start."""
+    would have without this.
+
+    The main thread waits until the thread is at the call: its import of ctypes and the
+    library's load hold the GIL (work pynvml would do on the main thread anyway), and a thread
+    left to find the GIL free while the main thread imports waits out the 5 ms switch interval
+    first, then forces switches. On the 2-core box (250 paired runs, no NVML library, so nothing
+    to overlap) a child cost +1.5 ms with this wait, +1.9 ms without. ``_thread``, not
+    ``threading``: under ``-I -S`` threading's import (functools, collections) takes 4-5 ms there
+    before the init could start."""
     import _thread
 
-    returned = _thread.allocate_lock()
+    at_the_call, returned = _thread.allocate_lock(), _thread.allocate_lock()
+    at_the_call.acquire()
     returned.acquire()
 
     def init() -> None:
         try:
-            import ctypes
+            try:
+                import ctypes
 
-            ctypes.CDLL("libnvidia-ml.so.1").nvmlInitWithFlags(0)  # ctypes drops the GIL for the call
+                nvml_init = ctypes.CDLL("libnvidia-ml.so.1").nvmlInitWithFlags
+            finally:
+                at_the_call.release()
+            nvml_init(0)  # ctypes drops the GIL for the call: the main thread imports meanwhile
         except Exception:  # noqa: BLE001, S110 - pynvml's own nvmlInit says what went wrong
             pass
         finally:
@@ -222,6 +234,7 @@ def _begin_nvml_init():
         _thread.start_new_thread(init, ())
     except RuntimeError:  # no thread to be had: pynvml's init runs as before
         return None
+    at_the_call.acquire(timeout=NVML_INIT_WAIT_S)
     return returned
 
 
