@@ -8,7 +8,10 @@ call and the same dir again for the cached one. Reported: median and first quart
 median of ``python -c pass`` measured in the same loop, and each variant's ratio to the first;
 the same for the first call's CPU time (user + system, with the commands it ran).
 
-Usage: python bench/preflight_ab.py prev=.out/prev now=. [--runs 60] [--out FILE]
+With ``--call check`` the command is ``gpudoctor check --json`` instead (its Keep: 0.3 s), the
+"cached" series then being a second check (check keeps no cache).
+
+Usage: python bench/preflight_ab.py prev=.out/prev now=. [--runs 60] [--call preflight|check] [--out FILE]
 """
 
 from __future__ import annotations
@@ -40,12 +43,19 @@ def time_and_cpu(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float,
     return wall, (usage.ru_utime + usage.ru_stime) * 1000
 
 
+CALLS = {
+    "preflight": CALL,
+    "check": "import sys\nfrom gpudoctor.cli.main import main\nsys.exit(main(['check', '--json', '--exit-zero']))",
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("variants", nargs="+", help="NAME=DIR: a source tree holding gpudoctor/")
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--out", default=None, help="write the raw numbers as JSON")
     parser.add_argument("--seed", type=int, default=0, help="seed of the per-sample order")
+    parser.add_argument("--call", choices=sorted(CALLS), default="preflight", help="what to time")
     args = parser.parse_args()
     variants = dict(v.split("=", 1) for v in args.variants)
     variants = {name: os.path.abspath(path) for name, path in variants.items()}
@@ -67,10 +77,10 @@ def main() -> None:
             for name in names:
                 env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, f"{name}{run}"), PYTHONDONTWRITEBYTECODE="",
                            PYTHONPATH=variants[name])
-                wall, cpu = time_and_cpu([py, "-c", CALL], env, variants[name])
+                wall, cpu = time_and_cpu([py, "-c", CALLS[args.call]], env, variants[name])
                 first[name].append(wall)
                 first_cpu[name].append(cpu)
-                cached[name].append(time_command([py, "-c", CALL], env, variants[name]))
+                cached[name].append(time_command([py, "-c", CALLS[args.call]], env, variants[name]))
     ref = statistics.median(reference)
 
     def cost(values: list[float]) -> dict[str, float]:
@@ -89,6 +99,7 @@ def main() -> None:
     result = {
         **header(),
         "runs": args.runs,
+        "call": args.call,
         "variants": variants,
         "reference_ms": round(ref, 2),
         "cost_ms": summary,
