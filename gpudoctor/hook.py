@@ -146,28 +146,40 @@ def preflight(
     cached = entry is not None
     config_error = None
     if entry is None:
-        notes: list[str] = []  # what of [tool.gpudoctor] is ignored, cached with the entry
+        # NVML's child first, as soon as the miss is known: its answer (~91 ms from spawn on the
+        # H200, bench/preflight_floor.py) is on this call's critical path. Spawned after tomllib,
+        # the config read and the requirements' modules it started ~6.5 ms into the call on the
+        # H200; on the 2-core box, with a [tool.gpudoctor] table, 23.5 ms before this, 12.2 after
+        # (medians of 15). None where it would not run beside this process (nvml_query.start:
+        # too few CPUs): a thread asks then.
+        from .host import nvml_query
+
+        nvml = nvml_query.start()
         try:
-            config = _read_config(pyproject, notes)
-        except ConfigError as exc:
-            config, config_error = {}, str(exc)
-        options = _merge_options(config, explicit)
-        requirements = _parse_requirements(options)  # a bad argument is the caller's error: raise
-        try:
-            if config_error:
-                raise ConfigError(config_error)
-            entry = _run_checks(options, requirements)
-            entry["notes"] = notes
-        except Exception as exc:  # noqa: BLE001 - a bug in the doctor must not stop the training
-            # ...but it must not read as a pass either: not_run makes ok False and the summary says so.
-            why = config_error or f"{type(exc).__name__}: {exc}; please report this"
-            entry = {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": 0, "findings": [],
-                     "blocking": {"default": [], "strict": []}, "not_run": why, "notes": notes}
-        else:
-            # a scan not done (no script, timed out, crashed) is retried by the next call, not
-            # remembered for CACHE_TTL_S as if the script had been read
-            if use_cache and not (entry.get("scan") or {}).get("error"):
-                _store_cache(cache_file, entry)
+            notes: list[str] = []  # what of [tool.gpudoctor] is ignored, cached with the entry
+            try:
+                config = _read_config(pyproject, notes)
+            except ConfigError as exc:
+                config, config_error = {}, str(exc)
+            options = _merge_options(config, explicit)
+            requirements = _parse_requirements(options)  # a bad argument is the caller's error: raise
+            try:
+                if config_error:
+                    raise ConfigError(config_error)
+                entry = _run_checks(options, requirements, nvml)
+                entry["notes"] = notes
+            except Exception as exc:  # noqa: BLE001 - a bug in the doctor must not stop the training
+                # ...but it must not read as a pass either: not_run makes ok False and the summary says so.
+                why = config_error or f"{type(exc).__name__}: {exc}; please report this"
+                entry = {"schema": CACHE_SCHEMA, "time": time.time(), "options": options, "checks": 0, "findings": [],
+                         "blocking": {"default": [], "strict": []}, "not_run": why, "notes": notes}
+            else:
+                # a scan not done (no script, timed out, crashed) is retried by the next call, not
+                # remembered for CACHE_TTL_S as if the script had been read
+                if use_cache and not (entry.get("scan") or {}).get("error"):
+                    _store_cache(cache_file, entry)
+        finally:  # every way out (a bad argument, a config error, a crash): no child left behind
+            _stop_nvml_child(nvml)
     for note in entry.get("notes", ()):  # every call, cached or not, quiet or not, as a miss always did
         sys.stderr.write(note)
     result = PreflightResult(entry, cached, (time.perf_counter() - start) * 1000, env_changed)
@@ -479,26 +491,30 @@ def _parse_requirements(options: dict) -> dict | None:
         raise ValueError(f"gpudoctor.preflight: {exc}") from None
 
 
-def _run_checks(options: dict, requirements: dict | None) -> dict:
-    # NVML first, before anything else is imported: its child process (host/nvml_query.py) spends
-    # tens of milliseconds importing pynvml and in nvmlInit, on another core, beside every import
-    # below (bench/preflight_timeline.py on the H200). None (too few CPUs): LiveHost asks in a thread.
-    from .host import nvml_query
+def _run_checks(options: dict, requirements: dict | None, nvml) -> dict:
+    """The checks on this machine. ``nvml``: NVML's child process (host/nvml_query.py), started
+    by preflight before anything else is imported so that it imports pynvml and initializes NVML
+    on another core, beside every import below (bench/preflight_timeline.py on the H200); None
+    where nvml_query.start() said no child here, and LiveHost asks in a thread instead."""
+    from .host.live import LiveHost
 
-    nvml = nvml_query.start()
-    host = None
+    host = LiveHost(nvml_query=nvml)
     try:
-        from .host.live import LiveHost
-
-        host = LiveHost(nvml_query=nvml)
         if nvml is None:
             host.start_nvml(child=False)  # start() said no child here; not asked twice
         return _checked(host, options, requirements)
     finally:
-        if host is not None:
-            host.discard_nvml()
-        elif nvml is not None:  # LiveHost could not even be imported
-            nvml.kill()
+        host.discard_nvml()  # a query never collected (skip=, a failure) is stopped; none starts late
+
+
+def _stop_nvml_child(child) -> None:
+    """Kill and reap NVML's child unless it was collected already: preflight may leave before
+    the checks take it (a bad argument, a config error) or after they failed. A reaped child
+    (returncode set) is left alone: its pid may belong to another process by now."""
+    if child is not None and child.returncode is None:
+        from .host.live import LiveHost
+
+        LiveHost(nvml_query=child).discard_nvml()  # SIGKILL to its group, reaped within 0.5 s
 
 
 def _checked(host, options: dict, requirements: dict | None) -> dict:

@@ -59,7 +59,7 @@ def checks(home, tmp_path, monkeypatch):
     hook = importlib.import_module("gpudoctor.hook")
     calls, findings = [], []
 
-    def fake(options, requirements=None):
+    def fake(options, requirements=None, nvml=None):
         calls.append(options)
         ranks = {"info": 0, "warning": 1, "error": 2}  # the test's own table of the fake findings
         blocking = {mode: [i for i, f in enumerate(findings) if ranks[f["severity"]] >= threshold]

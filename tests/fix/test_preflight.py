@@ -117,7 +117,7 @@ def test_callbacks_import_without_frameworks_and_call_preflight(checks, tmp_path
 
 
 def test_a_crash_in_the_checks_does_not_stop_training(home, tmp_path, monkeypatch, capsys):
-    def broken(options, requirements):
+    def broken(options, requirements, nvml):
         raise RuntimeError("probe exploded")
 
     monkeypatch.setattr(pf, "_run_checks", broken)
@@ -200,7 +200,7 @@ def test_the_cached_paths_json_reader_refuses_what_json_refuses(text):
 
 
 def test_checks_that_could_not_run_are_not_ok(checks, tmp_path, monkeypatch, capsys):
-    def broken(options, requirements=None):
+    def broken(options, requirements=None, nvml=None):
         raise RuntimeError("a bug in a check")
 
     monkeypatch.setattr(pf, "_run_checks", broken)
@@ -303,3 +303,76 @@ def test_a_cached_verdict_says_how_old_it_is(checks, tmp_path, capsys):
     assert result.cached and isinstance(result.checked_at, float)
     err = capsys.readouterr().err
     assert err.startswith("gpudoctor preflight: OK (3 checks, cached from ") and " s ago, " in err
+
+
+@pytest.fixture
+def nvml_children(monkeypatch):
+    """The NVML children preflight starts (host/nvml_query.py), as on a machine with a core free
+    for one: this one has 2 CPUs, where nvml_query.start() would keep the query in a thread."""
+    from gpudoctor.host import nvml_query
+
+    started: list[subprocess.Popen] = []
+    real_spawn = nvml_query.spawn
+    monkeypatch.setattr(nvml_query, "usable_cpus", lambda: 64)
+    monkeypatch.setattr(nvml_query, "spawn", lambda: started.append(real_spawn()) or started[-1])
+    return started
+
+
+def _left_behind(started: list[subprocess.Popen]) -> list[int]:
+    """The children that still run or were never reaped (a zombie is a child of this process)."""
+    import psutil
+
+    ours = {child.pid for child in psutil.Process().children()}
+    return [proc.pid for proc in started if proc.returncode is None or proc.pid in ours]
+
+
+def test_the_nvml_child_starts_before_the_config_is_read_and_is_reaped(checks, tmp_path, monkeypatch, nvml_children):
+    (tmp_path / "pyproject.toml").write_text('[tool.gpudoctor]\nrequire = ["bf16"]\n')
+    order = []
+    read_config = pf._read_config
+    monkeypatch.setattr(pf, "_read_config", lambda *args: order.append(len(nvml_children)) or read_config(*args))
+    gpudoctor.preflight(project_dir=str(tmp_path), quiet=True, raise_on_error=False)
+    assert order == [1]  # the child was started when the config was read
+    assert len(checks.calls) == 1 and not _left_behind(nvml_children)  # a check that never asked NVML: stopped
+
+
+@pytest.mark.parametrize("bad", [{"require": ["not-a-feature"]}, {"skip": ["not-a-rule"]}])
+def test_a_bad_argument_leaves_no_nvml_child(home, tmp_path, nvml_children, bad):
+    with pytest.raises(ValueError, match="not-a-"):
+        gpudoctor.preflight(project_dir=str(tmp_path), use_cache=False, **bad)
+    assert len(nvml_children) == 1 and not _left_behind(nvml_children)
+
+
+def test_a_config_error_leaves_no_nvml_child(checks, tmp_path, nvml_children):
+    (tmp_path / "pyproject.toml").write_text('[tool.gpudoctor]\nstrict = "true"\n')
+    with pytest.raises(gpudoctor.PreflightError, match="must be true or false"):
+        gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
+    assert checks.calls == [] and len(nvml_children) == 1 and not _left_behind(nvml_children)
+
+
+def test_an_interrupt_while_reading_the_config_leaves_no_nvml_child(checks, tmp_path, monkeypatch, nvml_children):
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    (tmp_path / "pyproject.toml").write_text("[tool.gpudoctor]\n")
+    monkeypatch.setattr(pf, "_read_config", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        gpudoctor.preflight(project_dir=str(tmp_path), quiet=True)
+    assert len(nvml_children) == 1 and not _left_behind(nvml_children)
+
+
+def test_checks_that_crash_leave_no_nvml_child(home, tmp_path, monkeypatch, nvml_children):
+    def broken(options, requirements, nvml):
+        raise RuntimeError("a bug before the host took the child")
+
+    monkeypatch.setattr(pf, "_run_checks", broken)
+    result = gpudoctor.preflight(project_dir=str(tmp_path), quiet=True, raise_on_error=False, use_cache=False)
+    assert "a bug before the host took the child" in result.not_run
+    assert len(nvml_children) == 1 and not _left_behind(nvml_children)
+
+
+def test_the_real_checks_with_skip_leave_no_nvml_child(home, tmp_path, nvml_children):
+    result = gpudoctor.preflight(project_dir=str(tmp_path), skip=["no-gpu-visible"], quiet=True,
+                                 raise_on_error=False, use_cache=False)
+    assert result.checks > 0 and not result.not_run, result.not_run
+    assert len(nvml_children) == 1 and not _left_behind(nvml_children)
