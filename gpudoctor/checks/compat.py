@@ -8,6 +8,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..probes.compat_data import compat_tables
 from .base import Skip, finding, fixes_for, judged_python
+from .specifiers import contains
 
 
 def _installed(packages, name: str) -> Version:
@@ -21,11 +22,9 @@ def _installed(packages, name: str) -> Version:
 
 
 def _matching_rows(table: str, versions: dict[str, Version]) -> list[dict]:
-    from packaging.specifiers import SpecifierSet  # here: only a check that has both packages pays the import
-
-    # prereleases=True: a 5.0.0rc1 of transformers already lacks what 5.0.0 lacks
+    # prereleases=True in SpecifierSet's terms: a 5.0.0rc1 of transformers already lacks what 5.0.0 lacks
     return [row for row in compat_tables()[table]
-            if all(SpecifierSet(row[name], prereleases=True).contains(version) for name, version in versions.items())]
+            if all(contains(row[name], version) for name, version in versions.items())]
 
 
 def check_peft_transformers_incompatible(packages, system=None):
