@@ -49,6 +49,14 @@ CALLS = {
 }
 
 
+def timed_inside(code: str, path: str) -> str:
+    """``code`` that also appends its own duration (ms, from before the import of gpudoctor to the
+    end of the call) to ``path``: the cost without the interpreter's start, whose spread on a
+    leased machine (quartiles 54-69 ms for ``python -c pass``) hides a few-ms difference."""
+    return (f"import time as _t\n_s = _t.perf_counter()\ntry:\n" + "".join(f"    {line}\n" for line in code.splitlines())
+            + f"finally:\n    open({path!r}, 'a').write(f'{{(_t.perf_counter() - _s) * 1e3}}\\n')\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("variants", nargs="+", help="NAME=DIR: a source tree holding gpudoctor/")
@@ -77,10 +85,14 @@ def main() -> None:
             for name in names:
                 env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, f"{name}{run}"), PYTHONDONTWRITEBYTECODE="",
                            PYTHONPATH=variants[name])
-                wall, cpu = time_and_cpu([py, "-c", CALLS[args.call]], env, variants[name])
+                first_code = timed_inside(CALLS[args.call], os.path.join(tmp, f"inside-first-{name}"))
+                cached_code = timed_inside(CALLS[args.call], os.path.join(tmp, f"inside-cached-{name}"))
+                wall, cpu = time_and_cpu([py, "-c", first_code], env, variants[name])
                 first[name].append(wall)
                 first_cpu[name].append(cpu)
-                cached[name].append(time_command([py, "-c", CALLS[args.call]], env, variants[name]))
+                cached[name].append(time_command([py, "-c", cached_code], env, variants[name]))
+        inside = {kind: {name: [float(v) for v in open(os.path.join(tmp, f"inside-{kind}-{name}")).read().split()]
+                         for name in variants} for kind in ("first", "cached")}
     ref = statistics.median(reference)
 
     def cost(values: list[float]) -> dict[str, float]:
@@ -105,11 +117,17 @@ def main() -> None:
         "cost_ms": summary,
         f"first_call_ratio_to_{base}": ratios,
         f"first_call_cpu_ratio_to_{base}": cpu_ratios,
+        # from the import of gpudoctor to the call's end, timed inside each process
+        "inside_ms": {kind: {name: {"median": round(statistics.median(values), 2),
+                                    "p25": round(statistics.quantiles(values, n=4)[0], 2)}
+                             for name, values in series.items()} for kind, series in inside.items()},
         "raw_ms": {"reference": [round(v, 2) for v in reference],
                    "reference_cpu": [round(v, 2) for v in reference_cpu],
                    "first_cpu": {k: [round(v, 2) for v in vs] for k, vs in first_cpu.items()},
                    "first": {k: [round(v, 2) for v in vs] for k, vs in first.items()},
-                   "cached": {k: [round(v, 2) for v in vs] for k, vs in cached.items()}},
+                   "cached": {k: [round(v, 2) for v in vs] for k, vs in cached.items()},
+                   "inside": {kind: {k: [round(v, 2) for v in vs] for k, vs in series.items()}
+                              for kind, series in inside.items()}},
     }
     report(result, args.out)
 
