@@ -6,8 +6,9 @@ gpudoctor's import graph can remove, sample by sample in a random order:
 
 - ``pass``: ``python -c pass``, the reference every preflight cost is taken against;
 - ``pass -I -S``: the interpreter NVML's child process starts (host/nvml_query.py);
-- ``nvml child``: that child as preflight starts it, from the spawn to its JSON answer; with
-  the child's own split (``import pynvml``, ``nvmlInit``, the queries, in ms from its first line);
+- ``nvml child``: that child as preflight starts it, from the spawn to its JSON answer (the end
+  of its output) and to its exit; with the child's own split (``import pynvml``, ``nvmlInit``, the
+  queries, in ms from its first line; and how long a normal exit takes after the answer);
 - ``dataclasses``: creating N frozen dataclasses of five fields in a fresh interpreter (``import
   dataclasses`` then the classes, timed inside), N being what a healthy preflight creates
   (tests/test_preflight_import_cost.py lists them), beside the same number of NamedTuples.
@@ -47,7 +48,8 @@ t3 = time.perf_counter()
 answer = module.query()
 t4 = time.perf_counter()
 print(json.dumps({"import_pynvml": (t1 - t0) * 1e3, "nvml_init": (t2 - t1) * 1e3,
-                  "query_after_init": (t4 - t3) * 1e3, "ok": answer.get("ok")}))
+                  "query_after_init": (t4 - t3) * 1e3, "ok": answer.get("ok"), "answered_at": time.monotonic()}))
+sys.stdout.flush()
 """
 
 CLASSES = r"""
@@ -98,14 +100,19 @@ def main() -> None:
     def nvml_child() -> None:
         start = time.perf_counter()
         proc = nvml_query.spawn()
-        out, _ = proc.communicate(timeout=30)
+        out = proc.stdout.read()  # to the end of its output: the answer is in
         samples.setdefault("nvml child (spawn to answer)", []).append((time.perf_counter() - start) * 1000)
+        proc.communicate(timeout=30)  # to its exit: what preflight waits for (it reads until the end)
+        samples.setdefault("nvml child (spawn to exit)", []).append((time.perf_counter() - start) * 1000)
         json.loads(out)
 
     def child_split() -> None:
         _, out = wall_ms([py, "-I", "-S", "-c", CHILD_SPLIT, script], path)
+        exited = time.monotonic()
         for key, value in json.loads(out).items():
-            if key != "ok":
+            if key == "answered_at":  # the interpreter's finalization and NVML's teardown after the answer
+                split.setdefault("exit after the answer (normal exit)", []).append((exited - value) * 1e3)
+            elif key != "ok":
                 split.setdefault(key, []).append(value)
 
     def classes(kind: str) -> None:

@@ -303,3 +303,8 @@ if __name__ == "__main__":
 
     sys.path[:] = json.loads(sys.stdin.buffer.read(MAX_PATH_BYTES + 1))  # the parent's, in its order (stdlib included)
     sys.stdout.write(json.dumps(query(init_begun)))
+    sys.stdout.flush()
+    # The parent reads until this process ends (host/live.py: read_bounded_output): leave now,
+    # without the interpreter's finalization and the NVML library's teardown in its destructors
+    # (the early init's reference is still held); closing the process closes the driver's files.
+    os._exit(0)
