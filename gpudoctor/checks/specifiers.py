@@ -7,8 +7,9 @@ imports packaging.tags and with it logging and sysconfig, 17-25 ms on the 2-core
 it logging's, bench/preflight_timeline.py on the H200), paid by preflight()'s first call on every
 machine that has peft and transformers, or bitsandbytes and Triton. Only the clauses whose rules
 are spelled out below take this path (PEP 440's ordered comparisons, including the exclusions of
-the exclusive ones, and ``==``/``!=`` without wildcards, each against a version without a local
-label); anything else (``~=``, ``==1.*``, ``===``, a local label) goes to SpecifierSet, so a
+the exclusive ones against a bound that is a plain release, and ``==``/``!=`` without wildcards,
+each against a version without a local label); anything else (``~=``, ``==1.*``, ``===``, a local
+label, ``<``/``>`` a pre-, post- or dev-release) goes to SpecifierSet, so a
 range this module does not know is never decided by a guess. tests/doctor/test_specifiers.py
 holds the two equal over every compat.toml range and a grid of pre-, post-, dev- and local
 versions.
@@ -33,6 +34,13 @@ def contains(spec: str, version: Version) -> bool:
     try:
         bounds = [(match.group(1), Version(match.group(2))) for match in clauses]
     except InvalidVersion:
+        bounds = None
+    # An exclusive bound that is itself a pre-, post- or dev-release (">1.2rc1", "<1.2.post1"):
+    # packaging 26 excludes only the pre-/post-releases of that very version (">1.2rc1" admits
+    # 1.2.post1), packaging <= 25 those of its base version (and pyproject allows both), so
+    # the installed packaging decides it rather than one reading spelled out here.
+    if bounds is None or any(operator in ("<", ">") and (bound.is_prerelease or bound.is_postrelease)
+                             for operator, bound in bounds):
         from packaging.specifiers import SpecifierSet
 
         return SpecifierSet(spec, prereleases=True).contains(version)

@@ -38,6 +38,23 @@ def _parses(text: str) -> bool:
     return True
 
 
+# An exclusive bound that is itself a pre-, post- or dev-release, against the releases around it.
+# packaging 26 reads PEP 440's exclusions as "of the given version" (">1.2rc1" admits 1.2.post1,
+# "<1.2.post1" admits 1.2rc1); packaging <= 25 compared base versions and excluded both. These
+# bounds are left to SpecifierSet, so contains answers as the installed packaging does either way.
+EXCLUSIVE_NON_RELEASE = [">1.2rc1", ">1.2.dev0", ">1.2a1.post1", ">1.2.post0", "<1.2.post1", "<1.2.post1.dev2"]
+AROUND_1_2 = ["1.2", "1.2+local", "1.2a1", "1.2rc1+local", "1.2.dev1+local", "1.2.post1", "1.2.post1+local",
+              "1.2rc1.post1", "1.2.post1.dev2", "1.2.post2+local", "1.1", "1.3"]
+
+
+@pytest.mark.parametrize("spec", EXCLUSIVE_NON_RELEASE)
+def test_exclusive_bounds_that_are_not_releases_answer_as_specifier_set(spec):
+    reference = SpecifierSet(spec, prereleases=True)
+    for text in AROUND_1_2:
+        version = Version(text)
+        assert contains(spec, version) == reference.contains(version, prereleases=True), (spec, text)
+
+
 def test_compat_toml_has_ranges():
     assert len(OWN) >= 5, OWN
 
