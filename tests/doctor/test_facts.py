@@ -85,3 +85,26 @@ def test_a_fact_probed_from_a_slow_one_is_pending_while_that_one_is():
     released.set()
     facts.get("health")
     assert not facts.pending(["health", "driver"])
+
+
+def test_every_fact_the_checks_started_is_in_when_run_checks_returns(monkeypatch):
+    # A check stops at its first failed fact (arguments() raises), so a slow fact that only such
+    # checks need was still being probed when run_checks returned: the header and the JSON's
+    # environment (facts.gathered) then left out a GPU that prefetch()'s join used to show.
+    facts = Facts(SnapshotHost(H200))
+    probe = facts._probes["driver"]
+
+    def slow_driver():
+        threading.Event().wait(0.3)
+        return probe()
+
+    def broken_packages():
+        raise OSError("no site-packages to read")
+
+    facts._probes["driver"] = slow_driver
+    facts._probes["packages"] = broken_packages
+    monkeypatch.setattr(engine, "CHECKS", (Check("needs-packages-then-the-driver", ("packages", "driver"),
+                                                 lambda packages, driver: []),))
+    [result] = engine.run_checks(facts)
+    assert result.status is CheckStatus.ERROR and "no site-packages" in result.reason
+    assert facts.gathered("driver") is not None and not facts.pending(["driver"])
