@@ -193,3 +193,24 @@ def test_check_without_python_says_the_interpreter_the_search_chose(envs, capsys
     assert payload["environment"]["inspected_python"]["executable"] == envs["torch"]
     assert "$VIRTUAL_ENV has torch" in payload["environment"]["inspected_python"]["chosen_because"]
     assert payload["environment"]["python_packages"]["packages"]["torch"] == "2.5.0+cu121"
+
+
+def test_check_stops_the_nvml_child_it_started_when_nothing_collects_it(monkeypatch, capsys):
+    """check starts NVML's child before the probes (as preflight does); a run that ends before
+    the driver probe collects it (here a bad --require, a usage error) stops and reaps it."""
+    import subprocess
+
+    from gpudoctor.host import nvml_query
+
+    started = []
+
+    def fake_start():
+        proc = subprocess.Popen(["sleep", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        started.append(proc)
+        return proc
+
+    monkeypatch.setattr(nvml_query, "start", fake_start)
+    assert main(["check", "--require", "not-a-feature"]) == 2
+    assert len(started) == 1 and started[0].returncode is not None  # killed and reaped
+    assert "not-a-feature" in capsys.readouterr().err
