@@ -8,10 +8,11 @@ call and the same dir again for the cached one. Reported: median and first quart
 median of ``python -c pass`` measured in the same loop, and each variant's ratio to the first;
 the same for the first call's CPU time (user + system, with the commands it ran).
 
-With ``--call check`` the command is ``gpudoctor check --json`` instead (its Keep: 0.3 s), the
-"cached" series then being a second check (check keeps no cache).
+With ``--call check`` the command is ``gpudoctor check --json`` instead (its Keep: 0.3 s), with
+``--call check-terminal`` ``gpudoctor check`` (the terminal report), the "cached" series then
+being a second check (check keeps no cache).
 
-Usage: python bench/preflight_ab.py prev=.out/prev now=. [--runs 60] [--call preflight|check] [--out FILE]
+Usage: python bench/preflight_ab.py prev=.out/prev now=. [--runs 60] [--call preflight|check|check-terminal] [--out FILE]
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def time_and_cpu(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float,
 CALLS = {
     "preflight": CALL,
     "check": "import sys\nfrom gpudoctor.cli.main import main\nsys.exit(main(['check', '--json', '--exit-zero']))",
+    # what a user types: the terminal report (rich), here not on a TTY
+    "check-terminal": "import sys\nfrom gpudoctor.cli.main import main\nsys.exit(main(['check', '--exit-zero']))",
 }
 
 
