@@ -499,22 +499,22 @@ def _run_checks(options: dict, requirements: dict | None, nvml) -> dict:
     from .host.live import LiveHost
 
     host = LiveHost(nvml_query=nvml)
-    try:
-        if nvml is None:
-            host.start_nvml(child=False)  # start() said no child here; not asked twice
-        return _checked(host, options, requirements)
-    finally:
-        host.discard_nvml()  # a query never collected (skip=, a failure) is stopped; none starts late
+    if nvml is None:
+        host.start_nvml(child=False)  # start() said no child here; not asked twice
+    # The child is stopped by preflight (_stop_nvml_child), its one owner, on every way out.
+    return _checked(host, options, requirements)
 
 
 def _stop_nvml_child(child) -> None:
-    """Kill and reap NVML's child unless it was collected already: preflight may leave before
-    the checks take it (a bad argument, a config error) or after they failed. A reaped child
-    (returncode set) is left alone: its pid may belong to another process by now."""
-    if child is not None and child.returncode is None:
-        from .host.live import LiveHost
+    """Kill and reap NVML's child unless it was collected or stopped already (its pipes are then
+    closed): preflight may leave before the checks take it (a bad argument, a config error,
+    skip=) or after they failed. A reaped child (returncode set) is left alone: its pid may
+    belong to another process by now. One owner: _run_checks stopped it too, and a child stuck
+    in the driver was waited for twice (found in review)."""
+    if child is not None and child.returncode is None and not child.stdout.closed:
+        from .host.live import stop_child
 
-        LiveHost(nvml_query=child).discard_nvml()  # SIGKILL to its group, reaped within 0.5 s
+        stop_child(child, wait_s=0.5)  # SIGKILL to its group, reaped within 0.5 s
 
 
 def _checked(host, options: dict, requirements: dict | None) -> dict:

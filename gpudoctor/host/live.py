@@ -181,7 +181,7 @@ class LiveHost(HostHelpers):
         with self._nvml_lock:
             started, self._nvml_pending = self._nvml_pending, _DISCARDED
         if isinstance(started, subprocess.Popen):
-            _stop(started, wait_s=0.5)
+            stop_child(started, wait_s=0.5)
 
     def nvml(self) -> NvmlInfo:
         with self._nvml_lock:
@@ -364,7 +364,8 @@ class _InProcessQuery:
 _DISCARDED = object()  # LiveHost._nvml_pending after discard_nvml()
 
 
-def _stop(proc: subprocess.Popen, wait_s: float = KILL_WAIT_S) -> None:
+def stop_child(proc: subprocess.Popen, wait_s: float = KILL_WAIT_S) -> None:
+    """Kill ``proc``'s process group, reap it (within ``wait_s``) and close its pipes."""
     kill_process_group(proc, wait_s)
     for stream in (proc.stdout, proc.stderr):
         if stream is not None:
@@ -384,7 +385,7 @@ def _nvml_answer(proc: subprocess.Popen) -> NvmlInfo | None:
     try:
         out, err, outcome = read_bounded_output(proc, NVML_TIMEOUT_S, MAX_ANSWER_BYTES)
     except BaseException:  # KeyboardInterrupt while waiting: the child must not outlive the question
-        _stop(proc)
+        stop_child(proc)
         raise
     if outcome == "timeout":
         return NvmlInfo(False, "timeout", f"NVML did not answer within {NVML_TIMEOUT_S:.0f} s")
