@@ -47,22 +47,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _command(argv: list[str]) -> str | None:
-    """The subcommand ``argv`` names ("check" when it names none but options), or None when the
-    whole parser is needed (--help, --version, a command that does not exist)."""
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The arguments; check is the default command (`gpudoctor`, `gpudoctor -v`, `gpudoctor
+    --json`). Only the named subcommand's module is imported to parse them; --help, --version and
+    a command that does not exist get the whole parser."""
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
-        return "check"
-    return argv[0] if argv[0] in COMMANDS else None
+        argv = ["check", *argv]
+    return build_parser(argv[0] if argv[0] in COMMANDS else None).parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(argv if argv is not None else sys.argv[1:])
-    parser = build_parser(_command(argv))
-    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
-        argv = ["check", *argv]  # check is the default command: `gpudoctor -v`, `gpudoctor --json`
-    args = parser.parse_args(argv)
-    if not args.command:
-        args = parser.parse_args(["check", *argv])
+    args = _parse(list(argv if argv is not None else sys.argv[1:]))
     try:
         return int(args.run(args))
     except KeyboardInterrupt:
