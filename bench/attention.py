@@ -399,21 +399,27 @@ def print_sweep_table(rows):
 # ----------------------------------------------------------------------------------------------
 
 
-# --host: our launch paths and backward variants beside SDPA at the training pass's shape.
-# "triton" = as shipped (direct launch of compiled kernels, gpudoctor/kernels/launch.py);
-# "triton-jitrun" = every launch through Triton's JITFunction.run (the code before it);
-# "triton-delta-in-dq" = as shipped with delta computed by the dQ kernel (one launch fewer).
-HOST_PROVIDERS = ("triton", "triton-jitrun", "triton-delta-in-dq", "sdpa-cudnn", "sdpa-flash")
+# --host: our backward variants beside SDPA at the training pass's shape.
+# "triton" = as shipped (select_config: the one-launch backward up to FUSED_BACKWARD_MAX_SEQ keys
+# on sm90); "triton-split-backward" = the same with the backward as three launches (delta pass,
+# dK/dV, dQ: the code before the eighth session); "triton-fused-backward" = one launch forced.
+# "triton-fused-backward-s1" = one launch on one pipeline stage (ptxas: no spills at hd80, where
+# three stages spill 472 bytes).
+HOST_PROVIDERS = ("triton", "triton-split-backward", "triton-fused-backward", "triton-fused-backward-s1",
+                  "sdpa-cudnn", "sdpa-flash")
 
 
 def _host_variant(provider, head_dim, seq):
-    """(provider make_runner takes, config, direct launch on?) for a --host provider."""
-    if provider == "triton-jitrun":
-        return "triton", None, False
-    if provider == "triton-delta-in-dq":
-        base = select_config(torch.cuda.get_device_capability(), head_dim, seq)
-        return "triton", replace(base, delta_in_dq=True), True
-    return provider, None, True
+    """(provider make_runner takes, config) for a --host provider."""
+    base = select_config(torch.cuda.get_device_capability(), head_dim, seq)
+    if provider == "triton-split-backward":
+        return "triton", replace(base, fused_backward=False)
+    if provider == "triton-fused-backward":
+        return "triton", replace(base, fused_backward=True)
+    if provider == "triton-fused-backward-s1":
+        return "triton", replace(base, fused_backward=True,
+                                 backward_dkdv=replace(base.backward_dkdv, num_stages=1))
+    return provider, None
 
 
 def host_profile(batch=4, heads=32, seq=256, head_dim=80, causal=True, rounds=3):
@@ -421,12 +427,12 @@ def host_profile(batch=4, heads=32, seq=256, head_dim=80, causal=True, rounds=3)
     training pass times it (events around a single call, the GPU idle before it; median of 21),
     the same call back to back (mean of 200, host-bound), and the device time of its kernels
     (torch.profiler); the providers take turns, ``rounds`` times, and each figure is the median
-    over rounds. Then cProfile of our calls."""
+    over rounds. Every provider also runs with autograd's engine on the calling thread
+    (torch.autograd.set_multithreading_enabled(False): no GIL handoff to the engine's device
+    thread), as ``<provider> 1-thread``. Then cProfile of our calls."""
     import cProfile
     import io
     import pstats
-
-    from gpudoctor.kernels import launch
 
     report = {}
     samples = {}
@@ -434,26 +440,28 @@ def host_profile(batch=4, heads=32, seq=256, head_dim=80, causal=True, rounds=3)
     for round_index in range(rounds):
         order = HOST_PROVIDERS if round_index % 2 == 0 else HOST_PROVIDERS[::-1]
         for provider in order:
-            name, config, direct = _host_variant(provider, head_dim, seq)
-            launch.enabled = direct
-            try:
-                for mode in ("fwd", "fwd+bwd"):
-                    samples.setdefault(f"{provider} {mode}", []).append(
-                        _host_sample(name, config, q, k, v, causal, mode, profile=round_index == 0))
-            finally:
-                launch.enabled = True
+            name, config = _host_variant(provider, head_dim, seq)
+            for threads in ("", " 1-thread"):
+                with torch.autograd.set_multithreading_enabled(not threads):
+                    for mode in ("fwd", "fwd+bwd") if not threads else ("fwd+bwd",):
+                        samples.setdefault(f"{provider}{threads} {mode}", []).append(
+                            _host_sample(name, config, q, k, v, causal, mode,
+                                         profile=round_index == 0 and not threads))
     for key, runs in samples.items():
         figures = {field: statistics.median(run[field] for run in runs)
                    for field in ("do_bench_ms", "single_call_ms", "back_to_back_ms")}
-        report[key] = {**figures, "rounds": runs, "device_us_per_call": runs[0]["device_us_per_call"],
-                       "kernels_us": runs[0]["kernels_us"]}
+        first = next((run for run in runs if run["kernels_us"]), runs[0])
+        report[key] = {**figures, "rounds": runs, "device_us_per_call": first["device_us_per_call"],
+                       "kernels_us": first["kernels_us"]}
         print(f"host {key:<28} do_bench {figures['do_bench_ms']:.3f} ms, single "
               f"{figures['single_call_ms']:.3f} ms, back-to-back {figures['back_to_back_ms']:.3f} ms, "
               f"device {runs[0]['device_us_per_call']:.1f} us", flush=True)
-    for mode in ("fwd", "fwd+bwd"):
-        best = min(report[f"{p} {mode}"]["do_bench_ms"] for p in ("sdpa-cudnn", "sdpa-flash"))
-        best_b2b = min(report[f"{p} {mode}"]["back_to_back_ms"] for p in ("sdpa-cudnn", "sdpa-flash"))
-        for provider in HOST_PROVIDERS[:3]:
+    for mode in ("fwd", "fwd+bwd", "1-thread fwd+bwd"):
+        threads = " 1-thread" if mode.startswith("1-thread") else ""
+        mode = mode.split()[-1]
+        best = min(report[f"{p}{threads} {mode}"]["do_bench_ms"] for p in ("sdpa-cudnn", "sdpa-flash"))
+        best_b2b = min(report[f"{p}{threads} {mode}"]["back_to_back_ms"] for p in ("sdpa-cudnn", "sdpa-flash"))
+        for provider in (p + threads for p in HOST_PROVIDERS if p.startswith("triton")):
             row = report[f"{provider} {mode}"]
             row["ratio_to_best_sdpa"] = round(best / row["do_bench_ms"], 3)
             row["back_to_back_ratio_to_best_sdpa"] = round(best_b2b / row["back_to_back_ms"], 3)
@@ -482,6 +490,57 @@ def host_profile(batch=4, heads=32, seq=256, head_dim=80, causal=True, rounds=3)
         pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(16)
         report[f"cprofile triton {mode}"] = text.getvalue()
     return report
+
+
+FUSED_SWEEP_SEQS = (256, 512, 1024, 2048)
+FUSED_SWEEP_HEAD_DIMS = (64, 80, 128)
+
+
+def fused_sweep(batch=4, heads=32, rounds=2):
+    """Where the one-launch backward stops paying (FUSED_BACKWARD_MAX_SEQ): forward+backward of
+    the split and the fused backward beside cuDNN and SDPA-flash at batch 4, 32 heads, causal,
+    bf16, per (head_dim, seq); do_bench's median and back to back (mean of 100), providers in
+    turn, order reversed every other round, each figure the median over rounds."""
+    rows = []
+    providers = ("triton-split-backward", "triton-fused-backward", "triton-fused-backward-s1",
+                 "sdpa-cudnn", "sdpa-flash")
+    for head_dim in FUSED_SWEEP_HEAD_DIMS:
+        for seq in FUSED_SWEEP_SEQS:
+            q, k, v = make_inputs(batch, heads, heads, seq, head_dim, "fwd+bwd", seq + head_dim)
+            samples = {}
+            for round_index in range(rounds):
+                for provider in providers if round_index % 2 == 0 else providers[::-1]:
+                    name, config = _host_variant(provider, head_dim, seq)
+                    run = make_runner(name, q, k, v, True, "fwd+bwd", config)
+                    for _ in range(3):
+                        run()
+                    torch.cuda.synchronize()
+                    do_bench_ms = time_ms(run, [q, k, v])
+                    begin = time.perf_counter()
+                    for _ in range(100):
+                        run()
+                    torch.cuda.synchronize()
+                    back_to_back = (time.perf_counter() - begin) / 100 * 1000
+                    samples.setdefault(provider, []).append((do_bench_ms, back_to_back))
+            row = {"head_dim": head_dim, "seq": seq, "batch": batch, "heads": heads}
+            for provider, runs in samples.items():
+                row[provider] = {"do_bench_ms": statistics.median(r[0] for r in runs),
+                                 "back_to_back_ms": statistics.median(r[1] for r in runs), "rounds": runs}
+            best = min(row[p]["do_bench_ms"] for p in ("sdpa-cudnn", "sdpa-flash"))
+            split, fused = row["triton-split-backward"], row["triton-fused-backward"]
+            fused_s1 = row["triton-fused-backward-s1"]
+            row["fused_over_split"] = round(split["do_bench_ms"] / fused["do_bench_ms"], 3)
+            row["fused_s1_over_split"] = round(split["do_bench_ms"] / fused_s1["do_bench_ms"], 3)
+            print(f"fused-sweep hd{head_dim:<4}seq{seq:<6} fwd+bwd ms: split {split['do_bench_ms']:.3f} "
+                  f"fused {fused['do_bench_ms']:.3f} cudnn {row['sdpa-cudnn']['do_bench_ms']:.3f} "
+                  f"flash {row['sdpa-flash']['do_bench_ms']:.3f} | fused/split x{row['fused_over_split']:.2f}, "
+                  f"fused x best SDPA {best / fused['do_bench_ms']:.2f}, split x best {best / split['do_bench_ms']:.2f} "
+                  f"| fused-s1 {fused_s1['do_bench_ms']:.3f} (x{row['fused_s1_over_split']:.2f} split) "
+                  f"| back-to-back split {split['back_to_back_ms']:.3f} fused {fused['back_to_back_ms']:.3f} "
+                  f"fused-s1 {fused_s1['back_to_back_ms']:.3f}",
+                  flush=True)
+            rows.append(row)
+    return rows
 
 
 def _host_sample(provider, config, q, k, v, causal, mode, profile):
@@ -547,6 +606,8 @@ def main(argv=None):
     parser.add_argument("--sweep-only", action="store_true", help="skip the main table")
     parser.add_argument("--shapes", default="", help="sweep only these shape names (comma-separated)")
     parser.add_argument("--host", action="store_true", help="profile one call at the training shape")
+    parser.add_argument("--fused-sweep", action="store_true",
+                        help="split against one-launch backward at short sequences (FUSED_BACKWARD_MAX_SEQ)")
     parser.add_argument("--compile-workers", type=int, default=12)
     parser.add_argument("--round", default="", help="candidate set: '' (issue 18's), 's3', 's4', 's6'")
     parser.add_argument("--check-worker", help=argparse.SUPPRESS)
@@ -567,7 +628,7 @@ def main(argv=None):
     env = environment()
     print(json.dumps(env), flush=True)
     providers = ["triton", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient"]
-    rows, sweep_rows, host = [], [], {}
+    rows, sweep_rows, host, fused_rows = [], [], {}, []
     for head_dim in ([] if args.sweep_only else args.head_dims):
         for seq in args.seqs:
             batch = max(1, args.tokens // seq)
@@ -593,14 +654,16 @@ def main(argv=None):
     try:
         if args.host:
             host = host_profile()
+        if args.fused_sweep:
+            fused_rows = fused_sweep()
         if args.sweep:
             run_sweep(sweep_rows, args.sweep_seconds, args.compile_workers, names,
                       args.check_seconds)
     finally:  # what was measured before a failure is still written
         if args.out:
             with open(args.out, "w") as handle:
-                json.dump({"environment": env, "results": rows, "sweep": sweep_rows, "host": host},
-                          handle, indent=1)
+                json.dump({"environment": env, "results": rows, "sweep": sweep_rows, "host": host,
+                           "fused_sweep": fused_rows}, handle, indent=1)
     if rows:
         print_table(rows)
     if sweep_rows:

@@ -416,15 +416,33 @@ def _backward_delta_kernel(
 
 
 @triton.jit
+def _delta_rows(o_base, do_main, do_tail, rows, offs_d_main, offs_d_tail, stride_om, stride_od,
+                seq_q, head_dim, ROW_MASK: tl.constexpr, MAIN_PADDED: tl.constexpr,
+                HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr):
+    """delta = rowsum(o * do) of the query rows whose dO tiles the caller holds, from O's tiles
+    loaded here (through pointers whatever the other loads use: the dQ kernel loads one tile per
+    program, off its loop)."""
+    o_main = _load_tile(o_base, rows, offs_d_main, stride_om, stride_od, seq_q, head_dim,
+                        ROW_MASK, MAIN_PADDED)
+    delta = tl.sum(o_main.to(tl.float32) * do_main.to(tl.float32), axis=1)
+    if HAS_TAIL:
+        o_tail = _load_tile(o_base, rows, offs_d_tail, stride_om, stride_od, seq_q, head_dim,
+                            ROW_MASK, TAIL_PADDED)
+        delta += tl.sum(o_tail.to(tl.float32) * do_tail.to(tl.float32), axis=1)
+    return delta
+
+
+@triton.jit
 def _backward_dkdv_query_block(
     dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
     q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
-    lse_base, delta_base,
-    stride_qm, stride_qd, stride_dom, stride_dod,
+    lse_base, delta_base, o_base,
+    stride_qm, stride_qd, stride_dom, stride_dod, stride_om, stride_od,
     offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale, softmax_scale,
     head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr,
     TAIL_PADDED: tl.constexpr, CAUSAL_MASK: tl.constexpr, QUERY_END_MASK: tl.constexpr,
     TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
+    DELTA_FROM_O: tl.constexpr,
 ):
     rows = start_m + offs_m_in_block
     q_main = _load_rows(q_main_src, start_m, 0, rows, offs_d_main, stride_qm, stride_qd, seq_q,
@@ -434,10 +452,12 @@ def _backward_dkdv_query_block(
     if QUERY_END_MASK:
         # lse = +inf makes P^T exactly 0 for rows past the end of the sequence.
         lse = tl.load(lse_base + rows, mask=rows < seq_q, other=float("inf"))
-        delta = tl.load(delta_base + rows, mask=rows < seq_q, other=0.0)
+        if not DELTA_FROM_O:
+            delta = tl.load(delta_base + rows, mask=rows < seq_q, other=0.0)
     else:
         lse = tl.load(lse_base + rows)
-        delta = tl.load(delta_base + rows)
+        if not DELTA_FROM_O:
+            delta = tl.load(delta_base + rows)
     scores_t = tl.dot(k_main, tl.trans(q_main))
     if HAS_TAIL:
         q_tail = _load_rows(q_tail_src, start_m, D_MAIN, rows, offs_d_tail, stride_qm, stride_qd,
@@ -445,6 +465,12 @@ def _backward_dkdv_query_block(
         do_tail = _load_rows(do_tail_src, start_m, D_MAIN, rows, offs_d_tail, stride_dom,
                              stride_dod, seq_q, head_dim, QUERY_END_MASK, TAIL_PADDED, TMA)
         scores_t = tl.dot(k_tail, tl.trans(q_tail), scores_t)
+    else:
+        do_tail = do_main  # never read
+    if DELTA_FROM_O:
+        delta = _delta_rows(o_base, do_main, do_tail, rows, offs_d_main, offs_d_tail, stride_om,
+                            stride_od, seq_q, head_dim, QUERY_END_MASK, MAIN_PADDED, HAS_TAIL,
+                            TAIL_PADDED)
     probs_t = tl.math.exp2(scores_t * qk_scale - lse[None, :])
     if CAUSAL_MASK:
         probs_t = tl.where(rows[None, :] >= offs_n[:, None], probs_t, 0.0)
@@ -477,13 +503,14 @@ def _backward_dkdv_query_block(
 def _backward_dkdv_query_blocks(
     dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
     q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
-    lse_base, delta_base,
-    stride_qm, stride_qd, stride_dom, stride_dod,
+    lse_base, delta_base, o_base,
+    stride_qm, stride_qd, stride_dom, stride_dod, stride_om, stride_od,
     offs_n, offs_m_in_block, offs_d_main, offs_d_tail, query_lo, query_hi, seq_q, qk_scale,
     softmax_scale, head_dim, D_MAIN: tl.constexpr, MAIN_PADDED: tl.constexpr,
     HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr, BLOCK_M: tl.constexpr,
     CAUSAL_MASK: tl.constexpr, QUERY_END_MASK: tl.constexpr, INTERPRETED: tl.constexpr,
     TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
+    DELTA_FROM_O: tl.constexpr,
 ):
     if INTERPRETED:  # see _forward_key_blocks
         start_m = query_lo
@@ -491,10 +518,10 @@ def _backward_dkdv_query_blocks(
             dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_block(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
                 q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
-                lse_base, delta_base, stride_qm, stride_qd, stride_dom, stride_dod,
-                offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale,
-                softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL_MASK,
-                QUERY_END_MASK, TMA, ATOMIC_DQ, TMA_REDUCE)
+                lse_base, delta_base, o_base, stride_qm, stride_qd, stride_dom, stride_dod,
+                stride_om, stride_od, offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m,
+                seq_q, qk_scale, softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL,
+                TAIL_PADDED, CAUSAL_MASK, QUERY_END_MASK, TMA, ATOMIC_DQ, TMA_REDUCE, DELTA_FROM_O)
             start_m += BLOCK_M
     else:
         for start_m in range(query_lo, query_hi, BLOCK_M):
@@ -502,10 +529,10 @@ def _backward_dkdv_query_blocks(
             dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_block(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
                 q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
-                lse_base, delta_base, stride_qm, stride_qd, stride_dom, stride_dod,
-                offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m, seq_q, qk_scale,
-                softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL_MASK,
-                QUERY_END_MASK, TMA, ATOMIC_DQ, TMA_REDUCE)
+                lse_base, delta_base, o_base, stride_qm, stride_qd, stride_dom, stride_dod,
+                stride_om, stride_od, offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_m,
+                seq_q, qk_scale, softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL,
+                TAIL_PADDED, CAUSAL_MASK, QUERY_END_MASK, TMA, ATOMIC_DQ, TMA_REDUCE, DELTA_FROM_O)
     return dk_main, dk_tail, dv_main, dv_tail
 
 
@@ -531,10 +558,50 @@ def _attention_backward_dkdv_kernel(
     shares it, so dK/dV need neither atomics nor a second reduction pass. With ATOMIC_DQ it
     also adds each pair's dQ share into DQ_ACC (float32, contiguous (batch, heads, seq_q,
     head_dim), zeroed by the launcher); without, the dQ kernel computes dQ on its own."""
+    _dkdv_program(
+        tl.program_id(0), tl.program_id(1),
+        Q, K, V, DO, DO, DK, DV, DQ_ACC, LSE, DELTA,
+        Q_MAIN_DESC, Q_TAIL_DESC, K_MAIN_DESC, K_TAIL_DESC, V_MAIN_DESC, V_TAIL_DESC,
+        DO_MAIN_DESC, DO_TAIL_DESC, DK_MAIN_DESC, DK_TAIL_DESC, DV_MAIN_DESC, DV_TAIL_DESC,
+        stride_qb, stride_qh, stride_qm, stride_qd,
+        stride_kb, stride_kh, stride_kn, stride_kd,
+        stride_vb, stride_vh, stride_vn, stride_vd,
+        stride_dob, stride_doh, stride_dom, stride_dod,  # O's: never read (no DELTA_FROM_O)
+        stride_dob, stride_doh, stride_dom, stride_dod,
+        stride_dkb, stride_dkh, stride_dkn, stride_dkd,
+        stride_dvb, stride_dvh, stride_dvn, stride_dvd,
+        num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
+        head_dim, D_MAIN, D_TAIL, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL, BLOCK_M, BLOCK_N,
+        CHECK_M, CHECK_N, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE, False)
+
+
+@triton.jit
+def _dkdv_program(
+    key_block, batch_kv_head,
+    Q, K, V, O, DO, DK, DV, DQ_ACC, LSE, DELTA,
+    Q_MAIN_DESC, Q_TAIL_DESC, K_MAIN_DESC, K_TAIL_DESC, V_MAIN_DESC, V_TAIL_DESC,
+    DO_MAIN_DESC, DO_TAIL_DESC, DK_MAIN_DESC, DK_TAIL_DESC, DV_MAIN_DESC, DV_TAIL_DESC,
+    stride_qb, stride_qh, stride_qm, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_ob, stride_oh, stride_om, stride_od,
+    stride_dob, stride_doh, stride_dom, stride_dod,
+    stride_dkb, stride_dkh, stride_dkn, stride_dkd,
+    stride_dvb, stride_dvh, stride_dvn, stride_dvd,
+    num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
+    head_dim, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
+    MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr,
+    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
+    TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
+    DELTA_FROM_O: tl.constexpr,
+):
+    """dK and dV of key block ``key_block`` of one KV head (``batch_kv_head``); see
+    _attention_backward_dkdv_kernel. DELTA_FROM_O: delta = rowsum(o * do) computed here for
+    each query block from O (no DELTA buffer, no separate pass; one O tile more per block)."""
     # (see _attention_forward_kernel)
     head_dim = tl.multiple_of(head_dim, 8)
-    start_n = tl.program_id(0) * BLOCK_N
-    batch_kv_head = tl.program_id(1)
+    start_n = key_block * BLOCK_N
     batch = batch_kv_head // num_kv_heads
     kv_head = batch_kv_head % num_kv_heads
 
@@ -582,6 +649,10 @@ def _attention_backward_dkdv_kernel(
         group_index += 1
         q_base = Q + batch.to(tl.int64) * stride_qb + head.to(tl.int64) * stride_qh
         do_base = DO + batch.to(tl.int64) * stride_dob + head.to(tl.int64) * stride_doh
+        if DELTA_FROM_O:
+            o_base = O + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
+        else:
+            o_base = DO  # never read
         row_base = (batch * num_heads + head).to(tl.int64) * seq_q
         # DQ_ACC is contiguous: this head's rows start at row_base and are head_dim apart.
         dq_base = DQ_ACC + row_base * head_dim
@@ -604,29 +675,32 @@ def _attention_backward_dkdv_kernel(
             dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_blocks(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
                 q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
-                LSE + row_base, DELTA + row_base, stride_qm, stride_qd, stride_dom, stride_dod,
+                LSE + row_base, DELTA + row_base, o_base, stride_qm, stride_qd, stride_dom, stride_dod,
+                stride_om, stride_od,
                 offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_n, diagonal_end,
                 seq_q, qk_scale, softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL,
-                TAIL_PADDED, BLOCK_M, True, CHECK_M, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE)
+                TAIL_PADDED, BLOCK_M, True, CHECK_M, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE, DELTA_FROM_O)
             below_start = start_n + BLOCK_N
         else:
             below_start = 0
         dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_blocks(
             dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
             q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
-            LSE + row_base, DELTA + row_base, stride_qm, stride_qd, stride_dom, stride_dod,
+            LSE + row_base, DELTA + row_base, o_base, stride_qm, stride_qd, stride_dom, stride_dod,
+                stride_om, stride_od,
             offs_n, offs_m_in_block, offs_d_main, offs_d_tail, below_start, full_query_end,
             seq_q, qk_scale, softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED,
-            BLOCK_M, False, False, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE)
+            BLOCK_M, False, False, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE, DELTA_FROM_O)
         if CHECK_M:
             dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_blocks(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
                 q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
-                LSE + row_base, DELTA + row_base, stride_qm, stride_qd, stride_dom, stride_dod,
+                LSE + row_base, DELTA + row_base, o_base, stride_qm, stride_qd, stride_dom, stride_dod,
+                stride_om, stride_od,
                 offs_n, offs_m_in_block, offs_d_main, offs_d_tail,
                 tl.maximum(below_start, full_query_end), seq_q, seq_q, qk_scale, softmax_scale,
                 head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_M, False, True,
-                INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE)
+                INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE, DELTA_FROM_O)
 
     _store_rows(dk_main_dst, (dk_main * softmax_scale).to(DK.dtype.element_ty), start_n, 0, offs_n,
                 offs_d_main, stride_dkn, stride_dkd, seq_k, head_dim, CHECK_N, MAIN_PADDED, TMA)
@@ -731,13 +805,47 @@ def _attention_backward_dq_kernel(
     COMPUTE_DELTA it also computes this block's delta = rowsum(o * do) from the dO tile it
     loads anyway (one O tile more) and stores it for the dK/dV kernel, which then runs after
     it: no separate delta pass (one launch and one read of dO fewer)."""
+    _dq_program(
+        tl.program_id(0), tl.num_programs(0), tl.program_id(1),
+        Q, K, V, DO, DQ, LSE, DELTA, O, Q_MAIN_DESC, Q_TAIL_DESC, K_MAIN_DESC, K_TAIL_DESC,
+        V_MAIN_DESC, V_TAIL_DESC, DO_MAIN_DESC, DO_TAIL_DESC, DQ_MAIN_DESC, DQ_TAIL_DESC,
+        stride_qb, stride_qh, stride_qm, stride_qd, stride_kb, stride_kh, stride_kn, stride_kd,
+        stride_vb, stride_vh, stride_vn, stride_vd, stride_dob, stride_doh, stride_dom,
+        stride_dod, stride_dqb, stride_dqh, stride_dqm, stride_dqd, stride_ob, stride_oh,
+        stride_om, stride_od, num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
+        head_dim, D_MAIN, D_TAIL, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL, BLOCK_M, BLOCK_N,
+        CHECK_M, CHECK_N, INTERPRETED, TMA, COMPUTE_DELTA, COMPUTE_DELTA)
+
+
+@triton.jit
+def _dq_program(
+    query_slot, query_slots, batch_head,
+    Q, K, V, DO, DQ, LSE, DELTA, O,
+    Q_MAIN_DESC, Q_TAIL_DESC, K_MAIN_DESC, K_TAIL_DESC, V_MAIN_DESC, V_TAIL_DESC,
+    DO_MAIN_DESC, DO_TAIL_DESC, DQ_MAIN_DESC, DQ_TAIL_DESC,
+    stride_qb, stride_qh, stride_qm, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_dob, stride_doh, stride_dom, stride_dod,
+    stride_dqb, stride_dqh, stride_dqm, stride_dqd,
+    stride_ob, stride_oh, stride_om, stride_od,
+    num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
+    head_dim, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
+    MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr,
+    CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
+    TMA: tl.constexpr, COMPUTE_DELTA: tl.constexpr, STORE_DELTA: tl.constexpr,
+):
+    """dQ of one query block of one head (``batch_head``): slot ``query_slot`` of
+    ``query_slots``, the longest first when causal; see _attention_backward_dq_kernel.
+    COMPUTE_DELTA: delta = rowsum(o * do) from this block's O tile, stored for the dK/dV
+    kernel with STORE_DELTA."""
     # (see _attention_forward_kernel)
     head_dim = tl.multiple_of(head_dim, 8)
     if CAUSAL:  # longest first (see _attention_forward_kernel)
-        start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
+        start_m = (query_slots - 1 - query_slot) * BLOCK_M
     else:
-        start_m = tl.program_id(0) * BLOCK_M
-    batch_head = tl.program_id(1)
+        start_m = query_slot * BLOCK_M
     batch = batch_head // num_heads
     head = batch_head % num_heads
     kv_head = head // kv_group_size
@@ -777,19 +885,14 @@ def _attention_backward_dq_kernel(
         do_tail = do_main
     row_ptrs = batch_head.to(tl.int64) * seq_q + offs_m
     if COMPUTE_DELTA:
-        # Through pointers whatever the other loads use: one tile per program, off the loop.
         o_base = O + batch.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
-        o_main = _load_tile(o_base, offs_m, offs_d_main, stride_om, stride_od, seq_q, head_dim,
-                            CHECK_M, MAIN_PADDED)
-        delta = tl.sum(o_main.to(tl.float32) * do_main.to(tl.float32), axis=1)
-        if HAS_TAIL:
-            o_tail = _load_tile(o_base, offs_m, offs_d_tail, stride_om, stride_od, seq_q, head_dim,
-                                CHECK_M, TAIL_PADDED)
-            delta += tl.sum(o_tail.to(tl.float32) * do_tail.to(tl.float32), axis=1)
-        if CHECK_M:
-            tl.store(DELTA + row_ptrs, delta, mask=offs_m < seq_q)
-        else:
-            tl.store(DELTA + row_ptrs, delta)
+        delta = _delta_rows(o_base, do_main, do_tail, offs_m, offs_d_main, offs_d_tail, stride_om,
+                            stride_od, seq_q, head_dim, CHECK_M, MAIN_PADDED, HAS_TAIL, TAIL_PADDED)
+        if STORE_DELTA:
+            if CHECK_M:
+                tl.store(DELTA + row_ptrs, delta, mask=offs_m < seq_q)
+            else:
+                tl.store(DELTA + row_ptrs, delta)
     if CHECK_M:
         lse = tl.load(LSE + row_ptrs, mask=offs_m < seq_q, other=0.0)
         if not COMPUTE_DELTA:
@@ -839,6 +942,62 @@ def _attention_backward_dq_kernel(
                     TAIL_PADDED, TMA)
 
 
+@triton.jit
+def _attention_backward_fused_kernel(
+    Q, K, V, O, DO, DQ, DK, DV, LSE,
+    stride_qb, stride_qh, stride_qm, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_ob, stride_oh, stride_om, stride_od,
+    stride_dob, stride_doh, stride_dom, stride_dod,
+    stride_dqb, stride_dqh, stride_dqm, stride_dqd,
+    stride_dkb, stride_dkh, stride_dkn, stride_dkd,
+    stride_dvb, stride_dvh, stride_dvn, stride_dvd,
+    num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
+    key_blocks, query_blocks, dkdv_programs,
+    head_dim, D_MAIN: tl.constexpr, D_TAIL: tl.constexpr,
+    MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr,
+    CAUSAL: tl.constexpr, DKDV_BLOCK_M: tl.constexpr, DKDV_BLOCK_N: tl.constexpr,
+    DQ_BLOCK_M: tl.constexpr, DQ_BLOCK_N: tl.constexpr,
+    DKDV_CHECK_M: tl.constexpr, DKDV_CHECK_N: tl.constexpr,
+    DQ_CHECK_M: tl.constexpr, DQ_CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
+):
+    """The whole backward in one launch, for calls so small that launches cost more host time
+    than the GPU spends (the training pass's shape: docs/benchmarks.md). Programs
+    [0, dkdv_programs) are the dK/dV kernel's (key block, KV head) programs, the rest the dQ
+    kernel's (query block, head) programs; each computes the delta = rowsum(o * do) it needs
+    from O instead of reading a delta pass's output, since no program may wait for another.
+    Pointer loads only (the descriptor kernels run at long sequences)."""
+    program = tl.program_id(0)
+    if program < dkdv_programs:
+        _dkdv_program(
+            program % key_blocks, program // key_blocks,
+            Q, K, V, O, DO, DK, DV, DK, LSE, LSE,
+            None, None, None, None, None, None, None, None, None, None, None, None,
+            stride_qb, stride_qh, stride_qm, stride_qd, stride_kb, stride_kh, stride_kn, stride_kd,
+            stride_vb, stride_vh, stride_vn, stride_vd, stride_ob, stride_oh, stride_om, stride_od,
+            stride_dob, stride_doh, stride_dom, stride_dod,
+            stride_dkb, stride_dkh, stride_dkn, stride_dkd,
+            stride_dvb, stride_dvh, stride_dvn, stride_dvd,
+            num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
+            head_dim, D_MAIN, D_TAIL, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL,
+            DKDV_BLOCK_M, DKDV_BLOCK_N, DKDV_CHECK_M, DKDV_CHECK_N, INTERPRETED, 0, False, False,
+            True)
+    else:
+        program -= dkdv_programs
+        _dq_program(
+            program % query_blocks, query_blocks, program // query_blocks,
+            Q, K, V, DO, DQ, LSE, LSE, O,
+            None, None, None, None, None, None, None, None, None, None,
+            stride_qb, stride_qh, stride_qm, stride_qd, stride_kb, stride_kh, stride_kn, stride_kd,
+            stride_vb, stride_vh, stride_vn, stride_vd, stride_dob, stride_doh, stride_dom,
+            stride_dod, stride_dqb, stride_dqh, stride_dqm, stride_dqd,
+            stride_ob, stride_oh, stride_om, stride_od,
+            num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
+            head_dim, D_MAIN, D_TAIL, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL,
+            DQ_BLOCK_M, DQ_BLOCK_N, DQ_CHECK_M, DQ_CHECK_N, INTERPRETED, 0, True, False)
+
+
 # ----------------------------------------------------------------------------------------------
 # Configurations per architecture and head_dim
 # ----------------------------------------------------------------------------------------------
@@ -877,6 +1036,10 @@ class AttentionConfig:
     # Backward: delta = rowsum(o * do) computed by the dQ kernel (launched before the dK/dV
     # kernel) instead of a separate pass. Ignored with atomic_dq (no dQ kernel then).
     delta_in_dq: bool = False
+    # Backward in one launch (_attention_backward_fused_kernel): the dK/dV and dQ programs side
+    # by side, each computing its own delta; on the backward_dkdv tiles' warps and stages.
+    # Pointer kernels only; ignored with atomic_dq or descriptors (those run at long sequences).
+    fused_backward: bool = False
 
 
 def _tiles(block_m, block_n, num_warps, num_stages):
@@ -962,17 +1125,22 @@ def _architecture_family(capability: tuple[int, int]) -> str:
 # DESCRIPTOR_MIN_SEQ keys the host-side descriptors' set-up dominates (the training pass's
 # shape, seq 256: 0.099 ms forward against 0.019); the threshold itself was not swept.
 DESCRIPTOR_MIN_SEQ = 1024
+# sm90: the whole backward in one launch (fused_backward) up to this many keys, where a step is
+# host-bound. 0 (never) until measured on the H200.
+FUSED_BACKWARD_MAX_SEQ = 0
 
 
 def select_config(capability: tuple[int, int] | None, head_dim: int,
                   seq_k: int | None = None) -> AttentionConfig:
     """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``;
-    ``seq_k`` (keys per head; None: long) picks the descriptor kernels or not on sm90."""
-    return _select_config(capability, head_dim, seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ)
+    ``seq_k`` (keys per head; None: long) picks the descriptor kernels or not on sm90, and the
+    one-launch backward or not."""
+    return _select_config(capability, head_dim, seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ,
+                          seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
 
 
 @functools.lru_cache(maxsize=None)
-def _select_config(capability, head_dim: int, long_sequence: bool) -> AttentionConfig:
+def _select_config(capability, head_dim: int, long_sequence: bool, short_sequence: bool = False) -> AttentionConfig:
     # Remembered: asked on every call (configs are frozen, so sharing them is safe).
     if capability is None:
         return _INTERPRETER_CONFIG
@@ -981,6 +1149,8 @@ def _select_config(capability, head_dim: int, long_sequence: bool) -> AttentionC
     if (family == "sm90" and long_sequence
             and (padded_width(head_dim, config) != head_dim or head_dim == 256)):
         config = dataclasses.replace(config, tma=HOST_DESCRIPTORS)
+    if family == "sm90" and short_sequence:
+        config = dataclasses.replace(config, fused_backward=True)
     return config
 
 
@@ -1298,7 +1468,6 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
         grad_out, q, k, v, out = _readable(grad_out), _readable(q), _readable(k), _readable(v), _readable(out)
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
-    delta = torch.empty_like(lse)
     qk_scale = softmax_scale * LOG2_E
     atomic_dq = config.atomic_dq and not deterministic
     interpreted = _interpreting()
@@ -1312,6 +1481,11 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     else:
         dq = torch.empty_like(q, memory_format=torch.contiguous_format)
 
+    if config.fused_backward and not atomic_dq and config.tma == POINTERS:
+        _launch_fused_backward(config, grad_out, q, k, v, out, lse, dq, dk, dv, causal, qk_scale,
+                               softmax_scale, interpreted, slices)
+        return dq, dk, dv
+    delta = torch.empty_like(lse)
     delta_in_dq = config.delta_in_dq and not atomic_dq
     if delta_in_dq:
         dq = _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
@@ -1341,6 +1515,29 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
         dq = _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
                         softmax_scale, interpreted, slices, compute_delta=False)
     return dq, dk, dv
+
+
+def _launch_fused_backward(config, grad_out, q, k, v, out, lse, dq, dk, dv, causal, qk_scale,
+                           softmax_scale, interpreted, slices):
+    """dq, dk and dv filled by one launch of the fused backward kernel."""
+    batch, num_heads, seq_q, _ = q.shape
+    num_kv_heads, seq_k = k.shape[1], k.shape[2]
+    dkdv, dq_tiles = config.backward_dkdv, config.backward_dq
+    key_blocks = _cdiv(seq_k, dkdv.block_n)
+    query_blocks = _cdiv(seq_q, dq_tiles.block_m)
+    dkdv_programs = key_blocks * batch * num_kv_heads
+    fast(_attention_backward_fused_kernel)[(dkdv_programs + query_blocks * batch * num_heads,)](
+        q, k, v, out, grad_out, dq, dk, dv, lse,
+        *q.stride(), *k.stride(), *v.stride(), *out.stride(), *grad_out.stride(), *dq.stride(),
+        *dk.stride(), *dv.stride(),
+        num_heads, num_kv_heads, num_heads // num_kv_heads, seq_q, seq_k, qk_scale, softmax_scale,
+        key_blocks, query_blocks, dkdv_programs,
+        CAUSAL=causal, DKDV_BLOCK_M=dkdv.block_m, DKDV_BLOCK_N=dkdv.block_n,
+        DQ_BLOCK_M=dq_tiles.block_m, DQ_BLOCK_N=dq_tiles.block_n,
+        DKDV_CHECK_M=seq_q % dkdv.block_m != 0, DKDV_CHECK_N=seq_k % dkdv.block_n != 0,
+        DQ_CHECK_M=seq_q % dq_tiles.block_m != 0, DQ_CHECK_N=seq_k % dq_tiles.block_n != 0,
+        INTERPRETED=interpreted, num_warps=dkdv.num_warps, num_stages=dkdv.num_stages, **slices,
+    )
 
 
 def _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale, softmax_scale,

@@ -93,7 +93,8 @@ def _from_json(data: dict) -> AttentionConfig:
     return AttentionConfig(KernelTiles(**data["forward"]), KernelTiles(**data["backward_dkdv"]),
                            KernelTiles(**data["backward_dq"]), bool(data.get("split_head_dim", True)),
                            tma=int(data.get("tma", 0)), atomic_dq=bool(data.get("atomic_dq", False)),
-                           delta_in_dq=bool(data.get("delta_in_dq", False)))
+                           delta_in_dq=bool(data.get("delta_in_dq", False)),
+                           fused_backward=bool(data.get("fused_backward", False)))
 
 
 def _read_cache(path: Path) -> dict:

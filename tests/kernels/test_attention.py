@@ -643,3 +643,55 @@ def test_descriptor_kernels_read_ready_layouts_without_a_copy(monkeypatch):
     pointer = dataclasses.replace(config, tma=attention_module.POINTERS)
     attention_module.attention_forward(q, q, q, True, 0.1, pointer)
     assert copies == [True, True, True]
+
+
+# The whole backward in one launch (fused_backward): dK/dV and dQ programs side by side, each
+# computing its own delta from O. Ragged blocks, a head_dim tail (80 = 64+16), the masked-column
+# padding of the public launchers (40), GQA, cross-attention, dK/dV and dQ tiles of other sizes.
+FUSED_BACKWARD_CASES = [
+    ((1, 4, 2, 37, 37, 80), True, None),
+    ((1, 2, 1, 19, 45, 64), False, None),
+    ((2, 4, 1, 33, 33, 40), True, None),
+    ((1, 2, 2, 50, 50, 96), True, ((16, 32), (32, 16))),
+]
+
+
+@pytest.mark.parametrize("shape,causal,blocks", FUSED_BACKWARD_CASES,
+                         ids=[f"{'x'.join(map(str, s))}-{'causal' if c else 'full'}-{b}"
+                              for s, c, b in FUSED_BACKWARD_CASES])
+def test_fused_backward_matches_float64_reference(shape, causal, blocks, device):
+    base = select_config(None if device == "cpu" else torch.cuda.get_device_capability(), shape[-1], shape[4])
+    config = dataclasses.replace(base, fused_backward=True)
+    if blocks is not None:
+        (dkdv_m, dkdv_n), (dq_m, dq_n) = blocks
+        config = dataclasses.replace(
+            config, backward_dkdv=dataclasses.replace(config.backward_dkdv, block_m=dkdv_m, block_n=dkdv_n),
+            backward_dq=dataclasses.replace(config.backward_dq, block_m=dq_m, block_n=dq_n))
+    _compare_with_reference(shape, causal, torch.float16, device, torch.float64, tolerance=5e-3,
+                            config=config, deterministic=True)
+
+
+def test_fused_backward_is_one_launch(device, monkeypatch):
+    launched = {name: _launches(monkeypatch, name) for name in (
+        "_backward_delta_kernel", "_attention_backward_dkdv_kernel", "_attention_backward_dq_kernel",
+        "_attention_backward_fused_kernel")}
+    base = select_config(None if device == "cpu" else torch.cuda.get_device_capability(), 64, 20)
+    q, k, v, grad_out = _make_inputs(1, 2, 1, 20, 20, 64, torch.float16, device, _fresh_seed())
+    flash_attention(q, k, v, config=dataclasses.replace(base, fused_backward=True)).backward(grad_out)
+    assert {name: len(calls) for name, calls in launched.items()} == {
+        "_backward_delta_kernel": 0, "_attention_backward_dkdv_kernel": 0,
+        "_attention_backward_dq_kernel": 0, "_attention_backward_fused_kernel": 1}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,causal", [((4, 32, 32, 256, 256, 80), True), ((2, 8, 2, 512, 512, 128), True),
+                                          ((1, 4, 4, 300, 300, 256), False), ((2, 4, 1, 200, 200, 64), True)])
+def test_gpu_fused_backward_on_the_shipped_tiles(shape, causal, device):
+    """The fused backward on this GPU's own tiles (the dQ programs on the dK/dV tiles' warps),
+    at the training pass's shape and beside it."""
+    if device != "cuda":
+        pytest.skip("needs a GPU")
+    base = select_config(torch.cuda.get_device_capability(), shape[-1], shape[4])
+    _compare_with_reference(shape, causal, torch.bfloat16, device, torch.float32,
+                            tolerance=GPU_TOLERANCE[torch.bfloat16],
+                            config=dataclasses.replace(base, fused_backward=True), deterministic=True)
