@@ -1,7 +1,7 @@
 """A warp-specialized FlashAttention forward for Hopper, as a standalone probe (issue 18 item 1).
 
-Not gpudoctor's kernel: a NON-CAUSAL forward over device-side tensor descriptors with one key
-loop ``tl.range(0, seq_k, BLOCK_N, warp_specialize=WS)``, WS a constexpr so the same source runs
+Not gpudoctor's kernel: a forward over device-side tensor descriptors with one key loop
+``tl.range(0, key_end, BLOCK_N, warp_specialize=WS)``, WS a constexpr so the same source runs
 with and without Triton's Hopper warp specialization (a producer warp group issuing the copy
 engine's loads, two consumer warp groups doing the matrix products and the softmax, each on half
 of the BLOCK_M query rows). The questions: does Triton 3.6's warp specialization take our forward
@@ -34,6 +34,18 @@ LSE pointers of the same consumer come out right in the TTGIR. The kernel's ROWS
 form (variants "rows=offsets", which should reproduce the bug under WS, and the default "base");
 the GPU mode fills LSE with NaN first and counts wrong rows in each block's first and second
 half, which tells the two apart.
+
+Round 1 on the H200 (2026-11-23, bench/results/attention-ws-probe-h200-2026-11-23-s8-run1.*):
+every rows=offsets variant left exactly half the LSE rows unwritten, the base form was right
+everywhere; every WS variant with num_stages=3 returned NaN (a separate failure); WS with 1-2
+stages gave 4-8% over the shipped forward at head_dim >= 112, still short of cuDNN.
+
+Round 2 adds the CAUSAL forward (seq_q == seq_k): the one loop runs to
+``min(start_m + BLOCK_M, seq_k)`` and masks with ``rows >= (start_n - start_m) + offs_n`` (the
+form the TTGIR shows right in both consumers). On every key block: with the mask inside
+``if start_n + BLOCK_N > start_m`` (the diagonal blocks only) the sm90 pass silently leaves the
+loop unspecialized (4 warps, no setmaxnreg, spills: --compile-only lists those "mask=diagonal"
+variants, the GPU mode does not run them).
 
 Usage:
   python bench/attention_ws_probe.py --compile-only [--ttgir DIR]    no GPU: compiles every
@@ -70,6 +82,9 @@ LOG2_E = 1.4426950408889634
 # and then fails to launch with OutOfResources.
 SM90_MAX_SHARED = 232448
 ROWS = {"offsets": 0, "base": 1}
+# Causal mask on every key block, or only inside `if start_n + BLOCK_N > start_m` (the blocks that
+# cross the diagonal), both in the one loop.
+MASKS = {"all": 0, "diagonal": 1}
 # Triton picks its interpreter when @triton.jit runs; the kernel's loop must know it too.
 _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -88,14 +103,25 @@ def _head_descriptor(base, rows, stride_row, head_dim, BLOCK_ROWS: tl.constexpr,
 
 
 @triton.jit
-def _key_block(acc, row_sum, row_max, q, k_desc, v_desc, start_n, offs_n, seq_k, qk_scale,
-               CHECK_N: tl.constexpr):
+def _key_block(acc, row_sum, row_max, q, k_desc, v_desc, start_n, start_m, rows, offs_n, seq_k,
+               qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CHECK_N: tl.constexpr,
+               CAUSAL: tl.constexpr, MASK: tl.constexpr):
     """One key block of the online softmax (base 2): the running max, sum and accumulator."""
     k = k_desc.load([start_n, 0])
     scores = tl.dot(q, k.T)
     if CHECK_N:
         # Keys past seq_k load as zeros, so their scores are 0, not absent: mask them.
         scores = tl.where((start_n + offs_n)[None, :] < seq_k, scores, -1.0e6)
+    if CAUSAL:
+        # Query row start_m + r sees key start_n + c when r >= (start_n - start_m) + c. The row
+        # range stands alone: under data partitioning each consumer's own share of it is the
+        # only shift (start_m + rows would be shifted twice in the second consumer, see above).
+        if MASK == 1:
+            # Only the blocks that cross the diagonal: one branch inside the one loop.
+            if start_n + BLOCK_N > start_m:
+                scores = tl.where(rows[:, None] >= (start_n - start_m) + offs_n[None, :], scores, -1.0e6)
+        else:
+            scores = tl.where(rows[:, None] >= (start_n - start_m) + offs_n[None, :], scores, -1.0e6)
     new_max = tl.maximum(row_max, tl.max(scores, 1) * qk_scale)
     probs = tl.math.exp2(scores * qk_scale - new_max[:, None])
     correction = tl.math.exp2(row_max - new_max)
@@ -116,6 +142,7 @@ def _ws_forward_kernel(
     num_heads, seq_q, seq_k, qk_scale, head_dim,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     WS: tl.constexpr, ROWS: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
+    CAUSAL: tl.constexpr, MASK: tl.constexpr,
 ):
     start_m = tl.program_id(0) * BLOCK_M
     batch_head = tl.program_id(1)
@@ -130,19 +157,25 @@ def _ws_forward_kernel(
     o_desc = _head_descriptor(O + batch * stride_ob + head * stride_oh, seq_q, stride_om, head_dim,
                               BLOCK_M, BLOCK_D)
     lse_head = LSE + batch_head.to(tl.int64) * seq_q
+    rows = tl.arange(0, BLOCK_M)
     if ROWS == 0:
         # The form 107878a used. Under Hopper warp specialization the second consumer's copy of
         # this comes out as splat(start_m + 64) + make_range(64, 128): 64 rows too far.
-        offs_m = start_m + tl.arange(0, BLOCK_M)
+        offs_m = start_m + rows
         lse_ptrs = lse_head + offs_m
         row_in = offs_m < seq_q
     else:
         # The block's first row folded into the scalar base: each consumer's share of the range
         # is then its only shift.
-        rows = tl.arange(0, BLOCK_M)
         lse_ptrs = (lse_head + start_m) + rows
         row_in = rows < seq_q - start_m
     offs_n = tl.arange(0, BLOCK_N)
+    if CAUSAL:
+        # One loop up to the block's last row (seq_q == seq_k): a second loop for the diagonal
+        # blocks breaks the sm90 warp-specialization pass (triton-lang/triton#9728).
+        key_end = tl.minimum(start_m + BLOCK_M, seq_k)
+    else:
+        key_end = seq_k
 
     q = q_desc.load([start_m, 0])
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
@@ -152,15 +185,17 @@ def _ws_forward_kernel(
         # Triton 3.6's interpreter turns range() bounds into int(1-element array), which NumPy
         # >= 2.4 refuses (as in gpudoctor/kernels/attention.py); it ignores warp_specialize anyway.
         start_n = 0
-        while start_n < seq_k:
+        while start_n < key_end:
             acc, row_sum, row_max = _key_block(acc, row_sum, row_max, q, k_desc, v_desc, start_n,
-                                               offs_n, seq_k, qk_scale, CHECK_N)
+                                               start_m, rows, offs_n, seq_k, qk_scale, BLOCK_M,
+                                               BLOCK_N, CHECK_N, CAUSAL, MASK)
             start_n += BLOCK_N
     else:
-        for start_n in tl.range(0, seq_k, BLOCK_N, warp_specialize=WS):
+        for start_n in tl.range(0, key_end, BLOCK_N, warp_specialize=WS):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             acc, row_sum, row_max = _key_block(acc, row_sum, row_max, q, k_desc, v_desc, start_n,
-                                               offs_n, seq_k, qk_scale, CHECK_N)
+                                               start_m, rows, offs_n, seq_k, qk_scale, BLOCK_M,
+                                               BLOCK_N, CHECK_N, CAUSAL, MASK)
 
     o_desc.store([start_m, 0], (acc / row_sum[:, None]).to(O.dtype.element_ty))
     tl.store(lse_ptrs, row_max + tl.math.log2(row_sum), mask=row_in)
@@ -182,10 +217,14 @@ class Variant:
     num_warps: int
     num_stages: int
     rows: str = "base"
+    causal: bool = False
+    mask: str = "all"  # causal only: see MASKS
 
     @property
     def label(self) -> str:
         name = f"{'ws' if self.ws else 'plain'} {self.block_m}x{self.block_n} w{self.num_warps} s{self.num_stages}"
+        if self.causal:
+            name += f" causal mask={self.mask}"
         return name + (" rows=offsets" if self.rows != "base" else "")
 
 
@@ -206,9 +245,35 @@ VARIANTS = {
           Variant(True, 128, 64, 4, 1, "offsets")),
 }
 
-# (name, batch, heads, seq, head_dim), non-causal, bf16: issue 18's slowest forward ratios.
-SHAPES = (("hd128", 4, 32, 4096, 128), ("hd112", 4, 32, 4096, 112),
-          ("hd64-s1024", 16, 32, 1024, 64), ("hd256", 4, 32, 4096, 256))
+
+def _causal(variant: Variant, mask: str) -> Variant:
+    return dataclasses.replace(variant, causal=True, mask=mask)
+
+
+# Causal: round 1's correct and fastest tiles, stages 1-2 only (every WS variant with 3 stages
+# returned NaN on the H200 non-causal); the plain (unspecialized) loop beside them runs the same
+# source. The mask on every key block: with the `if` (mask=diagonal) the sm90 pass silently
+# leaves the loop unspecialized (4 warps, no setmaxnreg, 255 registers and up to 3 KB of spills:
+# --compile-only), so those variants are compiled, not run.
+CAUSAL_VARIANTS = {
+    128: (_causal(Variant(False, 128, 128, 8, 3), "all"), _causal(Variant(False, 128, 64, 8, 3), "all"),
+          _causal(Variant(True, 128, 128, 4, 2), "all"), _causal(Variant(True, 128, 64, 4, 2), "all")),
+    256: (_causal(Variant(False, 128, 64, 8, 2), "all"),
+          _causal(Variant(True, 128, 64, 4, 1), "all"), _causal(Variant(True, 128, 32, 4, 2), "all")),
+}
+CAUSAL_DIAGONAL_VARIANTS = {
+    block_d: tuple(_causal(variant, "diagonal") for variant in variants if variant.ws)
+    for block_d, variants in CAUSAL_VARIANTS.items()
+}
+
+# (name, batch, heads, seq, head_dim, causal), bf16: issue 18's slowest forward ratios, and the
+# causal forms of the three long-sequence ones (hd112 runs in 128-wide blocks).
+# Causal first: round 1 measured the others (bench/results/attention-ws-probe-h200-2026-11-23-s8-run1.*),
+# and the budget drops the last shapes first.
+SHAPES = (("hd128-causal", 4, 32, 4096, 128, True), ("hd112-causal", 4, 32, 4096, 112, True),
+          ("hd256-causal", 4, 32, 4096, 256, True),
+          ("hd128", 4, 32, 4096, 128, False), ("hd112", 4, 32, 4096, 112, False),
+          ("hd64-s1024", 16, 32, 1024, 64, False), ("hd256", 4, 32, 4096, 256, False))
 
 
 def block_width(head_dim: int) -> int:
@@ -222,33 +287,76 @@ def block_width(head_dim: int) -> int:
 
 def _constants(variant: Variant, block_d: int, check_n: bool = False) -> dict:
     return dict(BLOCK_M=variant.block_m, BLOCK_N=variant.block_n, BLOCK_D=block_d, WS=variant.ws,
-                ROWS=ROWS[variant.rows], CHECK_N=check_n, INTERPRETED=_INTERPRETED)
+                ROWS=ROWS[variant.rows], CHECK_N=check_n, INTERPRETED=_INTERPRETED,
+                CAUSAL=variant.causal, MASK=MASKS[variant.mask])
 
 
 def compile_sm90(variant: Variant, block_d: int):
     """Triton's compile for sm90 of the kernel as a launch on contiguous bf16 (batch, heads, seq,
     head_dim) tensors would specialize it (pointers and int arguments 16-divisible)."""
+    pointers = {"LSE": "*fp32", "Q": "*bf16", "K": "*bf16", "V": "*bf16", "O": "*bf16"}
+    return compile_kernel_sm90(_ws_forward_kernel, _constants(variant, block_d), pointers,
+                               {"qk_scale"}, variant.num_warps, variant.num_stages)
+
+
+def compile_kernel_sm90(kernel, constants: dict, pointers: dict, floats: set, num_warps: int,
+                        num_stages: int):
+    """Compile ``kernel`` for sm90 without a GPU: ``pointers`` maps pointer arguments to their
+    Triton type, ``floats`` names the fp32 scalars; every other argument is an i32 that a launch
+    would see 16-divisible (as the probes' shapes are)."""
     from triton.backends.compiler import GPUTarget
 
-    constants = _constants(variant, block_d)
     signature, constexprs, attrs = {}, {}, {}
-    for index, name in enumerate(_ws_forward_kernel.arg_names):
+    for index, name in enumerate(kernel.arg_names):
         if name in constants:
             signature[name], constexprs[name] = "constexpr", constants[name]
-        elif name == "LSE":
-            signature[name], attrs[(index,)] = "*fp32", [["tt.divisibility", 16]]
-        elif name in ("Q", "K", "V", "O"):
-            signature[name], attrs[(index,)] = "*bf16", [["tt.divisibility", 16]]
-        elif name == "qk_scale":
+        elif name in pointers:
+            signature[name], attrs[(index,)] = pointers[name], [["tt.divisibility", 16]]
+        elif name in floats:
             signature[name] = "fp32"
         else:
             signature[name], attrs[(index,)] = "i32", [["tt.divisibility", 16]]
-    source = triton.compiler.ASTSource(fn=_ws_forward_kernel, signature=signature,
-                                       constexprs=constexprs, attrs=attrs)
+    source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs,
+                                       attrs=attrs)
     target = GPUTarget("cuda", 90, 32)
     options = triton.compiler.make_backend(target).parse_options(
-        {"num_warps": variant.num_warps, "num_stages": variant.num_stages})
-    return triton.compile(source, target=target, options=options.__dict__)
+        {"num_warps": num_warps, "num_stages": num_stages})
+    # A failing MLIR pass writes its reason (an assertion, an error) and a whole reproducer to
+    # file descriptor 2, not into the exception: keep it, and raise with the reason.
+    with tempfile.TemporaryFile() as sink:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            return triton.compile(source, target=target, options=options.__dict__)
+        except Exception as error:
+            sink.seek(0)
+            said = sink.read().decode(errors="replace").splitlines()
+            reasons = [line.strip() for line in said if "Assertion" in line or
+                       ("error:" in line and "Failures have been detected" not in line)]
+            if reasons:
+                raise RuntimeError(f"{_one_line(error)}: {reasons[0][:300]}") from error
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def compiled_figures(compiled) -> dict:
+    """Total warps, setmaxnreg (the registers each warp group asks for or gives back under warp
+    specialization), shared memory, and ptxas's registers and spills."""
+    ptx = compiled.asm["ptx"]
+    found = re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)
+    row = {"total_warps": compiled.metadata.num_warps,
+           "setmaxnreg": " ".join(
+               f"{kind} {'/'.join(sorted({count for k, count in found if k == kind}, key=int, reverse=True))}"
+               for kind in ("inc", "dec") if any(k == kind for k, _ in found)),
+           "shared": compiled.metadata.shared}
+    try:
+        row.update(ptxas_figures(ptx))
+    except Exception as error:  # noqa: BLE001
+        row["ptxas_error"] = f"{type(error).__name__}: {_one_line(error)}"
+    return row
 
 
 def ptxas_figures(ptx: str) -> dict:
@@ -274,7 +382,7 @@ def ptxas_figures(ptx: str) -> dict:
 
 def _one_line(text: str) -> str:
     lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return lines[-1][:200] if lines else ""
+    return lines[-1][:400] if lines else ""
 
 
 def compile_report(variant: Variant, block_d: int, ttgir_dir: str | None = None) -> dict:
@@ -286,17 +394,7 @@ def compile_report(variant: Variant, block_d: int, ttgir_dir: str | None = None)
         row["error"] = f"{type(error).__name__}: {_one_line(error)}"
         return row
     row["compile_s"] = round(time.perf_counter() - started, 2)
-    ptx = compiled.asm["ptx"]
-    row["total_warps"] = compiled.metadata.num_warps
-    found = re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)
-    row["setmaxnreg"] = " ".join(
-        f"{kind} {'/'.join(sorted({count for k, count in found if k == kind}, key=int, reverse=True))}"
-        for kind in ("inc", "dec") if any(k == kind for k, _ in found))
-    row["shared"] = compiled.metadata.shared
-    try:
-        row.update(ptxas_figures(ptx))
-    except Exception as error:  # noqa: BLE001
-        row["ptxas_error"] = f"{type(error).__name__}: {_one_line(error)}"
+    row.update(compiled_figures(compiled))
     if ttgir_dir:
         os.makedirs(ttgir_dir, exist_ok=True)
         name = re.sub(r"[^\w]+", "_", f"hd{block_d}_{variant.label}")
@@ -309,23 +407,24 @@ def compile_only_main(ttgir_dir: str | None, json_path: str | None) -> int:
     if _INTERPRETED:
         print("error: --compile-only needs TRITON_INTERPRET unset (the interpreter compiles nothing)")
         return 2
-    print(f"sm90, compiled on this machine (no GPU), Triton {triton.__version__}, bf16, non-causal")
-    print(f"{'block_d':>7}  {'variant':<30}{'result':<9}{'warps':>6}  {'setmaxnreg':<21}"
+    print(f"sm90, compiled on this machine (no GPU), Triton {triton.__version__}, bf16")
+    print(f"{'block_d':>7}  {'variant':<40}{'result':<9}{'warps':>6}  {'setmaxnreg':<21}"
           f"{'smem B':>8}{'regs':>6}{'spill st/ld':>13}{'compile s':>10}")
     rows = []
-    for block_d, variants in VARIANTS.items():
-        for variant in variants:
-            row = compile_report(variant, block_d, ttgir_dir)
-            rows.append(row)
-            if "error" in row:
-                print(f"{block_d:>7}  {variant.label:<30}failed   {row['error']}", flush=True)
-                continue
-            registers = (f"{row['registers']:>6}{row['spill_stores']:>7}/{row['spill_loads']:<5}"
-                         if "registers" in row else f"  ptxas failed: {row['ptxas_error']}")
-            note = "  over sm90's 227 KB: cannot launch" if row["shared"] > SM90_MAX_SHARED else ""
-            print(f"{block_d:>7}  {variant.label:<30}{'compiled':<9}{row['total_warps']:>6}  "
-                  f"{row['setmaxnreg'] or '-':<21}{row['shared']:>8}{registers}"
-                  f"{row['compile_s']:>10}{note}", flush=True)
+    every = [(block_d, variant) for table in (VARIANTS, CAUSAL_VARIANTS, CAUSAL_DIAGONAL_VARIANTS)
+             for block_d, variants in table.items() for variant in variants]
+    for block_d, variant in every:
+        row = compile_report(variant, block_d, ttgir_dir)
+        rows.append(row)
+        if "error" in row:
+            print(f"{block_d:>7}  {variant.label:<40}failed   {row['error']}", flush=True)
+            continue
+        registers = (f"{row['registers']:>6}{row['spill_stores']:>7}/{row['spill_loads']:<5}"
+                     if "registers" in row else f"  ptxas failed: {row['ptxas_error']}")
+        note = "  over sm90's 227 KB: cannot launch" if row["shared"] > SM90_MAX_SHARED else ""
+        print(f"{block_d:>7}  {variant.label:<40}{'compiled':<9}{row['total_warps']:>6}  "
+              f"{row['setmaxnreg'] or '-':<21}{row['shared']:>8}{registers}"
+              f"{row['compile_s']:>10}{note}", flush=True)
     if json_path:
         _write_json(json_path, {"mode": "compile-only", "triton": triton.__version__, "rows": rows})
     return 0
@@ -365,14 +464,17 @@ def ws_forward(q, k, v, variant: Variant, softmax_scale: float, lse_fill: float 
     return out, lse
 
 
-def reference(q, k, v, softmax_scale: float):
+def reference(q, k, v, softmax_scale: float, causal: bool = False):
     """SDPA-math in float32, one batch element at a time: (out, base-2 LSE of the scaled
-    scores as (batch * heads, seq_q))."""
+    scores as (batch * heads, seq_q)); causal: query i sees keys 0..i (seq_q == seq_k)."""
     import torch
 
     outs, lses = [], []
     for index in range(q.shape[0]):
         scores = torch.matmul(q[index].float(), k[index].float().transpose(-1, -2)) * softmax_scale
+        if causal:
+            hidden = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+            scores.masked_fill_(hidden, float("-inf"))
         lses.append(torch.logsumexp(scores, dim=-1) * LOG2_E)
         outs.append(torch.matmul(torch.softmax(scores, dim=-1), v[index].float()))
         del scores
@@ -425,13 +527,19 @@ def interpret_check_main() -> int:
                 for _ in range(2))
         scale = 1.0 / math.sqrt(head_dim)
         ref_out, ref_lse = reference(q, k, v, scale)
-        for rows in ROWS:
-            variant = Variant(False, 64, 64, 4, 2, rows)
+        causal_out, causal_lse = reference(q, k, v, scale, causal=True)
+        variants = [Variant(False, 64, 64, 4, 2, rows) for rows in ROWS]
+        # Causal: both mask forms, and a key block narrower than the query block (two key
+        # blocks cross each diagonal).
+        variants += [_causal(Variant(False, 64, block_n, 4, 2), mask)
+                     for block_n in (64, 32) for mask in MASKS]
+        for variant in variants:
+            expected = (causal_out, causal_lse) if variant.causal else (ref_out, ref_lse)
             out, lse = ws_forward(q, k, v, variant, scale, lse_fill=float("nan"))
-            result = compare(out, lse, ref_out, ref_lse, variant.block_m)
+            result = compare(out, lse, *expected, variant.block_m)
             ok = result["out_ok"] and result["lse_ok"]
             failures += not ok
-            print(f"b{batch} h{heads} sq{seq_q} sk{seq_k} hd{head_dim} rows={rows}: "
+            print(f"b{batch} h{heads} sq{seq_q} sk{seq_k} hd{head_dim} {variant.label}: "
                   f"out err {result['out_err']:.4f}, lse err {result['lse_err']:.2e}, "
                   f"{'ok' if ok else 'WRONG'}", flush=True)
     print("interpreter check: " + ("all right" if not failures else f"{failures} wrong"))
@@ -472,7 +580,7 @@ class _Watchdog:
             time.sleep(1.0)
             if self.row is not None and time.monotonic() - self.since > self.limit_s:
                 self.row["error"] = f"hung: no answer in {self.limit_s:.0f} s (process ended)"
-                print(f"{self.row['shape']:<11}{self.row['variant']:<30}{self.row['error']}", flush=True)
+                print(f"{self.row['shape']:<13}{self.row['variant']:<40}{self.row['error']}", flush=True)
                 self.save()
                 os._exit(3)
 
@@ -488,7 +596,7 @@ def _environment() -> dict:
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "gpu": torch.cuda.get_device_name(), "driver": driver, "torch": torch.__version__,
             "triton": triton.__version__, "cudnn": torch.backends.cudnn.version(),
-            "python": platform.python_version(), "dtype": "bf16", "causal": False}
+            "python": platform.python_version(), "dtype": "bf16"}
 
 
 def _write_json(path: str, payload: dict) -> None:
@@ -499,7 +607,7 @@ def _write_json(path: str, payload: dict) -> None:
 
 def _print_row(row: dict) -> None:
     if "error" in row:
-        print(f"{row['shape']:<11}{row['variant']:<30}{row['error']}", flush=True)
+        print(f"{row['shape']:<13}{row['variant']:<40}{row['error']}", flush=True)
         return
     ratio = f"{row['ratio_best_sdpa']:.2f}x" if row.get("ratio_best_sdpa") else "-"
     checked = ""
@@ -508,7 +616,7 @@ def _print_row(row: dict) -> None:
                    f"{'y' if row['lse_ok'] else 'n'} (wrong rows {row['lse_wrong_rows_first_half']}"
                    f"/{row['lse_wrong_rows_second_half']} of {row['lse_rows']}, unwritten "
                    f"{row['lse_unwritten_rows']}, max rel {row['lse_err']:.1e})")
-    print(f"{row['shape']:<11}{row['variant']:<30}{row['ms']:>8.3f}{ratio:>8}  {checked}", flush=True)
+    print(f"{row['shape']:<13}{row['variant']:<40}{row['ms']:>8.3f}{ratio:>8}  {checked}", flush=True)
 
 
 def _run_baseline(row: dict, run) -> None:
@@ -559,16 +667,17 @@ def gpu_main(json_path: str | None, budget_s: float, row_limit_s: float, shapes:
 
     watchdog = _Watchdog(row_limit_s, save)
     print(f"{environment['gpu']}, driver {environment['driver']}, torch {environment['torch']}, "
-          f"Triton {environment['triton']}, bf16 non-causal; ratio = best SDPA ms / ms (>1 faster)")
-    print(f"{'shape':<11}{'variant':<30}{'ms':>8}{'ratio':>8}  out ok (err)  lse ok (wrong rows in "
+          f"Triton {environment['triton']}, bf16; ratio = best SDPA ms / ms (>1 faster)")
+    print(f"{'shape':<13}{'variant':<40}{'ms':>8}{'ratio':>8}  out ok (err)  lse ok (wrong rows in "
           f"the 1st/2nd half of each block)")
     broken = None  # set once a launch has left the CUDA context unusable
-    for name, batch, heads, seq, head_dim in SHAPES:
+    for name, batch, heads, seq, head_dim, causal in SHAPES:
         if shapes and name not in shapes:
             continue
-        base = {"shape": name, "batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim}
+        base = {"shape": name, "batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim,
+                "causal": causal}
         labels = ["sdpa-cudnn", "sdpa-flash", "gpudoctor-shipped"]
-        variants = VARIANTS[block_width(head_dim)]
+        variants = (CAUSAL_VARIANTS if causal else VARIANTS)[block_width(head_dim)]
         if broken:
             for label in labels + [variant.label for variant in variants]:
                 rows.append({**base, "variant": label, "error": broken})
@@ -578,17 +687,17 @@ def gpu_main(json_path: str | None, budget_s: float, row_limit_s: float, shapes:
         q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
                                generator=generator) for _ in range(3))
         scale = 1.0 / math.sqrt(head_dim)
-        ref_out, ref_lse = reference(q, k, v, scale)
+        ref_out, ref_lse = reference(q, k, v, scale, causal)
 
         def sdpa(backend):
             def run():
                 with sdpa_kernel(backend), torch.no_grad():
-                    return scaled_dot_product_attention(q, k, v, is_causal=False)
+                    return scaled_dot_product_attention(q, k, v, is_causal=causal)
             return run
 
         def shipped():
             with torch.no_grad():
-                return flash_attention(q, k, v, causal=False)
+                return flash_attention(q, k, v, causal=causal)
 
         runs = {"sdpa-cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
                 "sdpa-flash": sdpa(SDPBackend.FLASH_ATTENTION), "gpudoctor-shipped": shipped}
