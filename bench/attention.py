@@ -400,9 +400,10 @@ def print_sweep_table(rows):
 
 
 # --host: our backward variants beside SDPA at the training pass's shape.
-# "triton" = as shipped (select_config: the one-launch backward up to FUSED_BACKWARD_MAX_SEQ keys
-# on sm90); "triton-split-backward" = the same with the backward as three launches (delta pass,
-# dK/dV, dQ: the code before the eighth session); "triton-fused-backward" = one launch forced.
+# "triton" = as shipped (select_config: the one-launch backward on one stage up to
+# FUSED_BACKWARD_MAX_SEQ keys on sm90); "triton-split-backward" = the table's tiles with the
+# backward as three launches (delta pass, dK/dV, dQ: the code before the eighth session);
+# "triton-fused-backward" = one launch on the dK/dV tiles' stages.
 # "triton-fused-backward-s1" = one launch on one pipeline stage (ptxas: no spills at hd80, where
 # three stages spill 472 bytes).
 HOST_PROVIDERS = ("triton", "triton-split-backward", "triton-fused-backward", "triton-fused-backward-s1",
@@ -411,14 +412,17 @@ HOST_PROVIDERS = ("triton", "triton-split-backward", "triton-fused-backward", "t
 
 def _host_variant(provider, head_dim, seq):
     """(provider make_runner takes, config) for a --host provider."""
-    base = select_config(torch.cuda.get_device_capability(), head_dim, seq)
+    from gpudoctor.kernels.attention import DESCRIPTOR_MIN_SEQ, _select_config
+
+    # The table's tiles without the one-launch backward (select_config's short-sequence choice).
+    table = _select_config(torch.cuda.get_device_capability(), head_dim, seq >= DESCRIPTOR_MIN_SEQ)
     if provider == "triton-split-backward":
-        return "triton", replace(base, fused_backward=False)
+        return "triton", table
     if provider == "triton-fused-backward":
-        return "triton", replace(base, fused_backward=True)
+        return "triton", replace(table, fused_backward=True)
     if provider == "triton-fused-backward-s1":
-        return "triton", replace(base, fused_backward=True,
-                                 backward_dkdv=replace(base.backward_dkdv, num_stages=1))
+        return "triton", replace(table, fused_backward=True,
+                                 backward_dkdv=replace(table.backward_dkdv, num_stages=1))
     return provider, None
 
 

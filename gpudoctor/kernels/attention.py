@@ -10,10 +10,13 @@ tutorial: an online-softmax forward in base 2 (``softmax_scale * log2(e)`` folde
 so the exponential is a bare ``exp2``), the causal case split into an unmasked off-diagonal loop and
 a masked diagonal loop, the log-sum-exp (base 2) saved for the backward, and a backward made of a
 ``delta = rowsum(o * do)`` pre-pass, a dK/dV kernel that walks the query blocks and a dQ kernel that
-walks the key blocks. Every gradient element is written by exactly one program (dK/dV of a shared
-KV head sum their query heads inside one program), so by default the backward uses no atomics and
-is bitwise reproducible; a config's ``atomic_dq`` (off everywhere: measured slower) trades that
-for two fewer matrix products when ``deterministic=False``.
+walks the key blocks. At short sequences on Hopper (``fused_backward``) the three are one launch:
+the dK/dV and dQ programs side by side in one grid, each computing the delta it needs from O, since
+such calls are host-bound (launches and their Python cost more than the GPU's work). Every
+gradient element is written by exactly one program (dK/dV of a shared KV head sum their query
+heads inside one program), so by default the backward uses no atomics and is bitwise
+reproducible; a config's ``atomic_dq`` (off everywhere: measured slower) trades that for two
+fewer matrix products when ``deterministic=False``.
 
 Head dims that are a power of two plus a smaller power of two of at least 16 are computed as a
 "main" slice plus a "tail" slice (80 = 64 + 16, 96 = 64 + 32) instead of padding to the next
@@ -559,7 +562,7 @@ def _attention_backward_dkdv_kernel(
     also adds each pair's dQ share into DQ_ACC (float32, contiguous (batch, heads, seq_q,
     head_dim), zeroed by the launcher); without, the dQ kernel computes dQ on its own."""
     _dkdv_program(
-        tl.program_id(0), tl.program_id(1),
+        0, 0,  # FROM_GRID
         Q, K, V, DO, DO, DK, DV, DQ_ACC, LSE, DELTA,
         Q_MAIN_DESC, Q_TAIL_DESC, K_MAIN_DESC, K_TAIL_DESC, V_MAIN_DESC, V_TAIL_DESC,
         DO_MAIN_DESC, DO_TAIL_DESC, DK_MAIN_DESC, DK_TAIL_DESC, DV_MAIN_DESC, DV_TAIL_DESC,
@@ -572,7 +575,7 @@ def _attention_backward_dkdv_kernel(
         stride_dvb, stride_dvh, stride_dvn, stride_dvd,
         num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
         head_dim, D_MAIN, D_TAIL, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL, BLOCK_M, BLOCK_N,
-        CHECK_M, CHECK_N, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE, False)
+        CHECK_M, CHECK_N, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE, False, True)
 
 
 @triton.jit
@@ -594,14 +597,21 @@ def _dkdv_program(
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
     TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
-    DELTA_FROM_O: tl.constexpr,
+    DELTA_FROM_O: tl.constexpr, FROM_GRID: tl.constexpr,
 ):
-    """dK and dV of key block ``key_block`` of one KV head (``batch_kv_head``); see
-    _attention_backward_dkdv_kernel. DELTA_FROM_O: delta = rowsum(o * do) computed here for
-    each query block from O (no DELTA buffer, no separate pass; one O tile more per block)."""
+    """dK and dV of key block ``key_block`` of one KV head (``batch_kv_head``), or with FROM_GRID
+    of this program's place in the dK/dV kernel's grid; see _attention_backward_dkdv_kernel.
+    DELTA_FROM_O: delta = rowsum(o * do) computed here for each query block from O (no DELTA
+    buffer, no separate pass; one O tile more per block)."""
     # (see _attention_forward_kernel)
     head_dim = tl.multiple_of(head_dim, 8)
-    start_n = key_block * BLOCK_N
+    # The grid position is read here, not by the caller: the dK/dV kernel then compiles to the
+    # very PTX it did before the fused kernel shared this body (bench/attention_ptx_digest.py).
+    if FROM_GRID:
+        start_n = tl.program_id(0) * BLOCK_N
+        batch_kv_head = tl.program_id(1)
+    else:
+        start_n = key_block * BLOCK_N
     batch = batch_kv_head // num_kv_heads
     kv_head = batch_kv_head % num_kv_heads
 
@@ -806,7 +816,7 @@ def _attention_backward_dq_kernel(
     loads anyway (one O tile more) and stores it for the dK/dV kernel, which then runs after
     it: no separate delta pass (one launch and one read of dO fewer)."""
     _dq_program(
-        tl.program_id(0), tl.num_programs(0), tl.program_id(1),
+        0, 0, 0,  # FROM_GRID
         Q, K, V, DO, DQ, LSE, DELTA, O, Q_MAIN_DESC, Q_TAIL_DESC, K_MAIN_DESC, K_TAIL_DESC,
         V_MAIN_DESC, V_TAIL_DESC, DO_MAIN_DESC, DO_TAIL_DESC, DQ_MAIN_DESC, DQ_TAIL_DESC,
         stride_qb, stride_qh, stride_qm, stride_qd, stride_kb, stride_kh, stride_kn, stride_kd,
@@ -814,7 +824,7 @@ def _attention_backward_dq_kernel(
         stride_dod, stride_dqb, stride_dqh, stride_dqm, stride_dqd, stride_ob, stride_oh,
         stride_om, stride_od, num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
         head_dim, D_MAIN, D_TAIL, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL, BLOCK_M, BLOCK_N,
-        CHECK_M, CHECK_N, INTERPRETED, TMA, COMPUTE_DELTA, COMPUTE_DELTA)
+        CHECK_M, CHECK_N, INTERPRETED, TMA, COMPUTE_DELTA, COMPUTE_DELTA, True)
 
 
 @triton.jit
@@ -835,14 +845,21 @@ def _dq_program(
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
     TMA: tl.constexpr, COMPUTE_DELTA: tl.constexpr, STORE_DELTA: tl.constexpr,
+    FROM_GRID: tl.constexpr,
 ):
     """dQ of one query block of one head (``batch_head``): slot ``query_slot`` of
-    ``query_slots``, the longest first when causal; see _attention_backward_dq_kernel.
-    COMPUTE_DELTA: delta = rowsum(o * do) from this block's O tile, stored for the dK/dV
-    kernel with STORE_DELTA."""
+    ``query_slots``, the longest first when causal, or with FROM_GRID this program's place in
+    the dQ kernel's grid; see _attention_backward_dq_kernel. COMPUTE_DELTA: delta = rowsum(o *
+    do) from this block's O tile, stored for the dK/dV kernel with STORE_DELTA."""
     # (see _attention_forward_kernel)
     head_dim = tl.multiple_of(head_dim, 8)
-    if CAUSAL:  # longest first (see _attention_forward_kernel)
+    if FROM_GRID:  # read here, in the order the dQ kernel always did (see _dkdv_program)
+        if CAUSAL:  # longest first (see _attention_forward_kernel)
+            start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
+        else:
+            start_m = tl.program_id(0) * BLOCK_M
+        batch_head = tl.program_id(1)
+    elif CAUSAL:
         start_m = (query_slots - 1 - query_slot) * BLOCK_M
     else:
         start_m = query_slot * BLOCK_M
@@ -982,7 +999,7 @@ def _attention_backward_fused_kernel(
             num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
             head_dim, D_MAIN, D_TAIL, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL,
             DKDV_BLOCK_M, DKDV_BLOCK_N, DKDV_CHECK_M, DKDV_CHECK_N, INTERPRETED, 0, False, False,
-            True)
+            True, False)
     else:
         program -= dkdv_programs
         _dq_program(
@@ -995,7 +1012,7 @@ def _attention_backward_fused_kernel(
             stride_ob, stride_oh, stride_om, stride_od,
             num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
             head_dim, D_MAIN, D_TAIL, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL,
-            DQ_BLOCK_M, DQ_BLOCK_N, DQ_CHECK_M, DQ_CHECK_N, INTERPRETED, 0, True, False)
+            DQ_BLOCK_M, DQ_BLOCK_N, DQ_CHECK_M, DQ_CHECK_N, INTERPRETED, 0, True, False, False)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1125,9 +1142,16 @@ def _architecture_family(capability: tuple[int, int]) -> str:
 # DESCRIPTOR_MIN_SEQ keys the host-side descriptors' set-up dominates (the training pass's
 # shape, seq 256: 0.099 ms forward against 0.019); the threshold itself was not swept.
 DESCRIPTOR_MIN_SEQ = 1024
-# sm90: the whole backward in one launch (fused_backward) up to this many keys, where a step is
-# host-bound. 0 (never) until measured on the H200.
-FUSED_BACKWARD_MAX_SEQ = 0
+# sm90: the whole backward in one launch (fused_backward), on one pipeline stage, up to this many
+# keys, where a step is host-bound (two launches, a delta buffer and their Python fewer). Measured
+# on the H200 (docs/benchmarks.md, eighth session; bench/results/attention-h200-2026-11-23-s8-*;
+# batch 4, 32 heads, causal, bf16, forward+backward ms against the three-launch backward in the
+# same run): seq 256 hd64 0.495 vs 0.709, hd80 0.430 vs 0.513, hd128 0.613 vs 0.813; seq 512
+# 0.531 vs 0.667, 0.492 vs 0.583, 0.591 vs 0.866; seq 1024 still 1.15-1.28x faster but not swept
+# wider (other batches, GQA); seq 2048 0.73-0.82x (slower: each dK/dV program recomputes delta,
+# one stage). One stage, not the dK/dV kernel's two or three: ptxas spills 472 bytes at hd80 with
+# three (the O tiles of the inline delta), none with one, and it ran as fast or faster.
+FUSED_BACKWARD_MAX_SEQ = 512
 
 
 def select_config(capability: tuple[int, int] | None, head_dim: int,
@@ -1150,7 +1174,8 @@ def _select_config(capability, head_dim: int, long_sequence: bool, short_sequenc
             and (padded_width(head_dim, config) != head_dim or head_dim == 256)):
         config = dataclasses.replace(config, tma=HOST_DESCRIPTORS)
     if family == "sm90" and short_sequence:
-        config = dataclasses.replace(config, fused_backward=True)
+        config = dataclasses.replace(config, fused_backward=True,
+                                     backward_dkdv=dataclasses.replace(config.backward_dkdv, num_stages=1))
     return config
 
 

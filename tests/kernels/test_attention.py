@@ -189,6 +189,22 @@ def test_sm90_takes_the_descriptor_kernels_where_they_measured_faster():
         assert select_config(capability, 72, 4096).tma == pointers
 
 
+def test_sm90_runs_the_backward_in_one_launch_at_short_sequences():
+    """The fused backward, on one stage, up to FUSED_BACKWARD_MAX_SEQ keys on sm90 (measured
+    faster there); longer or unknown sequences and other GPUs keep the three launches and the
+    table's stages."""
+    limit = attention_module.FUSED_BACKWARD_MAX_SEQ
+    for head_dim in (64, 72, 80, 128, 256):
+        short = select_config((9, 0), head_dim, limit)
+        assert short.fused_backward and short.backward_dkdv.num_stages == 1, head_dim
+        table = attention_module._ARCH_CONFIGS["sm90"][attention_module._bucket((9, 0), head_dim)]
+        for seq in (limit + 1, 4096, None):
+            long = select_config((9, 0), head_dim, seq)
+            assert not long.fused_backward and long.backward_dkdv == table.backward_dkdv, (head_dim, seq)
+    for capability in ((8, 0), (8, 6), (7, 5), (10, 0)):
+        assert not select_config(capability, 80, 256).fused_backward
+
+
 def _descriptors_here(device, mode) -> bool:
     return device == "cpu" or tensor_descriptors_usable(mode, torch.empty(8, device="cuda"))
 
