@@ -400,8 +400,8 @@ def print_sweep_table(rows):
 
 
 # --host: our backward variants beside SDPA at the training pass's shape.
-# "triton" = as shipped (select_config: the one-launch backward on one stage up to
-# FUSED_BACKWARD_MAX_SEQ keys on sm90); "triton-split-backward" = the table's tiles with the
+# "triton" = as shipped (select_config: the one-launch backward on one stage for attention
+# matrices up to FUSED_BACKWARD_MAX_SCORES elements on sm90); "triton-split-backward" = the table's tiles with the
 # backward as three launches (delta pass, dK/dV, dQ: the code before the eighth session);
 # "triton-fused-backward" = one launch on the dK/dV tiles' stages.
 # "triton-fused-backward-s1" = one launch on one pipeline stage (ptxas: no spills at hd80, where
@@ -496,20 +496,22 @@ def host_profile(batch=4, heads=32, seq=256, head_dim=80, causal=True, rounds=3)
     return report
 
 
-FUSED_SWEEP_SEQS = (256, 512, 1024, 2048)
+# (batch, seq): the limit's neighbourhood at batch 4, and the same attention-matrix sizes at batch 16
+# (FUSED_BACKWARD_MAX_SCORES assumes the trade depends on the size, not on batch or length).
+FUSED_SWEEP_SHAPES = ((4, 256), (4, 512), (4, 1024), (4, 2048), (16, 512), (16, 1024))
 FUSED_SWEEP_HEAD_DIMS = (64, 80, 128)
 
 
-def fused_sweep(batch=4, heads=32, rounds=2):
-    """Where the one-launch backward stops paying (FUSED_BACKWARD_MAX_SEQ): forward+backward of
-    the split and the fused backward beside cuDNN and SDPA-flash at batch 4, 32 heads, causal,
-    bf16, per (head_dim, seq); do_bench's median and back to back (mean of 100), providers in
-    turn, order reversed every other round, each figure the median over rounds."""
+def fused_sweep(heads=32, rounds=2):
+    """Where the one-launch backward stops paying (FUSED_BACKWARD_MAX_SCORES): forward+backward of
+    the split and the fused backward beside cuDNN and SDPA-flash, 32 heads, causal, bf16, per
+    (head_dim, batch, seq); do_bench's median and back to back (mean of 100), providers in turn,
+    order reversed every other round, each figure the median over rounds."""
     rows = []
     providers = ("triton-split-backward", "triton-fused-backward", "triton-fused-backward-s1",
                  "sdpa-cudnn", "sdpa-flash")
     for head_dim in FUSED_SWEEP_HEAD_DIMS:
-        for seq in FUSED_SWEEP_SEQS:
+        for batch, seq in FUSED_SWEEP_SHAPES:
             q, k, v = make_inputs(batch, heads, heads, seq, head_dim, "fwd+bwd", seq + head_dim)
             samples = {}
             for round_index in range(rounds):
@@ -535,7 +537,7 @@ def fused_sweep(batch=4, heads=32, rounds=2):
             fused_s1 = row["triton-fused-backward-s1"]
             row["fused_over_split"] = round(split["do_bench_ms"] / fused["do_bench_ms"], 3)
             row["fused_s1_over_split"] = round(split["do_bench_ms"] / fused_s1["do_bench_ms"], 3)
-            print(f"fused-sweep hd{head_dim:<4}seq{seq:<6} fwd+bwd ms: split {split['do_bench_ms']:.3f} "
+            print(f"fused-sweep hd{head_dim:<4}b{batch:<3}seq{seq:<6} fwd+bwd ms: split {split['do_bench_ms']:.3f} "
                   f"fused {fused['do_bench_ms']:.3f} cudnn {row['sdpa-cudnn']['do_bench_ms']:.3f} "
                   f"flash {row['sdpa-flash']['do_bench_ms']:.3f} | fused/split x{row['fused_over_split']:.2f}, "
                   f"fused x best SDPA {best / fused['do_bench_ms']:.2f}, split x best {best / split['do_bench_ms']:.2f} "
@@ -611,7 +613,7 @@ def main(argv=None):
     parser.add_argument("--shapes", default="", help="sweep only these shape names (comma-separated)")
     parser.add_argument("--host", action="store_true", help="profile one call at the training shape")
     parser.add_argument("--fused-sweep", action="store_true",
-                        help="split against one-launch backward at short sequences (FUSED_BACKWARD_MAX_SEQ)")
+                        help="split against one-launch backward at short sequences (FUSED_BACKWARD_MAX_SCORES)")
     parser.add_argument("--compile-workers", type=int, default=12)
     parser.add_argument("--round", default="", help="candidate set: '' (issue 18's), 's3', 's4', 's6'")
     parser.add_argument("--check-worker", help=argparse.SUPPRESS)

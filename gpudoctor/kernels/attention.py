@@ -1142,29 +1142,37 @@ def _architecture_family(capability: tuple[int, int]) -> str:
 # DESCRIPTOR_MIN_SEQ keys the host-side descriptors' set-up dominates (the training pass's
 # shape, seq 256: 0.099 ms forward against 0.019); the threshold itself was not swept.
 DESCRIPTOR_MIN_SEQ = 1024
-# sm90: the whole backward in one launch (fused_backward), on one pipeline stage, up to this many
-# keys, where a step is host-bound (two launches, a delta buffer and their Python fewer). Measured
-# on the H200 (docs/benchmarks.md, eighth session; bench/results/attention-h200-2026-11-23-s8-*;
-# batch 4, 32 heads, causal, bf16, forward+backward ms against the three-launch backward in the
-# same run): seq 256 hd64 0.495 vs 0.709, hd80 0.430 vs 0.513, hd128 0.613 vs 0.813; seq 512
-# 0.531 vs 0.667, 0.492 vs 0.583, 0.591 vs 0.866; seq 1024 still 1.15-1.28x faster but not swept
-# wider (other batches, GQA); seq 2048 0.73-0.82x (slower: each dK/dV program recomputes delta,
-# one stage). One stage, not the dK/dV kernel's two or three: ptxas spills 472 bytes at hd80 with
-# three (the O tiles of the inline delta), none with one, and it ran as fast or faster.
-FUSED_BACKWARD_MAX_SEQ = 512
+# sm90: the whole backward in one launch (fused_backward), on one pipeline stage, for calls whose
+# attention matrices (batch x heads x seq_q x seq_k elements) are at most this big, where a step
+# is host-bound (two launches, a delta buffer and their Python fewer). Measured on the H200
+# (docs/benchmarks.md, eighth session; bench/results/attention-h200-2026-11-23-s8-*; batch 4, 32
+# heads, causal, bf16, forward+backward ms against the three-launch backward in the same run):
+# seq 256 hd64 0.495 vs 0.709, hd80 0.430 vs 0.513, hd128 0.613 vs 0.813; seq 512 0.531 vs 0.667,
+# 0.492 vs 0.583, 0.591 vs 0.866; seq 1024 (this limit) 0.548 vs 0.635, 0.470 vs 0.603, 0.692 vs
+# 0.793; seq 2048 0.73-0.82x, slower: past the limit the GPU's work dominates and the fused
+# kernel does more of it (each dK/dV program recomputes delta; one stage). The same work at
+# another batch or length is assumed to trade the same way (not measured). One stage, not the
+# dK/dV kernel's two or three: ptxas spills 472 bytes at hd80 with three (the O tiles of the
+# inline delta), none with one, and it ran as fast or faster.
+FUSED_BACKWARD_MAX_SCORES = 4 * 32 * 1024 * 1024
 
 
 def select_config(capability: tuple[int, int] | None, head_dim: int,
-                  seq_k: int | None = None) -> AttentionConfig:
+                  seq_k: int | None = None, scores: int | None = None) -> AttentionConfig:
     """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``;
-    ``seq_k`` (keys per head; None: long) picks the descriptor kernels or not on sm90, and the
-    one-launch backward or not."""
+    ``seq_k`` (keys per head; None: long) picks the descriptor kernels or not on sm90, and
+    ``scores`` (batch x heads x seq_q x seq_k; None: large) the one-launch backward or not."""
     return _select_config(capability, head_dim, seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ,
-                          seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
+                          scores is not None and scores <= FUSED_BACKWARD_MAX_SCORES)
+
+
+def config_for(q: torch.Tensor, k: torch.Tensor, capability) -> AttentionConfig:
+    """select_config for these inputs ((batch, heads, seq, head_dim) q, k)."""
+    return select_config(capability, q.shape[-1], k.shape[2], q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2])
 
 
 @functools.lru_cache(maxsize=None)
-def _select_config(capability, head_dim: int, long_sequence: bool, short_sequence: bool = False) -> AttentionConfig:
+def _select_config(capability, head_dim: int, long_sequence: bool, small_call: bool = False) -> AttentionConfig:
     # Remembered: asked on every call (configs are frozen, so sharing them is safe).
     if capability is None:
         return _INTERPRETER_CONFIG
@@ -1173,7 +1181,7 @@ def _select_config(capability, head_dim: int, long_sequence: bool, short_sequenc
     if (family == "sm90" and long_sequence
             and (padded_width(head_dim, config) != head_dim or head_dim == 256)):
         config = dataclasses.replace(config, tma=HOST_DESCRIPTORS)
-    if family == "sm90" and short_sequence:
+    if family == "sm90" and small_call:
         config = dataclasses.replace(config, fused_backward=True,
                                      backward_dkdv=dataclasses.replace(config.backward_dkdv, num_stages=1))
     return config
@@ -1190,7 +1198,7 @@ def _bucket(capability: tuple[int, int], head_dim: int) -> int:
 def _autotuned_or_guessed(q, k, v, causal: bool, softmax_scale: float, capability, head_dim: int) -> AttentionConfig:
     """The table's tiles; on a GPU family never measured here, the fastest of them and a few
     neighbours, tuned at first use and cached (attention_autotune.py)."""
-    guess = select_config(capability, head_dim, k.shape[2])
+    guess = config_for(q, k, capability)
     if capability is None:
         return guess
     from . import attention_autotune as autotune
@@ -1692,6 +1700,6 @@ def reference_attention(q, k, v, causal: bool = True, softmax_scale: float | Non
 
 
 __all__ = ["AttentionConfig", "KernelTiles", "flash_attention", "reference_attention",
-           "select_config", "head_dim_slices", "padded_width", "validate_inputs", "attention_forward",
+           "select_config", "config_for", "head_dim_slices", "padded_width", "validate_inputs", "attention_forward",
            "attention_backward", "tensor_descriptors_usable", "usable_config", "POINTERS",
            "DEVICE_DESCRIPTORS", "HOST_DESCRIPTORS"]

@@ -57,8 +57,9 @@ def _scale(head_dim: int, softmax_scale: float) -> float:
 
 def _config(q: torch.Tensor, k: torch.Tensor):
     capability = torch.cuda.get_device_capability(q.device) if q.is_cuda else None
-    # the key length picks the descriptor kernels or the pointer ones on sm90 (as flash_attention does)
-    return attention_kernels.select_config(capability, q.shape[-1], k.shape[2])
+    # the shapes pick the descriptor kernels or the pointer ones and the one-launch backward or
+    # not on sm90 (as flash_attention does)
+    return attention_kernels.config_for(q, k, capability)
 
 
 @torch.library.custom_op("gpudoctor::flash_attention_forward", mutates_args=())

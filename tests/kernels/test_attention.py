@@ -189,20 +189,23 @@ def test_sm90_takes_the_descriptor_kernels_where_they_measured_faster():
         assert select_config(capability, 72, 4096).tma == pointers
 
 
-def test_sm90_runs_the_backward_in_one_launch_at_short_sequences():
-    """The fused backward, on one stage, up to FUSED_BACKWARD_MAX_SEQ keys on sm90 (measured
-    faster there); longer or unknown sequences and other GPUs keep the three launches and the
-    table's stages."""
-    limit = attention_module.FUSED_BACKWARD_MAX_SEQ
+def test_sm90_runs_the_backward_in_one_launch_for_small_calls():
+    """The fused backward, on one stage, for attention matrices up to FUSED_BACKWARD_MAX_SCORES
+    elements on sm90 (measured faster there); larger or unknown sizes and other GPUs keep the
+    three launches and the table's stages."""
+    limit = attention_module.FUSED_BACKWARD_MAX_SCORES
+    assert limit == 4 * 32 * 1024 * 1024  # the largest measured win: batch 4, 32 heads, seq 1024
+    q = torch.empty(4, 32, 256, 80)  # the training pass's shape
+    assert attention_module.config_for(q, q, (9, 0)).fused_backward
     for head_dim in (64, 72, 80, 128, 256):
-        short = select_config((9, 0), head_dim, limit)
-        assert short.fused_backward and short.backward_dkdv.num_stages == 1, head_dim
+        small = select_config((9, 0), head_dim, 1024, limit)
+        assert small.fused_backward and small.backward_dkdv.num_stages == 1, head_dim
         table = attention_module._ARCH_CONFIGS["sm90"][attention_module._bucket((9, 0), head_dim)]
-        for seq in (limit + 1, 4096, None):
-            long = select_config((9, 0), head_dim, seq)
-            assert not long.fused_backward and long.backward_dkdv == table.backward_dkdv, (head_dim, seq)
+        for scores in (limit + 1, None):
+            large = select_config((9, 0), head_dim, 1024, scores)
+            assert not large.fused_backward and large.backward_dkdv == table.backward_dkdv, (head_dim, scores)
     for capability in ((8, 0), (8, 6), (7, 5), (10, 0)):
-        assert not select_config(capability, 80, 256).fused_backward
+        assert not select_config(capability, 80, 256, 4 * 32 * 256 * 256).fused_backward
 
 
 def _descriptors_here(device, mode) -> bool:
@@ -691,7 +694,7 @@ def test_fused_backward_is_one_launch(device, monkeypatch):
     launched = {name: _launches(monkeypatch, name) for name in (
         "_backward_delta_kernel", "_attention_backward_dkdv_kernel", "_attention_backward_dq_kernel",
         "_attention_backward_fused_kernel")}
-    base = select_config(None if device == "cpu" else torch.cuda.get_device_capability(), 64, 20)
+    base = select_config(None if device == "cpu" else torch.cuda.get_device_capability(), 64)
     q, k, v, grad_out = _make_inputs(1, 2, 1, 20, 20, 64, torch.float16, device, _fresh_seed())
     flash_attention(q, k, v, config=dataclasses.replace(base, fused_backward=True)).backward(grad_out)
     assert {name: len(calls) for name, calls in launched.items()} == {
@@ -707,7 +710,9 @@ def test_gpu_fused_backward_on_the_shipped_tiles(shape, causal, device):
     at the training pass's shape and beside it."""
     if device != "cuda":
         pytest.skip("needs a GPU")
-    base = select_config(torch.cuda.get_device_capability(), shape[-1], shape[4])
+    batch, heads, _, seq_q, seq_k, head_dim = shape
+    config = select_config(torch.cuda.get_device_capability(), head_dim, seq_k, batch * heads * seq_q * seq_k)
+    if not config.fused_backward:  # a GPU the fused backward is not shipped for: its own tiles
+        config = dataclasses.replace(config, fused_backward=True)
     _compare_with_reference(shape, causal, torch.bfloat16, device, torch.float32,
-                            tolerance=GPU_TOLERANCE[torch.bfloat16],
-                            config=dataclasses.replace(base, fused_backward=True), deterministic=True)
+                            tolerance=GPU_TOLERANCE[torch.bfloat16], config=config, deterministic=True)
