@@ -400,14 +400,13 @@ def print_sweep_table(rows):
 
 
 # --host: our backward variants beside SDPA at the training pass's shape.
-# "triton" = as shipped (select_config: the one-launch backward on one stage for attention
-# matrices up to FUSED_BACKWARD_MAX_SCORES elements on sm90); "triton-split-backward" = the table's tiles with the
+# "triton" = as shipped (select_config: the one-launch backward for attention matrices up to
+# FUSED_BACKWARD_MAX_SCORES elements on sm90); "triton-split-backward" = the table's tiles with the
 # backward as three launches (delta pass, dK/dV, dQ: the code before the eighth session);
 # "triton-fused-backward" = one launch on the dK/dV tiles' stages.
-# "triton-fused-backward-s1" = one launch on one pipeline stage (ptxas: no spills at hd80, where
-# three stages spill 472 bytes).
-HOST_PROVIDERS = ("triton", "triton-split-backward", "triton-fused-backward", "triton-fused-backward-s1",
-                  "sdpa-cudnn", "sdpa-flash")
+# ("triton-fused-backward-s1", one launch on one pipeline stage, was timed in the eighth session's
+# first run and then found to return wrong dQ on the H200: dropped, its timings void.)
+HOST_PROVIDERS = ("triton", "triton-split-backward", "triton-fused-backward", "sdpa-cudnn", "sdpa-flash")
 
 
 def _host_variant(provider, head_dim, seq):
@@ -420,9 +419,6 @@ def _host_variant(provider, head_dim, seq):
         return "triton", table
     if provider == "triton-fused-backward":
         return "triton", replace(table, fused_backward=True)
-    if provider == "triton-fused-backward-s1":
-        return "triton", replace(table, fused_backward=True,
-                                 backward_dkdv=replace(table.backward_dkdv, num_stages=1))
     return provider, None
 
 
@@ -508,8 +504,7 @@ def fused_sweep(heads=32, rounds=2):
     (head_dim, batch, seq); do_bench's median and back to back (mean of 100), providers in turn,
     order reversed every other round, each figure the median over rounds."""
     rows = []
-    providers = ("triton-split-backward", "triton-fused-backward", "triton-fused-backward-s1",
-                 "sdpa-cudnn", "sdpa-flash")
+    providers = ("triton-split-backward", "triton-fused-backward", "sdpa-cudnn", "sdpa-flash")
     for head_dim in FUSED_SWEEP_HEAD_DIMS:
         for batch, seq in FUSED_SWEEP_SHAPES:
             q, k, v = make_inputs(batch, heads, heads, seq, head_dim, "fwd+bwd", seq + head_dim)
@@ -534,16 +529,12 @@ def fused_sweep(heads=32, rounds=2):
                                  "back_to_back_ms": statistics.median(r[1] for r in runs), "rounds": runs}
             best = min(row[p]["do_bench_ms"] for p in ("sdpa-cudnn", "sdpa-flash"))
             split, fused = row["triton-split-backward"], row["triton-fused-backward"]
-            fused_s1 = row["triton-fused-backward-s1"]
             row["fused_over_split"] = round(split["do_bench_ms"] / fused["do_bench_ms"], 3)
-            row["fused_s1_over_split"] = round(split["do_bench_ms"] / fused_s1["do_bench_ms"], 3)
             print(f"fused-sweep hd{head_dim:<4}b{batch:<3}seq{seq:<6} fwd+bwd ms: split {split['do_bench_ms']:.3f} "
                   f"fused {fused['do_bench_ms']:.3f} cudnn {row['sdpa-cudnn']['do_bench_ms']:.3f} "
                   f"flash {row['sdpa-flash']['do_bench_ms']:.3f} | fused/split x{row['fused_over_split']:.2f}, "
                   f"fused x best SDPA {best / fused['do_bench_ms']:.2f}, split x best {best / split['do_bench_ms']:.2f} "
-                  f"| fused-s1 {fused_s1['do_bench_ms']:.3f} (x{row['fused_s1_over_split']:.2f} split) "
-                  f"| back-to-back split {split['back_to_back_ms']:.3f} fused {fused['back_to_back_ms']:.3f} "
-                  f"fused-s1 {fused_s1['back_to_back_ms']:.3f}",
+                  f"| back-to-back split {split['back_to_back_ms']:.3f} fused {fused['back_to_back_ms']:.3f}",
                   flush=True)
             rows.append(row)
     return rows

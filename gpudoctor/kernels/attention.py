@@ -1142,19 +1142,20 @@ def _architecture_family(capability: tuple[int, int]) -> str:
 # DESCRIPTOR_MIN_SEQ keys the host-side descriptors' set-up dominates (the training pass's
 # shape, seq 256: 0.099 ms forward against 0.019); the threshold itself was not swept.
 DESCRIPTOR_MIN_SEQ = 1024
-# sm90: the whole backward in one launch (fused_backward), on one pipeline stage, for calls whose
-# attention matrices (batch x heads x seq_q x seq_k elements) are at most this big, where a step
-# is host-bound (two launches, a delta buffer and their Python fewer). Measured on the H200
-# (docs/benchmarks.md, eighth session; bench/results/attention-h200-2026-11-23-s8-*; batch 4, 32
-# heads, causal, bf16, forward+backward ms against the three-launch backward in the same run):
-# seq 256 hd64 0.495 vs 0.709, hd80 0.430 vs 0.513, hd128 0.613 vs 0.813; seq 512 0.531 vs 0.667,
-# 0.492 vs 0.583, 0.591 vs 0.866; seq 1024 (this limit) 0.548 vs 0.635, 0.470 vs 0.603, 0.692 vs
-# 0.793; seq 2048 0.73-0.82x, slower: past the limit the GPU's work dominates and the fused
-# kernel does more of it (each dK/dV program recomputes delta; one stage). The same work at
-# another batch or length is assumed to trade the same way (not measured). One stage, not the
-# dK/dV kernel's two or three: ptxas spills 472 bytes at hd80 with three (the O tiles of the
-# inline delta), none with one, and it ran as fast or faster.
-FUSED_BACKWARD_MAX_SCORES = 4 * 32 * 1024 * 1024
+# sm90: the whole backward in one launch (fused_backward) for calls whose attention matrices
+# (batch x heads x seq_q x seq_k elements) are at most this big, where a step is host-bound (two
+# launches, a delta buffer and their Python fewer). Measured on the H200 (docs/benchmarks.md,
+# eighth session; bench/results/attention-h200-2026-11-23-s8-*; batch 4, 32 heads, causal, bf16,
+# forward+backward ms against the three-launch backward in the same run, on the dK/dV tiles'
+# stages): seq 256 hd64 0.598 vs 0.709, hd80 0.440 vs 0.513, hd128 0.591 vs 0.813; seq 512 (this
+# limit) 0.560 vs 0.667, 0.469 vs 0.583, 0.608 vs 0.866; seq 1024 1.34x / 1.22x but 0.96x at
+# hd128; seq 2048 0.93-0.97x: past the limit the GPU's work dominates and the fused kernel does
+# more of it (each dK/dV program recomputes delta). The same work at another batch or length is
+# assumed to trade the same way. Not on one pipeline stage, which ran as fast and spills none of
+# the 472 bytes three stages spill at hd80: on the H200 (Triton 3.6) the one-stage kernel
+# returned wrong dQ and, for ragged lengths, "an illegal memory access" (GPU suite, eighth
+# session), while the same kernel on the table's stages passed.
+FUSED_BACKWARD_MAX_SCORES = 4 * 32 * 512 * 512
 
 
 def select_config(capability: tuple[int, int] | None, head_dim: int,
@@ -1182,8 +1183,7 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
             and (padded_width(head_dim, config) != head_dim or head_dim == 256)):
         config = dataclasses.replace(config, tma=HOST_DESCRIPTORS)
     if family == "sm90" and small_call:
-        config = dataclasses.replace(config, fused_backward=True,
-                                     backward_dkdv=dataclasses.replace(config.backward_dkdv, num_stages=1))
+        config = dataclasses.replace(config, fused_backward=True)
     return config
 
 

@@ -190,20 +190,19 @@ def test_sm90_takes_the_descriptor_kernels_where_they_measured_faster():
 
 
 def test_sm90_runs_the_backward_in_one_launch_for_small_calls():
-    """The fused backward, on one stage, for attention matrices up to FUSED_BACKWARD_MAX_SCORES
-    elements on sm90 (measured faster there); larger or unknown sizes and other GPUs keep the
-    three launches and the table's stages."""
+    """The fused backward for attention matrices up to FUSED_BACKWARD_MAX_SCORES elements on sm90
+    (measured faster there); larger or unknown sizes and other GPUs keep the three launches; the
+    tiles are the table's either way."""
     limit = attention_module.FUSED_BACKWARD_MAX_SCORES
-    assert limit == 4 * 32 * 1024 * 1024  # the largest measured win: batch 4, 32 heads, seq 1024
+    assert limit == 4 * 32 * 512 * 512  # the largest measured clear win: batch 4, 32 heads, seq 512
     q = torch.empty(4, 32, 256, 80)  # the training pass's shape
     assert attention_module.config_for(q, q, (9, 0)).fused_backward
     for head_dim in (64, 72, 80, 128, 256):
-        small = select_config((9, 0), head_dim, 1024, limit)
-        assert small.fused_backward and small.backward_dkdv.num_stages == 1, head_dim
+        small = select_config((9, 0), head_dim, 512, limit)
         table = attention_module._ARCH_CONFIGS["sm90"][attention_module._bucket((9, 0), head_dim)]
+        assert small.fused_backward and small.backward_dkdv == table.backward_dkdv, head_dim
         for scores in (limit + 1, None):
-            large = select_config((9, 0), head_dim, 1024, scores)
-            assert not large.fused_backward and large.backward_dkdv == table.backward_dkdv, (head_dim, scores)
+            assert not select_config((9, 0), head_dim, 512, scores).fused_backward, (head_dim, scores)
     for capability in ((8, 0), (8, 6), (7, 5), (10, 0)):
         assert not select_config(capability, 80, 256, 4 * 32 * 256 * 256).fused_backward
 
