@@ -117,7 +117,9 @@ def test_a_known_specialization_skips_jitfunction_run(device, jit_runs):
     inputs = _inputs(1, 4, 4, 200, 80, device, 7)  # a shape no other test uses
     _forward_backward(*inputs)
     first = len(jit_runs)
-    assert first >= 3  # forward, dK/dV, dQ (and the delta pass) went through Triton once
+    # The forward and the backward went through Triton once: the backward is one kernel at this
+    # size on sm90 (fused_backward), else the delta pass, dK/dV and dQ.
+    assert first >= 2
     _forward_backward(*inputs)
     _forward_backward(*inputs)
     assert len(jit_runs) == first
@@ -171,7 +173,7 @@ def test_a_launch_hook_sees_every_launch(device, jit_runs):
         _forward_backward(*inputs)
     finally:
         knobs.runtime.launch_enter_hook.remove(hook)
-    assert len(jit_runs) - before >= 3 and len(seen) >= 3
+    assert len(jit_runs) - before >= 2 and len(seen) >= 2  # forward and (fused) backward at least
 
 
 def test_the_inlined_key_is_the_argument_key():
