@@ -494,49 +494,61 @@ def host_profile(batch=4, heads=32, seq=256, head_dim=80, causal=True, rounds=3)
 
 # (batch, seq): the limit's neighbourhood at batch 4, and the same attention-matrix sizes at batch 16
 # (FUSED_BACKWARD_MAX_SCORES assumes the trade depends on the size, not on batch or length).
-FUSED_SWEEP_SHAPES = ((4, 256), (4, 512), (4, 1024), (4, 2048), (16, 512), (16, 1024))
-FUSED_SWEEP_HEAD_DIMS = (64, 80, 128)
+# (head_dim, batch, seq, causal, kv_heads, dtype), 32 query heads. "grid": the limit's
+# neighbourhood at batch 4 and the same attention-matrix sizes at batch 16, causal bf16
+# (FUSED_BACKWARD_MAX_SCORES assumes the trade depends on the size, not on batch or length);
+# "extra": what the grid leaves out, at and under the limit (GQA, not causal, fp16).
+FUSED_SWEEP_CASES = {
+    "grid": [(head_dim, batch, seq, True, 32, torch.bfloat16) for head_dim in (64, 80, 128)
+             for batch, seq in ((4, 256), (4, 512), (4, 1024), (4, 2048), (16, 512), (16, 1024))],
+    "extra": [(128, 4, 512, True, 8, torch.bfloat16), (128, 4, 256, True, 4, torch.bfloat16),
+              (80, 4, 512, False, 32, torch.bfloat16), (64, 4, 512, False, 8, torch.bfloat16),
+              (80, 4, 256, True, 32, torch.float16), (128, 4, 512, True, 32, torch.float16),
+              (256, 4, 256, True, 32, torch.bfloat16), (96, 4, 512, True, 32, torch.bfloat16)],
+}
 
 
-def fused_sweep(heads=32, rounds=2):
+def fused_sweep(cases="grid", heads=32, rounds=2):
     """Where the one-launch backward stops paying (FUSED_BACKWARD_MAX_SCORES): forward+backward of
-    the split and the fused backward beside cuDNN and SDPA-flash, 32 heads, causal, bf16, per
-    (head_dim, batch, seq); do_bench's median and back to back (mean of 100), providers in turn,
-    order reversed every other round, each figure the median over rounds."""
+    the split and the fused backward beside cuDNN and SDPA-flash per case of FUSED_SWEEP_CASES;
+    do_bench's median and back to back (mean of 100), providers in turn, order reversed every
+    other round, each figure the median over rounds."""
     rows = []
     providers = ("triton-split-backward", "triton-fused-backward", "sdpa-cudnn", "sdpa-flash")
-    for head_dim in FUSED_SWEEP_HEAD_DIMS:
-        for batch, seq in FUSED_SWEEP_SHAPES:
-            q, k, v = make_inputs(batch, heads, heads, seq, head_dim, "fwd+bwd", seq + head_dim)
-            samples = {}
-            for round_index in range(rounds):
-                for provider in providers if round_index % 2 == 0 else providers[::-1]:
-                    name, config = _host_variant(provider, head_dim, seq)
-                    run = make_runner(name, q, k, v, True, "fwd+bwd", config)
-                    for _ in range(3):
-                        run()
-                    torch.cuda.synchronize()
-                    do_bench_ms = time_ms(run, [q, k, v])
-                    begin = time.perf_counter()
-                    for _ in range(100):
-                        run()
-                    torch.cuda.synchronize()
-                    back_to_back = (time.perf_counter() - begin) / 100 * 1000
-                    samples.setdefault(provider, []).append((do_bench_ms, back_to_back))
-            row = {"head_dim": head_dim, "seq": seq, "batch": batch, "heads": heads}
-            for provider, runs in samples.items():
-                row[provider] = {"do_bench_ms": statistics.median(r[0] for r in runs),
-                                 "back_to_back_ms": statistics.median(r[1] for r in runs), "rounds": runs}
-            best = min(row[p]["do_bench_ms"] for p in ("sdpa-cudnn", "sdpa-flash"))
-            split, fused = row["triton-split-backward"], row["triton-fused-backward"]
-            row["fused_over_split"] = round(split["do_bench_ms"] / fused["do_bench_ms"], 3)
-            print(f"fused-sweep hd{head_dim:<4}b{batch:<3}seq{seq:<6} fwd+bwd ms: split {split['do_bench_ms']:.3f} "
-                  f"fused {fused['do_bench_ms']:.3f} cudnn {row['sdpa-cudnn']['do_bench_ms']:.3f} "
-                  f"flash {row['sdpa-flash']['do_bench_ms']:.3f} | fused/split x{row['fused_over_split']:.2f}, "
-                  f"fused x best SDPA {best / fused['do_bench_ms']:.2f}, split x best {best / split['do_bench_ms']:.2f} "
-                  f"| back-to-back split {split['back_to_back_ms']:.3f} fused {fused['back_to_back_ms']:.3f}",
-                  flush=True)
-            rows.append(row)
+    for head_dim, batch, seq, causal, kv_heads, dtype in FUSED_SWEEP_CASES[cases]:
+        q, k, v = make_inputs(batch, heads, kv_heads, seq, head_dim, "fwd+bwd", seq + head_dim, dtype)
+        samples = {}
+        for round_index in range(rounds):
+            for provider in providers if round_index % 2 == 0 else providers[::-1]:
+                name, config = _host_variant(provider, head_dim, seq)
+                run = make_runner(name, q, k, v, causal, "fwd+bwd", config)
+                for _ in range(3):
+                    run()
+                torch.cuda.synchronize()
+                do_bench_ms = time_ms(run, [q, k, v])
+                begin = time.perf_counter()
+                for _ in range(100):
+                    run()
+                torch.cuda.synchronize()
+                back_to_back = (time.perf_counter() - begin) / 100 * 1000
+                samples.setdefault(provider, []).append((do_bench_ms, back_to_back))
+        row = {"head_dim": head_dim, "seq": seq, "batch": batch, "heads": heads, "kv_heads": kv_heads,
+               "causal": causal, "dtype": str(dtype).replace("torch.", "")}
+        for provider, runs in samples.items():
+            row[provider] = {"do_bench_ms": statistics.median(r[0] for r in runs),
+                             "back_to_back_ms": statistics.median(r[1] for r in runs), "rounds": runs}
+        best = min(row[p]["do_bench_ms"] for p in ("sdpa-cudnn", "sdpa-flash"))
+        split, fused = row["triton-split-backward"], row["triton-fused-backward"]
+        row["fused_over_split"] = round(split["do_bench_ms"] / fused["do_bench_ms"], 3)
+        label = (f"hd{head_dim:<4}b{batch:<3}seq{seq:<6}kv{kv_heads:<3}{'causal' if causal else 'full':7s}"
+                 f"{row['dtype']:9s}")
+        print(f"fused-sweep {label} fwd+bwd ms: split {split['do_bench_ms']:.3f} "
+              f"fused {fused['do_bench_ms']:.3f} cudnn {row['sdpa-cudnn']['do_bench_ms']:.3f} "
+              f"flash {row['sdpa-flash']['do_bench_ms']:.3f} | fused/split x{row['fused_over_split']:.2f}, "
+              f"fused x best SDPA {best / fused['do_bench_ms']:.2f}, split x best {best / split['do_bench_ms']:.2f} "
+              f"| back-to-back split {split['back_to_back_ms']:.3f} fused {fused['back_to_back_ms']:.3f}",
+              flush=True)
+        rows.append(row)
     return rows
 
 
@@ -603,8 +615,9 @@ def main(argv=None):
     parser.add_argument("--sweep-only", action="store_true", help="skip the main table")
     parser.add_argument("--shapes", default="", help="sweep only these shape names (comma-separated)")
     parser.add_argument("--host", action="store_true", help="profile one call at the training shape")
-    parser.add_argument("--fused-sweep", action="store_true",
-                        help="split against one-launch backward at short sequences (FUSED_BACKWARD_MAX_SCORES)")
+    parser.add_argument("--fused-sweep", nargs="?", const="grid", choices=sorted(FUSED_SWEEP_CASES),
+                        help="split against one-launch backward (FUSED_BACKWARD_MAX_SCORES): the size "
+                             "grid (default) or the extra cases")
     parser.add_argument("--compile-workers", type=int, default=12)
     parser.add_argument("--round", default="", help="candidate set: '' (issue 18's), 's3', 's4', 's6'")
     parser.add_argument("--check-worker", help=argparse.SUPPRESS)
@@ -652,7 +665,7 @@ def main(argv=None):
         if args.host:
             host = host_profile()
         if args.fused_sweep:
-            fused_rows = fused_sweep()
+            fused_rows = fused_sweep(args.fused_sweep)
         if args.sweep:
             run_sweep(sweep_rows, args.sweep_seconds, args.compile_workers, names,
                       args.check_seconds)
