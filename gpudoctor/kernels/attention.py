@@ -10,9 +10,10 @@ tutorial: an online-softmax forward in base 2 (``softmax_scale * log2(e)`` folde
 so the exponential is a bare ``exp2``), the causal case split into an unmasked off-diagonal loop and
 a masked diagonal loop, the log-sum-exp (base 2) saved for the backward, and a backward made of a
 ``delta = rowsum(o * do)`` pre-pass, a dK/dV kernel that walks the query blocks and a dQ kernel that
-walks the key blocks. At short sequences on Hopper (``fused_backward``) the three are one launch:
-the dK/dV and dQ programs side by side in one grid, each computing the delta it needs from O, since
-such calls are host-bound (launches and their Python cost more than the GPU's work). Every
+walks the key blocks. For small calls on Hopper (``fused_backward``: batch x heads x seq_q x
+seq_k up to a measured limit) the three are one launch: the dK/dV and dQ programs side by side in
+one grid, each computing the delta it needs from O, since such calls are host-bound (launches and
+their Python cost more than the GPU's work). Every
 gradient element is written by exactly one program (dK/dV of a shared KV head sum their query
 heads inside one program), so by default the backward uses no atomics and is bitwise
 reproducible; a config's ``atomic_dq`` (off everywhere: measured slower) trades that for two
@@ -1150,21 +1151,25 @@ DESCRIPTOR_MIN_SEQ = 1024
 # stages): seq 256 hd64 0.598 vs 0.709, hd80 0.440 vs 0.513, hd128 0.591 vs 0.813; seq 512 (this
 # limit) 0.560 vs 0.667, 0.469 vs 0.583, 0.608 vs 0.866; seq 1024 1.34x / 1.22x but 0.96x at
 # hd128; seq 2048 0.93-0.97x: past the limit the GPU's work dominates and the fused kernel does
-# more of it (each dK/dV program recomputes delta). The same work at another batch or length is
-# assumed to trade the same way. Not on one pipeline stage, which ran as fast and spills none of
-# the 472 bytes three stages spill at hd80: on the H200 (Triton 3.6) the one-stage kernel
-# returned wrong dQ and, for ragged lengths, "an illegal memory access" (GPU suite, eighth
+# more of it (each dK/dV program recomputes delta). The same work at another batch trades about
+# the same way (batch 16 at 4x the limit: 0.99-1.27x; GQA, non-causal, fp16, hd96/256 under the
+# limit: 1.09-1.90x). Longer sequences with few heads stay under the size limit but were never
+# timed fused, hence also FUSED_BACKWARD_MAX_SEQ. Not on one pipeline stage (ptxas spills none of
+# the 472 bytes three stages spill at hd80): on the H200 (Triton 3.6) the one-stage kernel
+# returned wrong dQ at hd96 and "an illegal memory access" at other shapes (GPU suite, eighth
 # session), while the same kernel on the table's stages passed.
 FUSED_BACKWARD_MAX_SCORES = 4 * 32 * 512 * 512
+FUSED_BACKWARD_MAX_SEQ = 1024
 
 
 def select_config(capability: tuple[int, int] | None, head_dim: int,
                   seq_k: int | None = None, scores: int | None = None) -> AttentionConfig:
     """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``;
-    ``seq_k`` (keys per head; None: long) picks the descriptor kernels or not on sm90, and
+    ``seq_k`` (keys per head; None: long) picks the descriptor kernels or not on sm90, and with
     ``scores`` (batch x heads x seq_q x seq_k; None: large) the one-launch backward or not."""
     return _select_config(capability, head_dim, seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ,
-                          scores is not None and scores <= FUSED_BACKWARD_MAX_SCORES)
+                          scores is not None and scores <= FUSED_BACKWARD_MAX_SCORES
+                          and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
 
 
 def config_for(q: torch.Tensor, k: torch.Tensor, capability) -> AttentionConfig:
@@ -1657,7 +1662,8 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     sm80+. Causal attention needs seq_q == seq_k. softmax_scale defaults to 1/sqrt(head_dim).
 
     ``deterministic``: as in FlashAttention. True: the backward never uses atomics (dQ has its
-    own kernel and dK/dV sum their query heads inside one program), so it is bitwise
+    own programs, in its own kernel or beside dK/dV's in one, and dK/dV sum their query heads
+    inside one program), so it is bitwise
     reproducible. False (the default): where the configuration says so (``atomic_dq``), dQ is
     summed in float32 by atomic adds inside the dK/dV kernel, which saves two of the backward's
     seven matrix products per block pair; its last bits then vary from run to run. ``config``

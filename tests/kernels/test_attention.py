@@ -195,6 +195,8 @@ def test_sm90_runs_the_backward_in_one_launch_for_small_calls():
     tiles are the table's either way."""
     limit = attention_module.FUSED_BACKWARD_MAX_SCORES
     assert limit == 4 * 32 * 512 * 512  # the largest measured clear win: batch 4, 32 heads, seq 512
+    # Few heads at a long sequence: under the size limit, but never timed fused.
+    assert not select_config((9, 0), 128, 4096, 1 * 2 * 4096 * 4096).fused_backward
     q = torch.empty(4, 32, 256, 80)  # the training pass's shape
     assert attention_module.config_for(q, q, (9, 0)).fused_backward
     for head_dim in (64, 72, 80, 128, 256):
@@ -474,10 +476,12 @@ def test_gpu_matches_float32_reference(head_dim, seqs, dtype, causal):
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize("head_dim", range(32, 257, 8))
 def test_gpu_every_head_dim(head_dim, causal, layout):
-    """Every supported head_dim (split, padded and masked-tail paths), odd length, fp16."""
+    """Every supported head_dim (split, padded and masked-tail paths), odd length, fp16. The
+    default layout runs what flash_attention picks at this size (on sm90 the one-launch
+    backward), the padded one the three-launch backward."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    config = select_config(torch.cuda.get_device_capability(), head_dim)
+    config = select_config(torch.cuda.get_device_capability(), head_dim, 333, 1 * 4 * 333 * 333)
     if layout == "padded":
         if head_dim_slices(head_dim, split=False) == head_dim_slices(head_dim):
             pytest.skip("this head_dim is not split by default: same as 'default'")
@@ -566,13 +570,16 @@ def test_every_architecture_tile_shape_in_the_interpreter(name, config, head_dim
                                 tolerance=5e-3, config=config)
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["split-backward", "fused-backward"])
 @pytest.mark.parametrize("head_dim", [40, 112])
-def test_in_kernel_column_mask_of_the_public_launchers(head_dim, device):
+def test_in_kernel_column_mask_of_the_public_launchers(head_dim, fused, device):
     """attention_forward / attention_backward called directly (not through flash_attention, which
-    zero-pads such head dims) mask the padded columns inside the kernels: still right."""
+    zero-pads such head dims; the training pass's custom ops do call them so) mask the padded
+    columns inside the kernels: still right, with the three-launch and the one-launch backward."""
     from gpudoctor.kernels.attention import attention_backward, attention_forward
 
     config = select_config(None if device == "cpu" else torch.cuda.get_device_capability(), head_dim)
+    config = dataclasses.replace(config, fused_backward=fused)
     seed = _fresh_seed()
     q, k, v, grad_out = _make_inputs(1, 2, 1, 21, 21, head_dim, torch.float16, device, seed)
     scale = head_dim ** -0.5
@@ -664,13 +671,17 @@ def test_descriptor_kernels_read_ready_layouts_without_a_copy(monkeypatch):
 
 
 # The whole backward in one launch (fused_backward): dK/dV and dQ programs side by side, each
-# computing its own delta from O. Ragged blocks, a head_dim tail (80 = 64+16), the masked-column
-# padding of the public launchers (40), GQA, cross-attention, dK/dV and dQ tiles of other sizes.
+# computing its own delta from O. Ragged blocks, a head_dim tail (80 = 64+16), zero-padding (40,
+# through flash_attention; the in-kernel column mask: test_in_kernel_column_mask_of_the_public_
+# launchers), GQA, cross-attention, and dK/dV and dQ tiles of other sizes, where every CHECK flag
+# differs between the two parts (seq 48 with dK/dV 16x32, dQ 32x16).
 FUSED_BACKWARD_CASES = [
     ((1, 4, 2, 37, 37, 80), True, None),
     ((1, 2, 1, 19, 45, 64), False, None),
     ((2, 4, 1, 33, 33, 40), True, None),
     ((1, 2, 2, 50, 50, 96), True, ((16, 32), (32, 16))),
+    ((1, 2, 1, 48, 48, 64), True, ((16, 32), (32, 16))),
+    ((1, 2, 1, 48, 48, 64), False, ((16, 32), (32, 16))),
 ]
 
 
