@@ -41,12 +41,8 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
-import os
-import re
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -54,10 +50,11 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 
-# The forward probe's helpers: compile for sm90, ptxas figures, the watchdog, the environment.
-from attention_ws_probe import (LOG2_E, SM90_MAX_SHARED, _environment, _fatal, _INTERPRETED,
-                                _one_line, _scratch, _time_ms, _Watchdog, _write_json,
-                                block_width, compile_kernel_sm90, compiled_figures)
+# What both probes use: compile for sm90, ptxas figures, the watchdog, the environment.
+from attention_ws_common import (BROKEN, INTERPRETED, LOG2_E, RunLog, block_width,
+                                 chosen_shapes, compile_kernel_sm90, compile_only_table, cuda_inputs,
+                                 environment_line, head_descriptor, hopper_ready, probe_main,
+                                 rerun_interpreted, time_ms)
 
 # lse/delta loads inside the loop: pointer loads (ROW_LOADS 0) or a [1, BLOCK_M] block of a
 # (batch * heads, seq_q) descriptor (1), in case the pass refuses pointer loads in the loop
@@ -68,14 +65,6 @@ ROW_LOADS = {"pointers": 0, "descriptor": 1}
 # ----------------------------------------------------------------------------------------------
 # Kernel
 # ----------------------------------------------------------------------------------------------
-
-
-@triton.jit
-def _head_descriptor(base, rows, stride_row, head_dim, BLOCK_ROWS: tl.constexpr, BLOCK_D: tl.constexpr):
-    # One head's (rows x head_dim) matrix; a block past head_dim or the last row loads zeros and
-    # stores clipped, in the copy engine.
-    return tl.make_tensor_descriptor(base, shape=[rows, head_dim], strides=[stride_row, 1],
-                                     block_shape=[BLOCK_ROWS, BLOCK_D])
 
 
 @triton.jit
@@ -140,17 +129,17 @@ def _ws_dkdv_kernel(
     batch_head = tl.program_id(1)
     batch = (batch_head // num_heads).to(tl.int64)
     head = (batch_head % num_heads).to(tl.int64)
-    q_desc = _head_descriptor(Q + batch * stride_qb + head * stride_qh, seq_q, stride_qm, head_dim,
+    q_desc = head_descriptor(Q + batch * stride_qb + head * stride_qh, seq_q, stride_qm, head_dim,
                               BLOCK_M, BLOCK_D)
-    do_desc = _head_descriptor(DO + batch * stride_dob + head * stride_doh, seq_q, stride_dom,
+    do_desc = head_descriptor(DO + batch * stride_dob + head * stride_doh, seq_q, stride_dom,
                                head_dim, BLOCK_M, BLOCK_D)
-    k_desc = _head_descriptor(K + batch * stride_kb + head * stride_kh, seq_k, stride_kn, head_dim,
+    k_desc = head_descriptor(K + batch * stride_kb + head * stride_kh, seq_k, stride_kn, head_dim,
                               BLOCK_N, BLOCK_D)
-    v_desc = _head_descriptor(V + batch * stride_vb + head * stride_vh, seq_k, stride_vn, head_dim,
+    v_desc = head_descriptor(V + batch * stride_vb + head * stride_vh, seq_k, stride_vn, head_dim,
                               BLOCK_N, BLOCK_D)
-    dk_desc = _head_descriptor(DK + batch * stride_dkb + head * stride_dkh, seq_k, stride_dkn,
+    dk_desc = head_descriptor(DK + batch * stride_dkb + head * stride_dkh, seq_k, stride_dkn,
                                head_dim, BLOCK_N, BLOCK_D)
-    dv_desc = _head_descriptor(DV + batch * stride_dvb + head * stride_dvh, seq_k, stride_dvn,
+    dv_desc = head_descriptor(DV + batch * stride_dvb + head * stride_dvh, seq_k, stride_dvn,
                                head_dim, BLOCK_N, BLOCK_D)
     row_base = batch_head.to(tl.int64) * seq_q
     if ROW_LOADS == 1:
@@ -252,7 +241,7 @@ SHAPES = (("hd128", 4, 32, 4096, 128, False), ("hd64", 4, 32, 4096, 64, False),
 def _constants(variant: Variant, block_d: int, check_m: bool = False) -> dict:
     return dict(BLOCK_M=variant.block_m, BLOCK_N=variant.block_n, BLOCK_D=block_d, WS=variant.ws,
                 CAUSAL=variant.causal, CHECK_M=check_m, ROW_LOADS=ROW_LOADS[variant.row_loads],
-                INTERPRETED=_INTERPRETED)
+                INTERPRETED=INTERPRETED)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -267,50 +256,10 @@ def compile_sm90(variant: Variant, block_d: int):
                                {"qk_scale", "softmax_scale"}, variant.num_warps, variant.num_stages)
 
 
-def compile_report(variant: Variant, block_d: int, ttgir_dir: str | None = None) -> dict:
-    row = {"block_d": block_d, "variant": variant.label, **dataclasses.asdict(variant)}
-    started = time.perf_counter()
-    try:
-        compiled = compile_sm90(variant, block_d)
-    except Exception as error:  # noqa: BLE001 - the pass's failure is the row's result
-        row["error"] = f"{type(error).__name__}: {_one_line(error)}"
-        return row
-    row["compile_s"] = round(time.perf_counter() - started, 2)
-    row.update(compiled_figures(compiled))
-    if ttgir_dir:
-        os.makedirs(ttgir_dir, exist_ok=True)
-        name = re.sub(r"[^\w]+", "_", f"dkdv_hd{block_d}_{variant.label}")
-        with open(os.path.join(ttgir_dir, name + ".ttgir"), "w") as handle:
-            handle.write(compiled.asm["ttgir"])
-    return row
-
-
 def compile_only_main(ttgir_dir: str | None, json_path: str | None) -> int:
-    if _INTERPRETED:
-        print("error: --compile-only needs TRITON_INTERPRET unset (the interpreter compiles nothing)")
-        return 2
-    print(f"sm90, compiled on this machine (no GPU), Triton {triton.__version__}, bf16, dK/dV")
-    print(f"{'block_d':>7}  {'variant':<42}{'result':<9}{'warps':>6}  {'setmaxnreg':<21}"
-          f"{'smem B':>8}{'regs':>6}{'spill st/ld':>13}{'compile s':>10}")
-    rows = []
-    every = [(block_d, variants) for table in (VARIANTS, COMPILE_ONLY_VARIANTS)
-             for (block_d, _), variants in table.items()]
-    for block_d, variants in every:
-        for variant in variants:
-            row = compile_report(variant, block_d, ttgir_dir)
-            rows.append(row)
-            if "error" in row:
-                print(f"{block_d:>7}  {variant.label:<42}failed   {row['error']}", flush=True)
-                continue
-            registers = (f"{row['registers']:>6}{row['spill_stores']:>7}/{row['spill_loads']:<5}"
-                         if "registers" in row else f"  ptxas failed: {row['ptxas_error']}")
-            note = "  over sm90's 227 KB: cannot launch" if row["shared"] > SM90_MAX_SHARED else ""
-            print(f"{block_d:>7}  {variant.label:<42}{'compiled':<9}{row['total_warps']:>6}  "
-                  f"{row['setmaxnreg'] or '-':<21}{row['shared']:>8}{registers}"
-                  f"{row['compile_s']:>10}{note}", flush=True)
-    if json_path:
-        _write_json(json_path, {"mode": "compile-only", "triton": triton.__version__, "rows": rows})
-    return 0
+    every = [(block_d, variant) for table in (VARIANTS, COMPILE_ONLY_VARIANTS)
+             for (block_d, _), variants in table.items() for variant in variants]
+    return compile_only_table(compile_sm90, every, "bf16, dK/dV", 42, ttgir_dir, json_path, "dkdv_")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -395,10 +344,8 @@ def compare(dk, dv, ref: Reference) -> dict:
 def interpret_check_main() -> int:
     """Triton's interpreter runs the kernel on CPU tensors (it ignores warp_specialize and
     num_warps: this checks the math, the masks and both row loads, not the compiled WS code)."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        # The interpreter is chosen when @triton.jit runs, i.e. at import: start over with it.
-        return subprocess.run([sys.executable, os.path.abspath(__file__), "--interpret-check"],
-                              env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=1800).returncode
+    if not INTERPRETED:
+        return rerun_interpreted(__file__)
     import torch
 
     # float16: the interpreter's bfloat16 dots return garbage in Triton 3.6 (see the forward
@@ -469,12 +416,12 @@ def _print_row(row: dict) -> None:
           f"{checked}{kernels}", flush=True)
 
 
-def _attempt(row: dict, work) -> None:
-    try:
-        work()
-    except Exception as error:  # noqa: BLE001 - a backend refusing the shape, a failed compile or launch is a row
-        row["error"] = f"{type(error).__name__}: {_one_line(error)}"
-        row["fatal"] = _fatal(error)
+def _time_kernels(row: dict, run) -> None:
+    """The row's ms (do_bench median of one call) and its kernels' device times."""
+    row["ms"] = time_ms(run)
+    kernels = kernel_ms(run)
+    row["kernels_ms"] = kernels
+    row["device_ms"] = round(sum(kernels.values()), 4)
 
 
 def gpu_main(json_path: str | None, budget_s: float, row_limit_s: float, shapes: list[str] | None) -> int:
@@ -485,43 +432,26 @@ def gpu_main(json_path: str | None, budget_s: float, row_limit_s: float, shapes:
     from gpudoctor.kernels.attention import attention_backward, select_config
 
     started = time.perf_counter()
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        print("needs a Hopper (sm90) GPU; use --compile-only or --interpret-check here")
+    if not hopper_ready():
         return 2
-    torch.backends.cuda.matmul.allow_tf32 = False  # the reference is float32, not TF32
-    triton.set_allocator(_scratch)  # device-side descriptors live in a per-launch scratch buffer
-    environment = _environment()
-    rows: list[dict] = []
-    payload = {"environment": environment, "kind": "dK/dV backward", "rows": rows}
-
-    def save() -> None:
-        payload["wall_s"] = round(time.perf_counter() - started, 1)
-        if json_path:
-            _write_json(json_path, payload)
-
-    watchdog = _Watchdog(row_limit_s, save)
-    print(f"{environment['gpu']}, driver {environment['driver']}, torch {environment['torch']}, "
-          f"Triton {environment['triton']}, bf16. ms: do_bench median of one call; device: its kernels' "
+    log = RunLog(json_path, started, row_limit_s, kind="dK/dV backward")
+    rows, save = log.rows, log.save
+    print(f"{environment_line(log.environment)}. ms: do_bench median of one call; device: its kernels' "
           f"time (torch.profiler). vs ship: the shipped dK/dV kernel's device ms / device ms; "
           f"vs cuDNN: cuDNN's whole backward (dQ too) device ms / device ms")
     print(f"{'shape':<13}{'variant':<42}{'ms':>8}{'vs ship':>9}{'vs cuDNN':>9}  dK, dV ok (max rel err)")
     broken = None  # set once a launch has left the CUDA context unusable
-    for name, batch, heads, seq, head_dim, causal in SHAPES:
-        if shapes and name not in shapes:
-            continue
-        base = {"shape": name, "batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim,
-                "causal": causal}
+    for base in chosen_shapes(SHAPES, shapes):
+        seq, head_dim, causal = base["seq"], base["head_dim"], base["causal"]
         variants = VARIANTS[(block_width(head_dim), causal)]
         labels = ["gpudoctor-shipped backward", "sdpa-cudnn backward", "sdpa-flash backward"]
-        if broken or time.perf_counter() - started > budget_s:
-            reason = broken or f"not run: past the {budget_s:.0f} s budget"
+        reason = log.skip_reason(broken, budget_s)
+        if reason:
             for label in labels + [variant.label for variant in variants]:
                 rows.append({**base, "variant": label, "error": reason})
                 _print_row(rows[-1])
             continue
-        generator = torch.Generator(device="cuda").manual_seed(seq + head_dim)
-        q, k, v, do = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
-                                   generator=generator) for _ in range(4))
+        q, k, v, do = cuda_inputs(4, base)
         scale = 1.0 / math.sqrt(head_dim)
         ref = reference(q, k, v, do, scale, causal)
 
@@ -537,20 +467,15 @@ def gpu_main(json_path: str | None, budget_s: float, row_limit_s: float, shapes:
         def shipped_work():
             _, dk, dv = shipped()
             shipped_row.update(compare(dk, dv, ref))
-            shipped_row["ms"] = _time_ms(shipped)
-            kernels = kernel_ms(shipped)
-            shipped_row["kernels_ms"] = kernels
-            shipped_row["device_ms"] = round(sum(kernels.values()), 4)
-            dkdv = [ms for kernel, ms in kernels.items() if "dkdv" in kernel]
+            _time_kernels(shipped_row, shipped)
+            dkdv = [ms for kernel, ms in shipped_row["kernels_ms"].items() if "dkdv" in kernel]
             if dkdv:
                 shipped_row["dkdv_kernel_ms"] = sum(dkdv)
 
         baselines = [shipped_row]
         rows.append(shipped_row)
-        watchdog.start(shipped_row)
-        _attempt(shipped_row, shipped_work)
-        if shipped_row.pop("fatal", False):
-            broken = "not run: an earlier launch broke the CUDA context"
+        if log.measure(shipped_row, shipped_work):
+            broken = BROKEN
 
         # SDPA's backward alone: autograd.grad on a kept graph, the forward run once before.
         for label, backend in ((labels[1], SDPBackend.CUDNN_ATTENTION), (labels[2], SDPBackend.FLASH_ATTENTION)):
@@ -571,16 +496,10 @@ def gpu_main(json_path: str | None, budget_s: float, row_limit_s: float, shapes:
 
                 _, dk, dv = backward()
                 row.update(compare(dk, dv, ref))
-                row["ms"] = _time_ms(backward)
-                kernels = kernel_ms(backward)
-                row["kernels_ms"] = kernels
-                row["device_ms"] = round(sum(kernels.values()), 4)
+                _time_kernels(row, backward)
 
-            watchdog.start(row)
-            _attempt(row, sdpa_work)
-            if row.pop("fatal", False):
-                broken = "not run: an earlier launch broke the CUDA context"
-        watchdog.start(None)
+            if log.measure(row, sdpa_work):
+                broken = BROKEN
         # Ratios of device times (torch.profiler), so that host overheads do not enter them.
         shipped_dkdv = shipped_row.get("dkdv_kernel_ms")
         cudnn_backward = baselines[1].get("device_ms")
@@ -591,10 +510,9 @@ def gpu_main(json_path: str | None, budget_s: float, row_limit_s: float, shapes:
         for variant in variants:
             row = {**base, "variant": variant.label, **dataclasses.asdict(variant)}
             rows.append(row)
-            if broken:
-                row["error"] = broken
-            elif time.perf_counter() - started > budget_s:
-                row["error"] = f"not run: past the {budget_s:.0f} s budget"
+            reason = log.skip_reason(broken, budget_s)
+            if reason:
+                row["error"] = reason
             else:
                 def variant_work(row=row, variant=variant):
                     first = time.perf_counter()
@@ -603,60 +521,29 @@ def gpu_main(json_path: str | None, budget_s: float, row_limit_s: float, shapes:
                     row["first_call_s"] = round(time.perf_counter() - first, 2)
                     row.update(compare(dk, dv, ref))
                     del dk, dv
-                    row["ms"] = _time_ms(lambda: ws_dkdv(q, k, v, do, ref.lse, ref.delta, variant, scale))
-                    kernels = kernel_ms(lambda: ws_dkdv(q, k, v, do, ref.lse, ref.delta, variant, scale))
-                    row["kernels_ms"] = kernels
-                    row["device_ms"] = round(sum(kernels.values()), 4)
+                    _time_kernels(row, lambda: ws_dkdv(q, k, v, do, ref.lse, ref.delta, variant, scale))
 
-                watchdog.start(row)
-                _attempt(row, variant_work)
-                if row.pop("fatal", False):
-                    broken = "not run: an earlier launch broke the CUDA context"
+                if log.measure(row, variant_work):
+                    broken = BROKEN
                 elif row.get("device_ms"):
                     if shipped_dkdv:
                         row["vs_shipped_dkdv"] = shipped_dkdv / row["device_ms"]
                     if cudnn_backward:
                         row["vs_cudnn_backward"] = cudnn_backward / row["device_ms"]
-            watchdog.start(None)
             _print_row(row)
             save()  # as it goes: a crash keeps the rows so far
         del q, k, v, do, ref
         if not broken:
             torch.cuda.empty_cache()
-    save()
-    print(f"total {payload['wall_s']} s")
-    return 0
+    return log.finish()
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[-10:]))
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--compile-only", action="store_true",
-                      help="no GPU: compile each variant for sm90 and report warps, registers, spills")
-    mode.add_argument("--interpret-check", action="store_true",
-                      help="no GPU: check the kernel's math in Triton's interpreter")
-    parser.add_argument("--ttgir", metavar="DIR", help="with --compile-only: write each variant's TTGIR here")
-    parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
     # 75: a shape started just before it still runs its baselines (a cold compile of the
     # shipped backward's kernels included), and the whole run must stay under 120 s.
-    parser.add_argument("--budget-s", type=float, default=75.0,
-                        help="GPU mode: shapes and variants not started by then become 'not run' "
-                             "rows (default 75)")
-    parser.add_argument("--row-limit-s", type=float, default=60.0,
-                        help="GPU mode: a row (compile, check, timing) taking longer is taken for a "
-                             "hang: the rows so far are written and the process ends (default 60)")
-    parser.add_argument("--shapes", nargs="+", choices=[shape[0] for shape in SHAPES],
-                        help="GPU mode: only these shapes")
-    args = parser.parse_args()
-    if args.ttgir and not args.compile_only:
-        parser.error("--ttgir goes with --compile-only")
-    if args.compile_only:
-        return compile_only_main(args.ttgir, args.json)
-    if args.interpret_check:
-        return interpret_check_main()
-    return gpu_main(args.json, args.budget_s, args.row_limit_s, args.shapes)
+    return probe_main(__doc__, [shape[0] for shape in SHAPES], 75.0,
+                      "GPU mode: shapes and variants not started by then become 'not run' rows "
+                      "(default 75)", compile_only_main, interpret_check_main, gpu_main)
 
 
 if __name__ == "__main__":

@@ -60,46 +60,29 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import datetime
-import json
 import math
-import os
-import platform
-import re
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 
 import triton
 import triton.language as tl
 
-LOG2_E = 1.4426950408889634
-# sm90's largest shared memory one block can opt into (227 KB): a kernel asking for more compiles
-# and then fails to launch with OutOfResources.
-SM90_MAX_SHARED = 232448
+from attention_ws_common import (BROKEN, INTERPRETED, LOG2_E, RunLog, block_width,
+                                 chosen_shapes, compile_kernel_sm90, compile_only_table, cuda_inputs,
+                                 environment_line, head_descriptor, hopper_ready, probe_main,
+                                 rerun_interpreted, time_ms)
+
 ROWS = {"offsets": 0, "base": 1}
 # Causal mask on every key block, or only inside `if start_n + BLOCK_N > start_m` (the blocks that
 # cross the diagonal), both in the one loop.
 MASKS = {"all": 0, "diagonal": 1}
-# Triton picks its interpreter when @triton.jit runs; the kernel's loop must know it too.
-_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 # ----------------------------------------------------------------------------------------------
 # Kernel
 # ----------------------------------------------------------------------------------------------
-
-
-@triton.jit
-def _head_descriptor(base, rows, stride_row, head_dim, BLOCK_ROWS: tl.constexpr, BLOCK_D: tl.constexpr):
-    # One head's (rows x head_dim) matrix; a block reaching past head_dim or the last row loads
-    # zeros and stores clipped, in the copy engine.
-    return tl.make_tensor_descriptor(base, shape=[rows, head_dim], strides=[stride_row, 1],
-                                     block_shape=[BLOCK_ROWS, BLOCK_D])
 
 
 @triton.jit
@@ -148,13 +131,13 @@ def _ws_forward_kernel(
     batch_head = tl.program_id(1)
     batch = (batch_head // num_heads).to(tl.int64)
     head = (batch_head % num_heads).to(tl.int64)
-    q_desc = _head_descriptor(Q + batch * stride_qb + head * stride_qh, seq_q, stride_qm, head_dim,
+    q_desc = head_descriptor(Q + batch * stride_qb + head * stride_qh, seq_q, stride_qm, head_dim,
                               BLOCK_M, BLOCK_D)
-    k_desc = _head_descriptor(K + batch * stride_kb + head * stride_kh, seq_k, stride_kn, head_dim,
+    k_desc = head_descriptor(K + batch * stride_kb + head * stride_kh, seq_k, stride_kn, head_dim,
                               BLOCK_N, BLOCK_D)
-    v_desc = _head_descriptor(V + batch * stride_vb + head * stride_vh, seq_k, stride_vn, head_dim,
+    v_desc = head_descriptor(V + batch * stride_vb + head * stride_vh, seq_k, stride_vn, head_dim,
                               BLOCK_N, BLOCK_D)
-    o_desc = _head_descriptor(O + batch * stride_ob + head * stride_oh, seq_q, stride_om, head_dim,
+    o_desc = head_descriptor(O + batch * stride_ob + head * stride_oh, seq_q, stride_om, head_dim,
                               BLOCK_M, BLOCK_D)
     lse_head = LSE + batch_head.to(tl.int64) * seq_q
     rows = tl.arange(0, BLOCK_M)
@@ -276,10 +259,6 @@ SHAPES = (("hd128-causal", 4, 32, 4096, 128, True), ("hd112-causal", 4, 32, 4096
           ("hd64-s1024", 16, 32, 1024, 64, False), ("hd256", 4, 32, 4096, 256, False))
 
 
-def block_width(head_dim: int) -> int:
-    return 64 if head_dim <= 64 else 128 if head_dim <= 128 else 256
-
-
 # ----------------------------------------------------------------------------------------------
 # --compile-only: sm90 without a GPU
 # ----------------------------------------------------------------------------------------------
@@ -287,7 +266,7 @@ def block_width(head_dim: int) -> int:
 
 def _constants(variant: Variant, block_d: int, check_n: bool = False) -> dict:
     return dict(BLOCK_M=variant.block_m, BLOCK_N=variant.block_n, BLOCK_D=block_d, WS=variant.ws,
-                ROWS=ROWS[variant.rows], CHECK_N=check_n, INTERPRETED=_INTERPRETED,
+                ROWS=ROWS[variant.rows], CHECK_N=check_n, INTERPRETED=INTERPRETED,
                 CAUSAL=variant.causal, MASK=MASKS[variant.mask])
 
 
@@ -299,146 +278,15 @@ def compile_sm90(variant: Variant, block_d: int):
                                {"qk_scale"}, variant.num_warps, variant.num_stages)
 
 
-def compile_kernel_sm90(kernel, constants: dict, pointers: dict, floats: set, num_warps: int,
-                        num_stages: int):
-    """Compile ``kernel`` for sm90 without a GPU: ``pointers`` maps pointer arguments to their
-    Triton type, ``floats`` names the fp32 scalars; every other argument is an i32 that a launch
-    would see 16-divisible (as the probes' shapes are)."""
-    from triton.backends.compiler import GPUTarget
-
-    signature, constexprs, attrs = {}, {}, {}
-    for index, name in enumerate(kernel.arg_names):
-        if name in constants:
-            signature[name], constexprs[name] = "constexpr", constants[name]
-        elif name in pointers:
-            signature[name], attrs[(index,)] = pointers[name], [["tt.divisibility", 16]]
-        elif name in floats:
-            signature[name] = "fp32"
-        else:
-            signature[name], attrs[(index,)] = "i32", [["tt.divisibility", 16]]
-    source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs,
-                                       attrs=attrs)
-    target = GPUTarget("cuda", 90, 32)
-    options = triton.compiler.make_backend(target).parse_options(
-        {"num_warps": num_warps, "num_stages": num_stages})
-    # A failing MLIR pass writes its reason (an assertion, an error) and a whole reproducer to
-    # file descriptor 2, not into the exception: keep it, and raise with the reason.
-    with tempfile.TemporaryFile() as sink:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        os.dup2(sink.fileno(), 2)
-        try:
-            return triton.compile(source, target=target, options=options.__dict__)
-        except Exception as error:
-            sink.seek(0)
-            said = sink.read().decode(errors="replace").splitlines()
-            reasons = [line.strip() for line in said if "Assertion" in line or
-                       ("error:" in line and "Failures have been detected" not in line)]
-            if reasons:
-                raise RuntimeError(f"{_one_line(error)}: {reasons[0][:300]}") from error
-            raise
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-
-
-def compiled_figures(compiled) -> dict:
-    """Total warps, setmaxnreg (the registers each warp group asks for or gives back under warp
-    specialization), shared memory, and ptxas's registers and spills."""
-    ptx = compiled.asm["ptx"]
-    found = re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)
-    row = {"total_warps": compiled.metadata.num_warps,
-           "setmaxnreg": " ".join(
-               f"{kind} {'/'.join(sorted({count for k, count in found if k == kind}, key=int, reverse=True))}"
-               for kind in ("inc", "dec") if any(k == kind for k, _ in found)),
-           "shared": compiled.metadata.shared}
-    try:
-        row.update(ptxas_figures(ptx))
-    except Exception as error:  # noqa: BLE001
-        row["ptxas_error"] = f"{type(error).__name__}: {_one_line(error)}"
-    return row
-
-
-def ptxas_figures(ptx: str) -> dict:
-    """Registers and spill bytes as Triton's bundled ptxas reports them for sm_90a. Under warp
-    specialization the figure is the launch's per-thread budget; setmaxnreg then moves
-    registers from the producer to the consumers at run time."""
-    from triton.backends.nvidia.compiler import get_ptxas
-
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "kernel.ptx")
-        with open(path, "w") as handle:
-            handle.write(ptx)
-        info = subprocess.run([get_ptxas(90).path, "-arch=sm_90a", "-v", path, "-o",
-                               os.path.join(folder, "kernel.cubin")],
-                              capture_output=True, text=True, timeout=300).stderr
-    registers = re.search(r"Used (\d+) registers", info)
-    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", info)
-    if not registers or not spills:
-        raise RuntimeError(_one_line(info) or "ptxas said nothing")
-    return {"registers": int(registers.group(1)), "spill_stores": int(spills.group(1)),
-            "spill_loads": int(spills.group(2))}
-
-
-def _one_line(text: str) -> str:
-    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return lines[-1][:400] if lines else ""
-
-
-def compile_report(variant: Variant, block_d: int, ttgir_dir: str | None = None) -> dict:
-    row = {"block_d": block_d, "variant": variant.label, **dataclasses.asdict(variant)}
-    started = time.perf_counter()
-    try:
-        compiled = compile_sm90(variant, block_d)
-    except Exception as error:  # noqa: BLE001 - the pass's failure is the row's result
-        row["error"] = f"{type(error).__name__}: {_one_line(error)}"
-        return row
-    row["compile_s"] = round(time.perf_counter() - started, 2)
-    row.update(compiled_figures(compiled))
-    if ttgir_dir:
-        os.makedirs(ttgir_dir, exist_ok=True)
-        name = re.sub(r"[^\w]+", "_", f"hd{block_d}_{variant.label}")
-        with open(os.path.join(ttgir_dir, name + ".ttgir"), "w") as handle:
-            handle.write(compiled.asm["ttgir"])
-    return row
-
-
 def compile_only_main(ttgir_dir: str | None, json_path: str | None) -> int:
-    if _INTERPRETED:
-        print("error: --compile-only needs TRITON_INTERPRET unset (the interpreter compiles nothing)")
-        return 2
-    print(f"sm90, compiled on this machine (no GPU), Triton {triton.__version__}, bf16")
-    print(f"{'block_d':>7}  {'variant':<40}{'result':<9}{'warps':>6}  {'setmaxnreg':<21}"
-          f"{'smem B':>8}{'regs':>6}{'spill st/ld':>13}{'compile s':>10}")
-    rows = []
     every = [(block_d, variant) for table in (VARIANTS, CAUSAL_VARIANTS, CAUSAL_DIAGONAL_VARIANTS)
              for block_d, variants in table.items() for variant in variants]
-    for block_d, variant in every:
-        row = compile_report(variant, block_d, ttgir_dir)
-        rows.append(row)
-        if "error" in row:
-            print(f"{block_d:>7}  {variant.label:<40}failed   {row['error']}", flush=True)
-            continue
-        registers = (f"{row['registers']:>6}{row['spill_stores']:>7}/{row['spill_loads']:<5}"
-                     if "registers" in row else f"  ptxas failed: {row['ptxas_error']}")
-        note = "  over sm90's 227 KB: cannot launch" if row["shared"] > SM90_MAX_SHARED else ""
-        print(f"{block_d:>7}  {variant.label:<40}{'compiled':<9}{row['total_warps']:>6}  "
-              f"{row['setmaxnreg'] or '-':<21}{row['shared']:>8}{registers}"
-              f"{row['compile_s']:>10}{note}", flush=True)
-    if json_path:
-        _write_json(json_path, {"mode": "compile-only", "triton": triton.__version__, "rows": rows})
-    return 0
+    return compile_only_table(compile_sm90, every, "bf16", 40, ttgir_dir, json_path)
 
 
 # ----------------------------------------------------------------------------------------------
 # Launch, reference and checks (GPU mode and --interpret-check)
 # ----------------------------------------------------------------------------------------------
-
-
-def _scratch(size: int, alignment: int, stream):
-    import torch
-
-    return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
 def ws_forward(q, k, v, variant: Variant, softmax_scale: float, lse_fill: float | None = None):
@@ -510,10 +358,8 @@ def compare(out, lse, ref_out, ref_lse, block_m: int) -> dict:
 def interpret_check_main() -> int:
     """Triton's interpreter runs the kernel on CPU tensors (it ignores warp_specialize and
     num_warps, so this checks the math and both row forms, not the compiled WS code)."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        # The interpreter is chosen when @triton.jit runs, i.e. at import: start over with it.
-        return subprocess.run([sys.executable, os.path.abspath(__file__), "--interpret-check"],
-                              env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=1800).returncode
+    if not INTERPRETED:
+        return rerun_interpreted(__file__)
     import torch
 
     # float16: the interpreter's bfloat16 dots return garbage in Triton 3.6 (errors ~1e9, seen
@@ -551,60 +397,6 @@ def interpret_check_main() -> int:
 # ----------------------------------------------------------------------------------------------
 
 
-def _time_ms(run) -> float:
-    return triton.testing.do_bench(run, warmup=25, rep=100, return_mode="median")
-
-
-def _fatal(error: Exception) -> bool:
-    # After these the CUDA context is unusable: every later launch would fail the same way.
-    text = str(error).lower()
-    return "illegal" in text or "unspecified launch failure" in text or "misaligned" in text
-
-
-class _Watchdog:
-    """A kernel that deadlocks (a warp-specialized loop whose barriers never complete) would
-    hang the run past the device's time limit with nothing written: after ``limit_s`` on one
-    row this writes the rows so far, names the row, and ends the process."""
-
-    def __init__(self, limit_s: float, save):
-        import threading
-
-        self.limit_s, self.save, self.row, self.since = limit_s, save, None, time.monotonic()
-        threading.Thread(target=self._watch, daemon=True).start()
-
-    def start(self, row: dict) -> None:
-        self.row, self.since = row, time.monotonic()
-
-    def _watch(self) -> None:
-        while True:
-            time.sleep(1.0)
-            if self.row is not None and time.monotonic() - self.since > self.limit_s:
-                self.row["error"] = f"hung: no answer in {self.limit_s:.0f} s (process ended)"
-                print(f"{self.row['shape']:<13}{self.row['variant']:<40}{self.row['error']}", flush=True)
-                self.save()
-                os._exit(3)
-
-
-def _environment() -> dict:
-    import torch
-
-    try:
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True, timeout=20).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        driver = "unknown"
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "gpu": torch.cuda.get_device_name(), "driver": driver, "torch": torch.__version__,
-            "triton": triton.__version__, "cudnn": torch.backends.cudnn.version(),
-            "python": platform.python_version(), "dtype": "bf16"}
-
-
-def _write_json(path: str, payload: dict) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as handle:
-        json.dump(payload, handle, indent=1)
-
-
 def _print_row(row: dict) -> None:
     if "error" in row:
         print(f"{row['shape']:<13}{row['variant']:<40}{row['error']}", flush=True)
@@ -619,28 +411,20 @@ def _print_row(row: dict) -> None:
     print(f"{row['shape']:<13}{row['variant']:<40}{row['ms']:>8.3f}{ratio:>8}  {checked}", flush=True)
 
 
-def _run_baseline(row: dict, run) -> None:
-    try:
-        row["ms"] = _time_ms(run)
-    except Exception as error:  # noqa: BLE001 - a backend refusing the shape is a row
-        row["error"] = f"{type(error).__name__}: {_one_line(error)}"
-        row["fatal"] = _fatal(error)
+def _time_baseline(row: dict, run) -> None:
+    row["ms"] = time_ms(run)
 
 
-def _run_variant(row: dict, variant: Variant, q, k, v, scale, ref_out, ref_lse) -> None:
+def _measure_variant(row: dict, variant: Variant, q, k, v, scale, ref_out, ref_lse) -> None:
     import torch
 
-    try:
-        first = time.perf_counter()
-        out, lse = ws_forward(q, k, v, variant, scale, lse_fill=float("nan"))  # compiles
-        torch.cuda.synchronize()
-        row["first_call_s"] = round(time.perf_counter() - first, 2)
-        row.update(compare(out, lse, ref_out, ref_lse, variant.block_m))
-        del out, lse
-        row["ms"] = _time_ms(lambda: ws_forward(q, k, v, variant, scale))
-    except Exception as error:  # noqa: BLE001 - a failed compile or launch is a row
-        row["error"] = f"{type(error).__name__}: {_one_line(error)}"
-        row["fatal"] = _fatal(error)
+    first = time.perf_counter()
+    out, lse = ws_forward(q, k, v, variant, scale, lse_fill=float("nan"))  # compiles
+    torch.cuda.synchronize()
+    row["first_call_s"] = round(time.perf_counter() - first, 2)
+    row.update(compare(out, lse, ref_out, ref_lse, variant.block_m))
+    del out, lse
+    row["ms"] = time_ms(lambda: ws_forward(q, k, v, variant, scale))
 
 
 def gpu_main(json_path: str | None, budget_s: float, row_limit_s: float, shapes: list[str] | None) -> int:
@@ -651,31 +435,16 @@ def gpu_main(json_path: str | None, budget_s: float, row_limit_s: float, shapes:
     from gpudoctor.kernels.attention import flash_attention
 
     started = time.perf_counter()
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        print("needs a Hopper (sm90) GPU; use --compile-only or --interpret-check here")
+    if not hopper_ready():
         return 2
-    torch.backends.cuda.matmul.allow_tf32 = False  # the reference is float32, not TF32
-    triton.set_allocator(_scratch)  # device-side descriptors live in a per-launch scratch buffer
-    environment = _environment()
-    rows: list[dict] = []
-    payload = {"environment": environment, "rows": rows}
-
-    def save() -> None:
-        payload["wall_s"] = round(time.perf_counter() - started, 1)
-        if json_path:
-            _write_json(json_path, payload)
-
-    watchdog = _Watchdog(row_limit_s, save)
-    print(f"{environment['gpu']}, driver {environment['driver']}, torch {environment['torch']}, "
-          f"Triton {environment['triton']}, bf16; ratio = best SDPA ms / ms (>1 faster)")
+    log = RunLog(json_path, started, row_limit_s)
+    rows, save = log.rows, log.save
+    print(f"{environment_line(log.environment)}; ratio = best SDPA ms / ms (>1 faster)")
     print(f"{'shape':<13}{'variant':<40}{'ms':>8}{'ratio':>8}  out ok (err)  lse ok (wrong rows in "
           f"the 1st/2nd half of each block)")
     broken = None  # set once a launch has left the CUDA context unusable
-    for name, batch, heads, seq, head_dim, causal in SHAPES:
-        if shapes and name not in shapes:
-            continue
-        base = {"shape": name, "batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim,
-                "causal": causal}
+    for base in chosen_shapes(SHAPES, shapes):
+        head_dim, causal = base["head_dim"], base["causal"]
         labels = ["sdpa-cudnn", "sdpa-flash", "gpudoctor-shipped"]
         variants = (CAUSAL_VARIANTS if causal else VARIANTS)[block_width(head_dim)]
         if broken:
@@ -683,9 +452,7 @@ def gpu_main(json_path: str | None, budget_s: float, row_limit_s: float, shapes:
                 rows.append({**base, "variant": label, "error": broken})
                 _print_row(rows[-1])
             continue
-        generator = torch.Generator(device="cuda").manual_seed(seq + head_dim)
-        q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
-                               generator=generator) for _ in range(3))
+        q, k, v = cuda_inputs(3, base)
         scale = 1.0 / math.sqrt(head_dim)
         ref_out, ref_lse = reference(q, k, v, scale, causal)
 
@@ -709,10 +476,8 @@ def gpu_main(json_path: str | None, budget_s: float, row_limit_s: float, shapes:
             if broken:
                 row["error"] = broken
                 continue
-            watchdog.start(row)
-            _run_baseline(row, runs[label])
-            if row.pop("fatal", False):
-                broken = "not run: an earlier launch broke the CUDA context"
+            if log.measure(row, lambda: _time_baseline(row, runs[label])):
+                broken = BROKEN
         best_sdpa = min((row["ms"] for row in baseline_rows[:2] if "ms" in row), default=None)
         for row in baseline_rows:
             if "ms" in row and best_sdpa:
@@ -722,55 +487,25 @@ def gpu_main(json_path: str | None, budget_s: float, row_limit_s: float, shapes:
         for variant in variants:
             row = {**base, "variant": variant.label, **dataclasses.asdict(variant)}
             rows.append(row)
-            if broken:
-                row["error"] = broken
-            elif time.perf_counter() - started > budget_s:
-                row["error"] = f"not run: past the {budget_s:.0f} s budget"
-            else:
-                watchdog.start(row)
-                _run_variant(row, variant, q, k, v, scale, ref_out, ref_lse)
-                if row.pop("fatal", False):
-                    broken = "not run: an earlier launch broke the CUDA context"
-                elif "ms" in row and best_sdpa:
-                    row["ratio_best_sdpa"] = best_sdpa / row["ms"]
-            watchdog.start(None)
+            reason = log.skip_reason(broken, budget_s)
+            if reason:
+                row["error"] = reason
+            elif log.measure(row, lambda: _measure_variant(row, variant, q, k, v, scale, ref_out, ref_lse)):
+                broken = BROKEN
+            elif "ms" in row and best_sdpa:
+                row["ratio_best_sdpa"] = best_sdpa / row["ms"]
             _print_row(row)
             save()  # as it goes: a crash keeps the rows so far
-        watchdog.start(None)
         del q, k, v, ref_out, ref_lse
         if not broken:
             torch.cuda.empty_cache()
-    save()
-    print(f"total {payload['wall_s']} s")
-    return 0
+    return log.finish()
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[-10:]))
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--compile-only", action="store_true",
-                      help="no GPU: compile each variant for sm90 and report warps, registers, spills")
-    mode.add_argument("--interpret-check", action="store_true",
-                      help="no GPU: check the kernel's math in Triton's interpreter")
-    parser.add_argument("--ttgir", metavar="DIR", help="with --compile-only: write each variant's TTGIR here")
-    parser.add_argument("--json", metavar="PATH", help="write the rows as JSON")
-    parser.add_argument("--budget-s", type=float, default=85.0,
-                        help="GPU mode: variants not started by then become 'not run' rows (default 85)")
-    parser.add_argument("--row-limit-s", type=float, default=60.0,
-                        help="GPU mode: a row (compile, check, timing) taking longer is taken for a "
-                             "hang: the rows so far are written and the process ends (default 60)")
-    parser.add_argument("--shapes", nargs="+", choices=[shape[0] for shape in SHAPES],
-                        help="GPU mode: only these shapes")
-    args = parser.parse_args()
-    if args.ttgir and not args.compile_only:
-        parser.error("--ttgir goes with --compile-only")
-    if args.compile_only:
-        return compile_only_main(args.ttgir, args.json)
-    if args.interpret_check:
-        return interpret_check_main()
-    return gpu_main(args.json, args.budget_s, args.row_limit_s, args.shapes)
+    return probe_main(__doc__, [shape[0] for shape in SHAPES], 85.0,
+                      "GPU mode: variants not started by then become 'not run' rows (default 85)",
+                      compile_only_main, interpret_check_main, gpu_main)
 
 
 if __name__ == "__main__":
