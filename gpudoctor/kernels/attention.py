@@ -13,11 +13,10 @@ a masked diagonal loop, the log-sum-exp (base 2) saved for the backward, and a b
 walks the key blocks. For small calls on Hopper (``fused_backward``: batch x heads x seq_q x
 seq_k up to a measured limit) the three are one launch: the dK/dV and dQ programs side by side in
 one grid, each computing the delta it needs from O, since such calls are host-bound (launches and
-their Python cost more than the GPU's work). Every
-gradient element is written by exactly one program (dK/dV of a shared KV head sum their query
-heads inside one program), so by default the backward uses no atomics and is bitwise
-reproducible; a config's ``atomic_dq`` (off everywhere: measured slower) trades that for two
-fewer matrix products when ``deterministic=False``.
+their Python cost more than the GPU's work). Every gradient element is written by exactly one
+program (dK/dV of a shared KV head sum their query heads inside one program), so by default the
+backward uses no atomics and is bitwise reproducible; a config's ``atomic_dq`` (off everywhere:
+measured slower) trades that for two fewer matrix products when ``deterministic=False``.
 
 Head dims that are a power of two plus a smaller power of two of at least 16 are computed as a
 "main" slice plus a "tail" slice (80 = 64 + 16, 96 = 64 + 32) instead of padding to the next
@@ -686,11 +685,12 @@ def _dkdv_program(
             dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_blocks(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
                 q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
-                LSE + row_base, DELTA + row_base, o_base, stride_qm, stride_qd, stride_dom, stride_dod,
-                stride_om, stride_od,
+                LSE + row_base, DELTA + row_base, o_base, stride_qm, stride_qd, stride_dom,
+                stride_dod, stride_om, stride_od,
                 offs_n, offs_m_in_block, offs_d_main, offs_d_tail, start_n, diagonal_end,
                 seq_q, qk_scale, softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL,
-                TAIL_PADDED, BLOCK_M, True, CHECK_M, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE, DELTA_FROM_O)
+                TAIL_PADDED, BLOCK_M, True, CHECK_M, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE,
+                DELTA_FROM_O)
             below_start = start_n + BLOCK_N
         else:
             below_start = 0
@@ -698,7 +698,7 @@ def _dkdv_program(
             dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
             q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
             LSE + row_base, DELTA + row_base, o_base, stride_qm, stride_qd, stride_dom, stride_dod,
-                stride_om, stride_od,
+            stride_om, stride_od,
             offs_n, offs_m_in_block, offs_d_main, offs_d_tail, below_start, full_query_end,
             seq_q, qk_scale, softmax_scale, head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED,
             BLOCK_M, False, False, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE, DELTA_FROM_O)
@@ -706,8 +706,8 @@ def _dkdv_program(
             dk_main, dk_tail, dv_main, dv_tail = _backward_dkdv_query_blocks(
                 dk_main, dk_tail, dv_main, dv_tail, k_main, k_tail, v_main, v_tail,
                 q_main_src, q_tail_src, do_main_src, do_tail_src, dq_main_dst, dq_tail_dst,
-                LSE + row_base, DELTA + row_base, o_base, stride_qm, stride_qd, stride_dom, stride_dod,
-                stride_om, stride_od,
+                LSE + row_base, DELTA + row_base, o_base, stride_qm, stride_qd, stride_dom,
+                stride_dod, stride_om, stride_od,
                 offs_n, offs_m_in_block, offs_d_main, offs_d_tail,
                 tl.maximum(below_start, full_query_end), seq_q, seq_q, qk_scale, softmax_scale,
                 head_dim, D_MAIN, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, BLOCK_M, False, True,
@@ -1172,8 +1172,14 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
                           and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
 
 
-def config_for(q: torch.Tensor, k: torch.Tensor, capability) -> AttentionConfig:
-    """select_config for these inputs ((batch, heads, seq, head_dim) q, k)."""
+_OF_Q = object()  # config_for's default capability: q's GPU's
+
+
+def config_for(q: torch.Tensor, k: torch.Tensor, capability=_OF_Q) -> AttentionConfig:
+    """select_config for these inputs ((batch, heads, seq, head_dim) q, k); ``capability``
+    defaults to q's GPU's (remembered per device, as every call asks; None on the CPU)."""
+    if capability is _OF_Q:
+        capability = _device_capability(q)
     return select_config(capability, q.shape[-1], k.shape[2], q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2])
 
 
@@ -1663,11 +1669,11 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
 
     ``deterministic``: as in FlashAttention. True: the backward never uses atomics (dQ has its
     own programs, in its own kernel or beside dK/dV's in one, and dK/dV sum their query heads
-    inside one program), so it is bitwise
-    reproducible. False (the default): where the configuration says so (``atomic_dq``), dQ is
-    summed in float32 by atomic adds inside the dK/dV kernel, which saves two of the backward's
-    seven matrix products per block pair; its last bits then vary from run to run. ``config``
-    overrides the per-architecture tiles (benchmarks and tuning only).
+    inside one program), so it is bitwise reproducible. False (the default): where the
+    configuration says so (``atomic_dq``), dQ is summed in float32 by atomic adds inside the
+    dK/dV kernel, which saves two of the backward's seven matrix products per block pair; its
+    last bits then vary from run to run. ``config`` overrides the per-architecture tiles
+    (benchmarks and tuning only).
     """
     validate_inputs(q, k, v, causal, softmax_scale)
     head_dim = q.shape[-1]
@@ -1706,6 +1712,6 @@ def reference_attention(q, k, v, causal: bool = True, softmax_scale: float | Non
 
 
 __all__ = ["AttentionConfig", "KernelTiles", "flash_attention", "reference_attention",
-           "select_config", "config_for", "head_dim_slices", "padded_width", "validate_inputs", "attention_forward",
-           "attention_backward", "tensor_descriptors_usable", "usable_config", "POINTERS",
-           "DEVICE_DESCRIPTORS", "HOST_DESCRIPTORS"]
+           "select_config", "config_for", "head_dim_slices", "padded_width", "validate_inputs",
+           "attention_forward", "attention_backward", "tensor_descriptors_usable", "usable_config",
+           "POINTERS", "DEVICE_DESCRIPTORS", "HOST_DESCRIPTORS"]

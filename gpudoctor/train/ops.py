@@ -56,10 +56,9 @@ def _scale(head_dim: int, softmax_scale: float) -> float:
 
 
 def _config(q: torch.Tensor, k: torch.Tensor):
-    capability = torch.cuda.get_device_capability(q.device) if q.is_cuda else None
     # the shapes pick the descriptor kernels or the pointer ones and the one-launch backward or
-    # not on sm90 (as flash_attention does)
-    return attention_kernels.config_for(q, k, capability)
+    # not on sm90, and q's GPU (remembered per device) the tiles, as in flash_attention
+    return attention_kernels.config_for(q, k)
 
 
 @torch.library.custom_op("gpudoctor::flash_attention_forward", mutates_args=())

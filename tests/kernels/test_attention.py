@@ -199,6 +199,7 @@ def test_sm90_runs_the_backward_in_one_launch_for_small_calls():
     assert not select_config((9, 0), 128, 4096, 1 * 2 * 4096 * 4096).fused_backward
     q = torch.empty(4, 32, 256, 80)  # the training pass's shape
     assert attention_module.config_for(q, q, (9, 0)).fused_backward
+    assert attention_module.config_for(q, q) is select_config(None, 80)  # q's device: the CPU
     for head_dim in (64, 72, 80, 128, 256):
         small = select_config((9, 0), head_dim, 512, limit)
         table = attention_module._ARCH_CONFIGS["sm90"][attention_module._bucket((9, 0), head_dim)]
