@@ -192,6 +192,154 @@ def gluon_attention_forward(q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, n
     tma.store_wait(pendings=0)
 
 
+@gluon.jit
+def _ws_consumer(descs, buffers, barriers, scalars, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+                 BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
+    """One consumer warpgroup: 64 query rows of the program's 128, the softmax of every key block
+    and both products, with Q·K_jᵀ overlapping P_{j-1}·V_{j-1} as in the one-partition kernel.
+    With PINGPONG the two consumers take turns to issue their products (FlashAttention-3): one
+    warpgroup's softmax runs while the other's products keep the tensor cores busy."""
+    q_desc, k_desc, v_desc, o_desc, LSE = descs
+    q_smem, k_smem, v_smem = buffers
+    q_bars, k_full, k_empty, v_full, v_empty, turns = barriers
+    seq_q, start_m, batch_head, blocks, qk_scale = scalars
+    ROWS: gl.constexpr = 64
+    dtype: gl.constexpr = q_desc.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
+    my_start = start_m + WG * ROWS
+    q_row = batch_head * seq_q + my_start
+    my_q = q_smem.index(WG)
+    mbarrier.expect(q_bars.index(WG), q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bars.index(WG), my_q)
+    zero_scores = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
+    acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout)
+    mbarrier.wait(q_bars.index(WG), 0)
+
+    # Turn k of warpgroup 0 waits for phase (k & 1) ^ 1 of its barrier (a new barrier counts as
+    # phase 1 complete: its first turn is free); warpgroup 1's turn k waits for phase k & 1, which
+    # warpgroup 0's k-th hand-over completes.
+    if PINGPONG:
+        mbarrier.wait(turns.index(WG), 1 - WG)
+    mbarrier.wait(k_full.index(0), 0)
+    s = warpgroup_mma(my_q, k_smem.index(0).permute((1, 0)), zero_scores, use_acc=False, is_async=True)
+    if PINGPONG:
+        mbarrier.arrive(turns.index(1 - WG), count=1)
+    s = warpgroup_mma_wait(0, deps=(s,))
+    mbarrier.arrive(k_empty.index(0), count=1)
+    probs, row_max, correction, row_sum = _softmax_block(
+        s, row_max=0.0, row_sum=0.0, start_m=my_start, start_n=0, qk_scale=qk_scale, BLOCK_M=ROWS,
+        BLOCK_N=BLOCK_N, CAUSAL=CAUSAL, FIRST=True, s_layout=s_layout)
+    for j in range(1, blocks):
+        slot = j % 2
+        previous = 1 - slot
+        if PINGPONG:
+            mbarrier.wait(turns.index(WG), (j & 1) ^ (1 - WG))
+        mbarrier.wait(k_full.index(slot), (j // 2) & 1)
+        s = warpgroup_mma(my_q, k_smem.index(slot).permute((1, 0)), zero_scores, use_acc=False, is_async=True)
+        mbarrier.wait(v_full.index(previous), ((j - 1) // 2) & 1)
+        p = gl.convert_layout(probs.to(dtype), p_layout)
+        acc = warpgroup_mma(p, v_smem.index(previous), acc, is_async=True)
+        if PINGPONG:
+            mbarrier.arrive(turns.index(1 - WG), count=1)
+        s = warpgroup_mma_wait(1, deps=(s,))
+        mbarrier.arrive(k_empty.index(slot), count=1)
+        probs, row_max, correction, row_sum = _softmax_block(
+            s, row_max, row_sum, my_start, j * BLOCK_N, qk_scale, ROWS, BLOCK_N, CAUSAL, False, s_layout)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(previous), count=1)
+        acc = acc * gl.convert_layout(correction, o_rows)[:, None]
+    last = blocks - 1
+    mbarrier.wait(v_full.index(last % 2), (last // 2) & 1)
+    p = gl.convert_layout(probs.to(dtype), p_layout)
+    acc = warpgroup_mma(p, v_smem.index(last % 2), acc, is_async=True)
+    acc = warpgroup_mma_wait(0, deps=(acc,))
+    mbarrier.arrive(v_empty.index(last % 2), count=1)
+
+    out = acc / gl.convert_layout(row_sum, o_rows)[:, None]
+    my_q.store(out.to(dtype))  # this warpgroup's Q slot is free: its last Q·Kᵀ is done
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [q_row, 0], my_q)
+    rows = my_start + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
+    gl.store(LSE + batch_head.to(gl.int64) * seq_q + rows, row_max + gl.log2(row_sum))
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _ws_consumer_1(descs, buffers, barriers, scalars, kv_row, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                   CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
+    _ws_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, BLOCK_N, CAUSAL, PINGPONG)
+
+
+@gluon.jit
+def _ws_producer(descs, buffers, barriers, scalars, kv_row, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                 CAUSAL: gl.constexpr, PINGPONG: gl.constexpr):
+    """One warp: K and V blocks into two-slot rings by TMA, each slot refilled once both
+    consumers have said they are done with it."""
+    q_desc, k_desc, v_desc, o_desc, LSE = descs
+    q_smem, k_smem, v_smem = buffers
+    q_bars, k_full, k_empty, v_full, v_empty, turns = barriers
+    seq_q, start_m, batch_head, blocks, qk_scale = scalars
+    for j in range(blocks):
+        slot = j % 2
+        phase = ((j // 2) & 1) ^ 1
+        mbarrier.wait(k_empty.index(slot), phase)
+        _load_block(k_desc, kv_row + j * BLOCK_N, k_full.index(slot), k_smem.index(slot), True)
+        mbarrier.wait(v_empty.index(slot), phase)
+        _load_block(v_desc, kv_row + j * BLOCK_N, v_full.index(slot), v_smem.index(slot), True)
+
+
+@gluon.jit
+def gluon_attention_forward_ws(q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, num_heads, kv_group_size,
+                               qk_scale, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+                               PINGPONG: gl.constexpr, num_warps: gl.constexpr):
+    """Warp-specialized: two consumer warpgroups of 64 query rows each and a producer warp."""
+    BLOCK_M: gl.constexpr = 128
+    dtype: gl.constexpr = q_desc.dtype
+    if CAUSAL:
+        start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
+        key_end = gl.minimum(start_m + BLOCK_M, seq_k)
+    else:
+        start_m = gl.program_id(0) * BLOCK_M
+        key_end = seq_k
+    batch_head = gl.program_id(1)
+    batch = batch_head // num_heads
+    kv_head = (batch_head % num_heads) // kv_group_size
+    kv_row = (batch * (num_heads // kv_group_size) + kv_head) * seq_k
+    blocks = gl.cdiv(key_end, BLOCK_N)
+
+    q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    v_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    turns = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(q_bars.index(i), count=1)
+        mbarrier.init(k_full.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)
+        mbarrier.init(v_full.index(i), count=1)
+        mbarrier.init(v_empty.index(i), count=2)
+        mbarrier.init(turns.index(i), count=1)
+
+    descs = (q_desc, k_desc, v_desc, o_desc, LSE)
+    buffers = (q_smem, k_smem, v_smem)
+    barriers = (q_bars, k_full, k_empty, v_full, v_empty, turns)
+    scalars = (seq_q, start_m, batch_head, blocks, qk_scale)
+    gl.warp_specialize([
+        (_ws_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, BLOCK_N, CAUSAL, PINGPONG)),
+        (_ws_consumer_1, (descs, buffers, barriers, scalars, kv_row, HEAD_DIM, BLOCK_N, CAUSAL, PINGPONG)),
+        (_ws_producer, (descs, buffers, barriers, scalars, kv_row, HEAD_DIM, BLOCK_N, CAUSAL, PINGPONG)),
+    ], [4, 1], [240, 24])
+
+
 # Tiles per head_dim: (BLOCK_N, num_warps). BLOCK_M is 128 (two warpgroups of 64 rows).
 TILES = {64: (128, 8), 128: (128, 8), 256: (64, 8)}
 BLOCK_M = 128
@@ -201,37 +349,50 @@ def _layout(block, dtype):
     return gl.NVMMASharedLayout.get_default_for(block, dtype)
 
 
-def compile_sm90(head_dim: int, causal: bool, block_n: int | None = None, num_warps: int = 8,
-                 overlap: bool = True):
+WS_MAXNREG = 168  # 12 warps x 32 threads x 168 registers fill the SM's 64 K; setmaxnreg moves them
+
+
+def _arguments(head_dim: int, causal: bool, block_n: int | None, overlap: bool, ws: bool, pingpong: bool):
+    """(kernel, block rows of Q/O, constexprs, compile options) of one variant."""
+    block_n = block_n or TILES[head_dim][0]
+    if ws:
+        return (gluon_attention_forward_ws, 64,
+                {"HEAD_DIM": head_dim, "BLOCK_N": block_n, "CAUSAL": causal, "PINGPONG": pingpong, "num_warps": 4},
+                {"num_warps": 4, "maxnreg": WS_MAXNREG})
+    return (gluon_attention_forward, BLOCK_M,
+            {"HEAD_DIM": head_dim, "BLOCK_M": BLOCK_M, "BLOCK_N": block_n, "CAUSAL": causal, "OVERLAP": overlap,
+             "num_warps": 8},
+            {"num_warps": 8})
+
+
+def compile_sm90(head_dim: int, causal: bool, block_n: int | None = None, overlap: bool = True, ws: bool = False,
+                 pingpong: bool = True):
     """Compiled for sm90 without a GPU (Triton's own ptxas), as a bf16 launch would specialize it."""
     from triton.backends.compiler import GPUTarget
 
-    block_n = block_n or TILES[head_dim][0]
-    q_type = f"tensordesc<bf16[{BLOCK_M}, {head_dim}], {_layout([BLOCK_M, head_dim], gl.bfloat16)!r}>"
+    kernel, q_rows, constexprs, option_values = _arguments(head_dim, causal, block_n, overlap, ws, pingpong)
+    block_n = constexprs["BLOCK_N"]
+    q_type = f"tensordesc<bf16[{q_rows}, {head_dim}], {_layout([q_rows, head_dim], gl.bfloat16)!r}>"
     kv_type = f"tensordesc<bf16[{block_n}, {head_dim}], {_layout([block_n, head_dim], gl.bfloat16)!r}>"
     signature = {"q_desc": q_type, "k_desc": kv_type, "v_desc": kv_type, "o_desc": q_type, "LSE": "*fp32",
-                 "seq_q": "i32", "seq_k": "i32", "num_heads": "i32", "kv_group_size": "i32", "qk_scale": "fp32",
-                 "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "CAUSAL": "constexpr",
-                 "OVERLAP": "constexpr", "num_warps": "constexpr"}
-    constexprs = {"HEAD_DIM": head_dim, "BLOCK_M": BLOCK_M, "BLOCK_N": block_n, "CAUSAL": causal,
-                  "OVERLAP": overlap, "num_warps": num_warps}
-    source = gluon._runtime.GluonASTSource(fn=gluon_attention_forward, signature=signature,
-                                           constexprs=constexprs, attrs={})
+                 "seq_q": "i32", "seq_k": "i32", "num_heads": "i32", "kv_group_size": "i32", "qk_scale": "fp32"}
+    signature.update({name: "constexpr" for name in constexprs})
+    source = gluon._runtime.GluonASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs={})
     target = GPUTarget("cuda", 90, 32)
-    options = triton.compiler.make_backend(target).parse_options({"num_warps": num_warps})
+    options = triton.compiler.make_backend(target).parse_options(option_values)
     return triton.compile(source, target=target, options=options.__dict__)
 
 
 def gluon_forward(q, k, v, causal: bool, softmax_scale: float | None = None, block_n: int | None = None,
-                  overlap: bool = True):
-    """(out, lse) of the Gluon kernel for contiguous (batch, heads, seq, head_dim) q, k, v."""
+                  overlap: bool = True, ws: bool = False, pingpong: bool = True):
+    """(out, lse) of a Gluon kernel for contiguous (batch, heads, seq, head_dim) q, k, v."""
     import torch
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
-    default_n, num_warps = TILES[head_dim]
-    block_n = block_n or default_n
+    kernel, q_rows, constexprs, option_values = _arguments(head_dim, causal, block_n, overlap, ws, pingpong)
+    block_n = constexprs["BLOCK_N"]
     if seq_q % BLOCK_M or seq_k % block_n or (causal and seq_q != seq_k):
         raise ValueError(f"the probe needs seq_q % {BLOCK_M} == seq_k % {block_n} == 0")
     softmax_scale = softmax_scale or head_dim ** -0.5
@@ -245,11 +406,9 @@ def gluon_forward(q, k, v, causal: bool, softmax_scale: float | None = None, blo
                                 _layout([rows, head_dim], dtype))
 
     grid = (seq_q // BLOCK_M, batch * num_heads)
-    gluon_attention_forward[grid](
-        descriptor(q, BLOCK_M), descriptor(k, block_n), descriptor(v, block_n), descriptor(out, BLOCK_M),
-        lse, seq_q, seq_k, num_heads, num_heads // num_kv_heads, softmax_scale * LOG2_E,
-        HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=block_n, CAUSAL=causal, OVERLAP=overlap,
-        num_warps=num_warps)
+    kernel[grid](descriptor(q, q_rows), descriptor(k, block_n), descriptor(v, block_n), descriptor(out, q_rows),
+                 lse, seq_q, seq_k, num_heads, num_heads // num_kv_heads, softmax_scale * LOG2_E,
+                 **constexprs, **{key: value for key, value in option_values.items() if key != "num_warps"})
     return out, lse
 
 
@@ -268,7 +427,8 @@ SHAPES = (
 def variants(head_dim: int):
     """(label, keyword arguments of gluon_forward) timed at a head_dim: the default tiles with the
     overlap, the same without it (the control), and a narrower key block where it fits."""
-    found = [("gluon", {}), ("gluon-no-overlap", {"overlap": False})]
+    found = [("gluon", {}), ("gluon-no-overlap", {"overlap": False}), ("gluon-ws-pingpong", {"ws": True}),
+             ("gluon-ws", {"ws": True, "pingpong": False})]
     if TILES[head_dim][0] > 64:
         found.append(("gluon-n64", {"block_n": 64}))
     return found
@@ -353,15 +513,44 @@ def gpu_rows(names):
     return rows
 
 
+def run_once(shape_name: str, label: str) -> int:
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from gpudoctor.kernels.attention import attention_forward, config_for
+
+    name, batch, heads, kv_heads, seq, head_dim, causal = next(shape for shape in SHAPES if shape[0] == shape_name)
+    q = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(batch, kv_heads, seq, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    options = dict(variants(head_dim)).get(label)
+    for _ in range(3):
+        if options is not None:
+            gluon_forward(q, k, v, causal, **options)
+        elif label == "shipped":
+            attention_forward(q, k, v, causal, head_dim ** -0.5, config_for(q, k))
+        else:
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=heads != kv_heads)
+    torch.cuda.synchronize()
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--json", help="write the GPU rows here")
     parser.add_argument("--shapes", nargs="*", help=f"of {[shape[0] for shape in SHAPES]}")
+    parser.add_argument("--once", nargs=2, metavar=("SHAPE", "VARIANT"),
+                        help="run one variant (a gluon one, shipped or cudnn) three times at SHAPE and stop, "
+                             "for Nsight Compute (ncu --launch-skip ... --launch-count 1)")
     args = parser.parse_args(argv)
     if args.compile_only:
         return compile_only()
     import torch
+
+    if args.once:
+        return run_once(*args.once)
 
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         print("needs a Hopper GPU (sm90); --compile-only runs anywhere")
