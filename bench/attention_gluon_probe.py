@@ -513,6 +513,105 @@ def gpu_rows(names):
     return rows
 
 
+# The shipped module against the Triton forward, by head_dim: name, batch, heads, kv heads, seq, head_dim, causal
+MODULE_SHAPES = tuple((f"hd{hd}", 4, 32, 32, 4096, hd, True) for hd in (40, 64, 80, 96, 112, 128, 160, 192, 256)) + (
+    ("hd64-s1024", 16, 32, 32, 1024, 64, True),
+    ("hd112-nc", 4, 32, 32, 4096, 112, False),
+    ("hd128-s1000", 4, 32, 32, 1000, 128, True),
+    ("hd128-gqa8-s8k", 2, 32, 4, 8192, 128, True),
+    ("hd128-s1024", 4, 32, 32, 1024, 128, True),
+)
+
+
+def module_rows(names):
+    """gpudoctor.kernels.attention_gluon (as shipped) against the Triton forward of the same
+    config, cuDNN and SDPA-flash, forward and forward+backward, in the same run."""
+    import dataclasses
+
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from gpudoctor.kernels import attention_gluon
+    from gpudoctor.kernels.attention import config_for, flash_attention
+
+    rows = []
+    for name, batch, heads, kv_heads, seq, head_dim, causal in MODULE_SHAPES:
+        if names and name not in names:
+            continue
+        row = {"shape": name, "batch": batch, "heads": heads, "kv_heads": kv_heads, "seq": seq,
+               "head_dim": head_dim, "causal": causal}
+        rows.append(row)
+        generator = torch.Generator(device="cuda").manual_seed(seq + head_dim)
+        q = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16, generator=generator)
+        k, v = (torch.randn(batch, kv_heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
+                            generator=generator) for _ in range(2))
+        grad = torch.randn_like(q)
+        config = dataclasses.replace(config_for(q, k), gluon_forward=True)
+        triton_only = dataclasses.replace(config, gluon_forward=False)
+        gqa = heads != kv_heads
+
+        def forward(config):
+            return lambda: flash_attention(q, k, v, causal=causal, config=config)
+
+        def forward_backward(config):
+            leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+            return lambda: flash_attention(*leaves, causal=causal, config=config).backward(grad)
+
+        def sdpa(backend, backward):
+            leaves = [t.detach().requires_grad_(backward) for t in (q, k, v)]
+
+            def run():
+                with sdpa_kernel(backend):
+                    out = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=gqa)
+                if backward:
+                    out.backward(grad)
+            return run
+
+        def check():
+            out, _ = attention_gluon.attention_forward(q, k, v, causal, head_dim ** -0.5)
+            ref = flash_attention(q, k, v, causal=causal, config=triton_only)
+            row["max_diff_vs_triton"] = (out.float() - ref.float()).abs().max().item()
+
+        if attempt(row, check):
+            return rows
+        runs = [("gluon_fwd", forward(config)), ("triton_fwd", forward(triton_only)),
+                ("cudnn_fwd", sdpa(SDPBackend.CUDNN_ATTENTION, False)),
+                ("flash_fwd", sdpa(SDPBackend.FLASH_ATTENTION, False)),
+                ("gluon_fwdbwd", forward_backward(config)), ("triton_fwdbwd", forward_backward(triton_only)),
+                ("cudnn_fwdbwd", sdpa(SDPBackend.CUDNN_ATTENTION, True)),
+                ("flash_fwdbwd", sdpa(SDPBackend.FLASH_ATTENTION, True)),
+                ("gluon_fwd_again", forward(config))]
+        for label, run in runs:
+            def timed(run=run, label=label):
+                row[f"{label}_ms"] = time_ms(run)
+            if attempt(row, timed):
+                return rows
+        for mode in ("fwd", "fwdbwd"):
+            best = min(row.get(f"{backend}_{mode}_ms", float("inf")) for backend in ("cudnn", "flash"))
+            row[f"gluon_{mode}_x_triton"] = row[f"triton_{mode}_ms"] / row[f"gluon_{mode}_ms"]
+            row[f"gluon_{mode}_x_best_sdpa"] = best / row[f"gluon_{mode}_ms"]
+            row[f"triton_{mode}_x_best_sdpa"] = best / row[f"triton_{mode}_ms"]
+        print(one_line(row), flush=True)
+    return rows
+
+
+def print_module_table(rows):
+    print("module: ms (do_bench median); gluon x triton = Triton forward's time / Gluon's; x sdpa = best SDPA / ours")
+    print(f"{'shape':<15} {'g fwd':>7} {'t fwd':>7} {'cudnn':>7} {'g/t':>5} {'g x sdpa':>8} {'t x sdpa':>8} "
+          f"{'g f+b':>7} {'t f+b':>7} {'cudnn':>7} {'g/t':>5} {'g x sdpa':>8} {'t x sdpa':>8} {'diff':>7}")
+    for row in rows:
+        def cell(key, spec):
+            return format(row[key], spec) if key in row else "-"
+        print(f"{row['shape']:<15} {cell('gluon_fwd_ms', '7.3f'):>7} {cell('triton_fwd_ms', '7.3f'):>7} "
+              f"{cell('cudnn_fwd_ms', '7.3f'):>7} {cell('gluon_fwd_x_triton', '5.2f'):>5} "
+              f"{cell('gluon_fwd_x_best_sdpa', '8.2f'):>8} {cell('triton_fwd_x_best_sdpa', '8.2f'):>8} "
+              f"{cell('gluon_fwdbwd_ms', '7.3f'):>7} {cell('triton_fwdbwd_ms', '7.3f'):>7} "
+              f"{cell('cudnn_fwdbwd_ms', '7.3f'):>7} {cell('gluon_fwdbwd_x_triton', '5.2f'):>5} "
+              f"{cell('gluon_fwdbwd_x_best_sdpa', '8.2f'):>8} {cell('triton_fwdbwd_x_best_sdpa', '8.2f'):>8} "
+              f"{cell('max_diff_vs_triton', '7.4f'):>7} {row.get('error', '')}")
+
+
 def run_once(shape_name: str, label: str) -> int:
     import torch
     import torch.nn.functional as F
@@ -541,6 +640,8 @@ def main(argv=None) -> int:
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--json", help="write the GPU rows here")
     parser.add_argument("--shapes", nargs="*", help=f"of {[shape[0] for shape in SHAPES]}")
+    parser.add_argument("--module", action="store_true",
+                        help="time the shipped module (gpudoctor.kernels.attention_gluon) at MODULE_SHAPES instead")
     parser.add_argument("--once", nargs=2, metavar=("SHAPE", "VARIANT"),
                         help="run one variant (a gluon one, shipped or cudnn) three times at SHAPE and stop, "
                              "for Nsight Compute (ncu --launch-skip ... --launch-count 1)")
@@ -557,6 +658,12 @@ def main(argv=None) -> int:
         return 2
     environment = describe_environment()
     print(environment_line(environment), flush=True)
+    if args.module:
+        rows = module_rows(args.shapes)
+        print_module_table(rows)
+        if args.json:
+            write_json(args.json, {"environment": environment, "rows": rows})
+        return 0
     rows = gpu_rows(args.shapes)
     print("ms per forward (do_bench median); x sdpa = best SDPA backend's time / this one's")
     print(f"{'shape':<12} {'variant':<17} {'ms':>7} {'x shipped':>9} {'x sdpa':>7} {'err fp32':>8}")

@@ -43,6 +43,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import attention_gluon
 from .launch import fast
 
 try:  # host-side tensor descriptors: Triton 3.4+
@@ -1058,6 +1059,10 @@ class AttentionConfig:
     # by side, each computing its own delta; on the backward_dkdv tiles' warps and stages.
     # Pointer kernels only; ignored with atomic_dq or descriptors (those run at long sequences).
     fused_backward: bool = False
+    # Forward on Hopper through the warp-specialized Gluon kernel (attention_gluon.py) where its
+    # inputs allow (TMA-readable layouts, Triton with Gluon); the Triton forward otherwise. The
+    # backward is unchanged.
+    gluon_forward: bool = False
 
 
 def _tiles(block_m, block_n, num_warps, num_stages):
@@ -1160,6 +1165,13 @@ DESCRIPTOR_MIN_SEQ = 1024
 # session), while the same kernel on the table's stages passed.
 FUSED_BACKWARD_MAX_SCORES = 4 * 32 * 512 * 512
 FUSED_BACKWARD_MAX_SEQ = 1024
+# sm90: the warp-specialized Gluon forward (attention_gluon.py) for these head_dim buckets at
+# long sequences (seq_k >= DESCRIPTOR_MIN_SEQ; below it the host's set-up of its descriptors and
+# Gluon's launch dominate: 0.15 ms at b4 h32 s256 hd128 against the Triton forward's 0.03).
+# Measured on the H200 (docs/benchmarks.md, ninth session; bench/attention_gluon_probe.py, b4 h32
+# s4096 bf16, forward ms, Triton forward / Gluon in the same run): hd128 causal 1.209 / 1.002,
+# not causal 2.124 / 1.769, GQA 4:1 1.199 / 0.989; hd256 causal 2.238 / 1.833.
+GLUON_FORWARD_BUCKETS = (128, 256)
 
 
 def select_config(capability: tuple[int, int] | None, head_dim: int,
@@ -1195,6 +1207,8 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
         config = dataclasses.replace(config, tma=HOST_DESCRIPTORS)
     if family == "sm90" and small_call:
         config = dataclasses.replace(config, fused_backward=True)
+    if family == "sm90" and long_sequence and _bucket(capability, head_dim) in GLUON_FORWARD_BUCKETS:
+        config = dataclasses.replace(config, gluon_forward=True)
     return config
 
 
@@ -1473,6 +1487,8 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     # Decided on the inputs alone: the outputs allocated below are contiguous and aligned, hence
     # descriptor-ready whenever the inputs are (head_dim is a multiple of 8: rows of 16 bytes).
+    if config.gluon_forward and _gluon_runs(q, k, v):
+        return attention_gluon.attention_forward(q, k, v, causal, softmax_scale)
     config = usable_config(config, q, k, v)
     if config.tma == POINTERS:  # the descriptor kernels take only descriptor-ready layouts
         q, k, v = _readable(q), _readable(k), _readable(v)
@@ -1494,6 +1510,13 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
         **_slice_constants(head_dim, config),
     )
     return out, lse
+
+
+def _gluon_runs(q, k, v) -> bool:
+    """The Gluon forward can run these inputs here: a Hopper GPU, not the interpreter, layouts
+    TMA reads in place."""
+    return (q.is_cuda and not _interpreting() and _capability(q.device)[0] == 9
+            and attention_gluon.usable(q, k, v))
 
 
 def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale: float,

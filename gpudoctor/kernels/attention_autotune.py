@@ -94,7 +94,8 @@ def _from_json(data: dict) -> AttentionConfig:
                            KernelTiles(**data["backward_dq"]), bool(data.get("split_head_dim", True)),
                            tma=int(data.get("tma", 0)), atomic_dq=bool(data.get("atomic_dq", False)),
                            delta_in_dq=bool(data.get("delta_in_dq", False)),
-                           fused_backward=bool(data.get("fused_backward", False)))
+                           fused_backward=bool(data.get("fused_backward", False)),
+                           gluon_forward=bool(data.get("gluon_forward", False)))
 
 
 def _read_cache(path: Path) -> dict:

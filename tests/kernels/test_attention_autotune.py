@@ -109,6 +109,8 @@ def test_flash_attention_tunes_an_unmeasured_family_at_first_use(monkeypatch, de
 
 
 def test_cache_entries_round_trip_every_config_field():
-    config = dataclasses.replace(GUESS, split_head_dim=False, tma=attention.HOST_DESCRIPTORS, atomic_dq=True,
-                                 delta_in_dq=True)
+    flipped = {field.name: not getattr(GUESS, field.name) for field in dataclasses.fields(GUESS)
+               if isinstance(getattr(GUESS, field.name), bool)}
+    assert {"split_head_dim", "atomic_dq", "fused_backward", "gluon_forward"} <= set(flipped)
+    config = dataclasses.replace(GUESS, tma=attention.HOST_DESCRIPTORS, **flipped)
     assert autotune._from_json(json.loads(json.dumps(autotune._to_json(config)))) == config

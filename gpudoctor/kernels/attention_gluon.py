@@ -1,0 +1,310 @@
+"""The attention forward on Hopper (sm90) in Gluon, Triton's lower-level language: warp-specialized
+as in FlashAttention-3.
+
+Why not Triton's own language: there the compiler schedules the tensor-core products and waits for
+Q·Kᵀ at once, so the tensor cores idle while the softmax runs (ncu on the H200: 51 % tensor-pipe
+activity for the Triton forward against cuDNN's 68 %), and Triton 3.6's automatic warp
+specialization gave at most 8 % with wrong results at three stages (docs/benchmarks.md). Here
+each program (128 query rows of one head) is three partitions:
+
+- two consumer warpgroups of 64 query rows each: the online softmax and both products, Q·K_jᵀ
+  issued together with P_{j-1}·V_{j-1} and waited for alone, so the second runs on the tensor
+  cores during block j's softmax; P stays in registers as the product's A operand;
+- one producer warp: K and V blocks into two-slot rings in shared memory by TMA, each slot
+  refilled once both consumers have arrived on its "empty" barrier.
+
+Loads and stores go through 4-D host-side TMA descriptors over (batch, heads, seq, head_dim):
+rows past a sequence's end and columns past head_dim are zero-filled on load and clipped on
+store, so ragged lengths and head dims that are not a power of two need no copies; the key
+columns past seq_k are masked in the last block. It writes the base-2 log-sum-exp the backward
+kernels read (attention.py), in their layout.
+
+Measured on the H200 (bench/attention_gluon_probe.py, docs/benchmarks.md, ninth session):
+1.19-1.22x the Triton forward at head_dim 128 and 256 (1.00-1.06x cuDNN at 128, 0.98-0.99x at 256).
+FlashAttention-3's ping-pong between the consumers (taking turns to issue their products) made no
+difference there and is left out.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+try:  # Gluon's Hopper modules: Triton >= 3.5
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:  # pragma: no cover - an older Triton: the Triton kernels run instead
+    gluon = None
+
+LOG2_E = 1.4426950408889634
+BLOCK_M = 128  # query rows per program: two consumer warpgroups of 64
+CONSUMER_ROWS = 64
+# Key rows per block, by the head_dim the kernel computes at (head_dim rounded up to a power of
+# two): sized so that Q (128 rows) and two slots each of K and V fit sm90's 227 KB of shared
+# memory and one consumer's registers (scores, P and the output accumulator) fit 240.
+BLOCK_N = {32: 128, 64: 128, 128: 128, 256: 64}
+# Registers: 12 warps x 32 threads x 168 = the SM's 64 K; setmaxnreg then gives each consumer
+# warpgroup 240 and the producer 24 (the kernel's warp_specialize call).
+MAX_REGISTERS = 168
+DTYPES = (torch.float16, torch.bfloat16)
+
+if gluon is not None:
+
+    @gluon.jit
+    def _masked_softmax(s, row_max, row_sum, start_m, start_n, seq_k, qk_scale,
+                        ROWS: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+                        CHECK_N: gl.constexpr, FIRST: gl.constexpr, s_layout: gl.constexpr):
+        """Block ``start_n``'s probabilities (float32, relative to the new running max), the new
+        max, the correction of what was summed before, and the new running sum."""
+        cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        if CAUSAL:
+            if start_n + BLOCK_N > start_m:  # a block on the diagonal: no key right of its query
+                rows = start_m + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
+                s = gl.where(rows[:, None] >= cols[None, :], s, float("-inf"))
+        if CHECK_N:
+            if start_n + BLOCK_N > seq_k:  # the last block: its rows past seq_k are zero-filled
+                s = gl.where(cols[None, :] < seq_k, s, float("-inf"))
+        block_max = gl.max(s, 1) * qk_scale
+        if FIRST:
+            new_max = block_max  # key 0 is visible to every row, so this is finite
+        else:
+            new_max = gl.maximum(row_max, block_max)
+        probs = gl.exp2(s * qk_scale - new_max[:, None])
+        if FIRST:
+            correction = gl.full_like(new_max, 1.0)
+            row_sum = gl.sum(probs, 1)
+        else:
+            correction = gl.exp2(row_max - new_max)
+            row_sum = row_sum * correction + gl.sum(probs, 1)
+        return probs, new_max, correction, row_sum
+
+    @gluon.jit
+    def _tile(ring, slot, ROWS: gl.constexpr, HEAD_DIM: gl.constexpr):
+        # A 4-D (1, 1, rows, head_dim) TMA box as the 2-D operand the tensor cores read.
+        return ring.index(slot).reshape([ROWS, HEAD_DIM])
+
+    @gluon.jit
+    def _consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+                  BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr):
+        q_desc, k_desc, v_desc, o_desc, LSE = descs
+        q_smem, k_smem, v_smem = buffers
+        q_bars, k_full, k_empty, v_full, v_empty = barriers
+        batch, head, batch_head, seq_q, seq_k, start_m, blocks, qk_scale = scalars
+        ROWS: gl.constexpr = 64
+        dtype: gl.constexpr = q_desc.dtype
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_N, 16])
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HEAD_DIM, 16])
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
+        my_start = start_m + WARPGROUP * ROWS
+        my_q = _tile(q_smem, WARPGROUP, ROWS, HEAD_DIM)
+        mbarrier.expect(q_bars.index(WARPGROUP), q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [batch, head, my_start, 0], q_bars.index(WARPGROUP),
+                                        q_smem.index(WARPGROUP))
+        zero_scores = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
+        acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout)
+        mbarrier.wait(q_bars.index(WARPGROUP), 0)
+
+        mbarrier.wait(k_full.index(0), 0)
+        s = warpgroup_mma(my_q, _tile(k_smem, 0, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
+                          use_acc=False, is_async=True)
+        s = warpgroup_mma_wait(0, deps=(s,))
+        mbarrier.arrive(k_empty.index(0), count=1)
+        probs, row_max, correction, row_sum = _masked_softmax(
+            s, 0.0, 0.0, my_start, 0, seq_k, qk_scale, ROWS, BLOCK_N, CAUSAL, CHECK_N, True, s_layout)
+        for j in range(1, blocks):
+            slot = j % 2
+            previous = 1 - slot
+            mbarrier.wait(k_full.index(slot), (j // 2) & 1)
+            s = warpgroup_mma(my_q, _tile(k_smem, slot, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
+                              use_acc=False, is_async=True)
+            mbarrier.wait(v_full.index(previous), ((j - 1) // 2) & 1)
+            p = gl.convert_layout(probs.to(dtype), p_layout)
+            acc = warpgroup_mma(p, _tile(v_smem, previous, BLOCK_N, HEAD_DIM), acc, is_async=True)
+            # Q·K_jᵀ was issued first: waiting for all but one product leaves P_{j-1}·V_{j-1} on the
+            # tensor cores while block j's softmax runs.
+            s = warpgroup_mma_wait(1, deps=(s,))
+            mbarrier.arrive(k_empty.index(slot), count=1)
+            probs, row_max, correction, row_sum = _masked_softmax(
+                s, row_max, row_sum, my_start, j * BLOCK_N, seq_k, qk_scale, ROWS, BLOCK_N, CAUSAL, CHECK_N,
+                False, s_layout)
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            mbarrier.arrive(v_empty.index(previous), count=1)
+            acc = acc * gl.convert_layout(correction, o_rows)[:, None]
+        last = blocks - 1
+        mbarrier.wait(v_full.index(last % 2), (last // 2) & 1)
+        p = gl.convert_layout(probs.to(dtype), p_layout)
+        acc = warpgroup_mma(p, _tile(v_smem, last % 2, BLOCK_N, HEAD_DIM), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(last % 2), count=1)
+
+        out = acc / gl.convert_layout(row_sum, o_rows)[:, None]
+        my_q.store(out.to(dtype))  # this warpgroup's Q slot is free: its last Q·Kᵀ is done
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [batch, head, my_start, 0], q_smem.index(WARPGROUP))
+        rows = my_start + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
+        gl.store(LSE + batch_head.to(gl.int64) * seq_q + rows, row_max + gl.log2(row_sum), mask=rows < seq_q)
+        tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def _second_consumer(descs, buffers, barriers, scalars, kv_head, HEAD_DIM: gl.constexpr,
+                         BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr):
+        _consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N)
+
+    @gluon.jit
+    def _producer(descs, buffers, barriers, scalars, kv_head, HEAD_DIM: gl.constexpr,
+                  BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr):
+        q_desc, k_desc, v_desc, o_desc, LSE = descs
+        q_smem, k_smem, v_smem = buffers
+        q_bars, k_full, k_empty, v_full, v_empty = barriers
+        batch, head, batch_head, seq_q, seq_k, start_m, blocks, qk_scale = scalars
+        for j in range(blocks):
+            slot = j % 2
+            # A new barrier counts as phase 1 complete: each slot's first fill does not wait.
+            phase = ((j // 2) & 1) ^ 1
+            mbarrier.wait(k_empty.index(slot), phase)
+            mbarrier.expect(k_full.index(slot), k_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(k_desc, [batch, kv_head, j * BLOCK_N, 0], k_full.index(slot),
+                                            k_smem.index(slot))
+            mbarrier.wait(v_empty.index(slot), phase)
+            mbarrier.expect(v_full.index(slot), v_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(v_desc, [batch, kv_head, j * BLOCK_N, 0], v_full.index(slot),
+                                            v_smem.index(slot))
+
+    @gluon.jit
+    def _attention_forward_ws_kernel(q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, num_heads,
+                                     kv_group_size, qk_scale, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                                     CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, num_warps: gl.constexpr):
+        BLOCK_M: gl.constexpr = 128
+        dtype: gl.constexpr = q_desc.dtype
+        if CAUSAL:
+            # Longest first, as the Triton forward: the last query block sees the most keys.
+            start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
+            key_end = gl.minimum(start_m + BLOCK_M, seq_k)
+        else:
+            start_m = gl.program_id(0) * BLOCK_M
+            key_end = seq_k
+        batch_head = gl.program_id(1)
+        batch = batch_head // num_heads
+        head = batch_head % num_heads
+        kv_head = head // kv_group_size
+        blocks = gl.cdiv(key_end, BLOCK_N)
+
+        q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], q_desc.layout)
+        k_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, HEAD_DIM], v_desc.layout)
+        q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        k_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        k_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        v_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(2):
+            mbarrier.init(q_bars.index(i), count=1)
+            mbarrier.init(k_full.index(i), count=1)
+            mbarrier.init(k_empty.index(i), count=2)  # both consumers
+            mbarrier.init(v_full.index(i), count=1)
+            mbarrier.init(v_empty.index(i), count=2)
+
+        descs = (q_desc, k_desc, v_desc, o_desc, LSE)
+        buffers = (q_smem, k_smem, v_smem)
+        barriers = (q_bars, k_full, k_empty, v_full, v_empty)
+        scalars = (batch, head, batch_head, seq_q, seq_k, start_m, blocks, qk_scale)
+        gl.warp_specialize([
+            (_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N)),
+            (_second_consumer, (descs, buffers, barriers, scalars, kv_head, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N)),
+            (_producer, (descs, buffers, barriers, scalars, kv_head, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N)),
+        ], [4, 1], [240, 24])  # registers of the second consumer and the producer (MAX_REGISTERS)
+
+
+def available() -> bool:
+    """This Triton has Gluon's Hopper modules."""
+    return gluon is not None
+
+
+def kernel_width(head_dim: int) -> int:
+    """The head_dim the kernel computes at: the next power of two, at least 32 (TMA zero-fills the
+    columns past head_dim)."""
+    return max(32, 1 << (head_dim - 1).bit_length())
+
+
+def descriptor_ready(tensor: torch.Tensor) -> bool:
+    """A (batch, heads, seq, head_dim) tensor TMA can read in place: 16-byte aligned start and
+    strides, contiguous head_dim."""
+    size = tensor.element_size()
+    return (tensor.dtype in DTYPES and tensor.stride(-1) == 1 and tensor.data_ptr() % 16 == 0
+            and all(stride * size % 16 == 0 for stride in tensor.stride()[:-1]))
+
+
+def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """The kernel can run these inputs (the caller has checked they are on an sm90 GPU)."""
+    return (gluon is not None and q.shape[-1] <= 256 and q.dtype == k.dtype == v.dtype
+            and all(descriptor_ready(tensor) for tensor in (q, k, v)))
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_layout(rows: int, width: int, dtype: torch.dtype):
+    return gl.NVMMASharedLayout.get_default_for([1, 1, rows, width],
+                                                gl.bfloat16 if dtype == torch.bfloat16 else gl.float16)
+
+
+def _descriptor(tensor: torch.Tensor, rows: int, width: int):
+    return TensorDescriptor(tensor, list(tensor.shape), list(tensor.stride()), [1, 1, rows, width],
+                            _shared_layout(rows, width, tensor.dtype))
+
+
+def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                      softmax_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse) as attention.attention_forward returns them: out contiguous like q, lse the
+    base-2 log-sum-exp of the scaled scores, float32, (batch * heads, seq_q). Inputs pass
+    ``usable``; q's GPU is the current one."""
+    batch, num_heads, seq_q, head_dim = q.shape
+    num_kv_heads, seq_k = k.shape[1], k.shape[2]
+    width = kernel_width(head_dim)
+    block_n = BLOCK_N[width]
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
+    grid = (-(-seq_q // BLOCK_M), batch * num_heads)
+    _attention_forward_ws_kernel[grid](
+        _descriptor(q, CONSUMER_ROWS, width), _descriptor(k, block_n, width), _descriptor(v, block_n, width),
+        _descriptor(out, CONSUMER_ROWS, width), lse, seq_q, seq_k, num_heads, num_heads // num_kv_heads,
+        softmax_scale * LOG2_E, HEAD_DIM=width, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
+        num_warps=4, maxnreg=MAX_REGISTERS)
+    return out, lse
+
+
+def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = torch.bfloat16):
+    """The kernel compiled for sm90 without a GPU (Triton's own ptxas), as a launch at this width
+    would specialize it: for tests and benches on machines without a Hopper GPU. Not under
+    TRITON_INTERPRET (the interpreter replaces the kernel's jit functions)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import _runtime
+
+    name = "bf16" if dtype == torch.bfloat16 else "fp16"
+    block_n = BLOCK_N[width]
+    q_type = f"tensordesc<{name}[1, 1, {CONSUMER_ROWS}, {width}], {_shared_layout(CONSUMER_ROWS, width, dtype)!r}>"
+    kv_type = f"tensordesc<{name}[1, 1, {block_n}, {width}], {_shared_layout(block_n, width, dtype)!r}>"
+    signature = {"q_desc": q_type, "k_desc": kv_type, "v_desc": kv_type, "o_desc": q_type, "LSE": "*fp32",
+                 "seq_q": "i32", "seq_k": "i32", "num_heads": "i32", "kv_group_size": "i32", "qk_scale": "fp32",
+                 "HEAD_DIM": "constexpr", "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "CHECK_N": "constexpr",
+                 "num_warps": "constexpr"}
+    constexprs = {"HEAD_DIM": width, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n, "num_warps": 4}
+    source = _runtime.GluonASTSource(fn=_attention_forward_ws_kernel, signature=signature, constexprs=constexprs,
+                                     attrs={})
+    target = GPUTarget("cuda", 90, 32)
+    options = triton.compiler.make_backend(target).parse_options({"num_warps": 4, "maxnreg": MAX_REGISTERS})
+    return triton.compile(source, target=target, options=options.__dict__)
+
+
+__all__ = ["available", "usable", "descriptor_ready", "kernel_width", "attention_forward", "BLOCK_N"]

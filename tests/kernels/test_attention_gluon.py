@@ -1,0 +1,202 @@
+"""The warp-specialized Gluon forward on Hopper (gpudoctor.kernels.attention_gluon).
+
+CPU (CI): the kernel compiles for sm90 with Triton's own ptxas, without spills, at every width
+it runs at; which calls take it; which layouts TMA can read in place. Gluon has no interpreter,
+so its results are checked on the GPU (`pytest -m gpu`): against a float32 reference at ragged
+and whole lengths, GQA, both dtypes, strided inputs, and through flash_attention's autograd.
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from gpudoctor.kernels import attention as attention_module
+from gpudoctor.kernels import attention_gluon
+from gpudoctor.kernels.attention import flash_attention, reference_attention, select_config
+
+needs_gluon = pytest.mark.skipif(not attention_gluon.available() and not os.environ.get("CI"),
+                                 reason="this Triton has no Gluon (Triton >= 3.5)")
+
+
+# Compiled in a child process: under TRITON_INTERPRET (the CPU test run) @gluon.jit functions
+# become interpreted ones, which Gluon's compiler cannot call.
+_COMPILE = """
+import json, os, re, subprocess, sys, tempfile
+import torch
+from triton.backends.nvidia.compiler import get_ptxas
+from gpudoctor.kernels import attention_gluon
+rows = []
+for width, causal, check_n, dtype in json.loads(sys.argv[1]):
+    compiled = attention_gluon.compile_sm90(width, causal, check_n, getattr(torch, dtype))
+    ptx = compiled.asm["ptx"]
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "kernel.ptx")
+        open(path, "w").write(ptx)
+        info = subprocess.run([get_ptxas(90).path, "-arch=sm_90a", "-v", path, "-o", path + ".cubin"],
+                              capture_output=True, text=True, timeout=300).stderr
+    spills = re.search(r"(\\d+) bytes spill stores, (\\d+) bytes spill loads", info)
+    rows.append({"spills": [int(spills.group(1)), int(spills.group(2))] if spills else info,
+                 "warps": compiled.metadata.num_warps, "shared": compiled.metadata.shared,
+                 "setmaxnreg": re.findall(r"setmaxnreg\\.(inc|dec)\\.sync\\.aligned\\.u32\\s+(\\d+)", ptx),
+                 "waits": sorted(set(re.findall(r"wgmma\\.wait_group\\.sync\\.aligned (\\d+)", ptx)))})
+print(json.dumps(rows))
+"""
+COMPILE_CASES = [(128, True, True, "bfloat16"), (128, False, False, "float16"), (256, True, False, "bfloat16"),
+                 (64, False, True, "bfloat16")]
+
+
+@pytest.fixture(scope="module")
+def compiled_sm90():
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", _COMPILE, json.dumps(COMPILE_CASES)], capture_output=True,
+                          text=True, timeout=600, env=env,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(zip(map(tuple, COMPILE_CASES), json.loads(done.stdout.strip().splitlines()[-1])))
+
+
+@needs_gluon
+@pytest.mark.parametrize("case", COMPILE_CASES, ids=lambda case: "-".join(map(str, case)))
+def test_compiles_for_sm90_without_spills(case, compiled_sm90):
+    row = compiled_sm90[tuple(case)]
+    assert row["spills"] == [0, 0], row["spills"]
+    # Three partitions: two consumer warpgroups at 240 registers each, a producer at 24.
+    assert row["warps"] == 12
+    assert ["inc", "240"] in row["setmaxnreg"] and ["dec", "24"] in row["setmaxnreg"]
+    # Q·K_jᵀ waited for while P_{j-1}·V_{j-1} is still running: the overlap the kernel exists for.
+    assert "1" in row["waits"]
+    # Shared memory: Q (2 x 64 rows) and two slots each of K and V, within sm90's 227 KB.
+    assert row["shared"] <= 232448
+
+
+@pytest.mark.parametrize("head_dim, width", [(32, 32), (40, 64), (64, 64), (80, 128), (112, 128),
+                                             (128, 128), (136, 256), (256, 256)])
+def test_kernel_width_is_the_next_power_of_two(head_dim, width):
+    assert attention_gluon.kernel_width(head_dim) == width
+    assert width in attention_gluon.BLOCK_N
+
+
+def test_descriptor_ready_layouts():
+    base = torch.zeros(2, 4, 64, 128, dtype=torch.bfloat16)
+    assert attention_gluon.descriptor_ready(base)
+    assert attention_gluon.descriptor_ready(base.transpose(1, 2).contiguous().transpose(1, 2))  # (b, s, h, d)
+    assert attention_gluon.descriptor_ready(torch.zeros(1, 2, 33, 72, dtype=torch.float16))  # rows 144 bytes apart
+    assert not attention_gluon.descriptor_ready(base.float())
+    assert not attention_gluon.descriptor_ready(base.transpose(-1, -2))  # head_dim not contiguous
+    assert not attention_gluon.descriptor_ready(torch.zeros(1, 2, 33, 84, dtype=torch.float16)[..., :80])
+    assert not attention_gluon.descriptor_ready(torch.zeros(2 * 4 * 64 * 128 + 1, dtype=torch.bfloat16)[1:]
+                                                .view(2, 4, 64, 128))  # start 2 bytes past 16
+
+
+def test_selected_on_hopper_for_long_sequences_in_the_measured_buckets():
+    assert select_config((9, 0), 128, 4096).gluon_forward
+    assert select_config((9, 0), 256, 1024).gluon_forward
+    assert select_config((9, 0), 112, 4096).gluon_forward  # the 128 bucket
+    assert not select_config((9, 0), 128, 256).gluon_forward  # host-bound: the Triton forward
+    assert not select_config((9, 0), 128, 256, 4 * 32 * 256 * 256).gluon_forward
+    assert not select_config((9, 0), 64, 4096).gluon_forward
+    assert not select_config((8, 0), 128, 4096).gluon_forward
+    assert not select_config(None, 128, 4096).gluon_forward
+
+
+def test_not_taken_where_it_cannot_run(monkeypatch):
+    """A config asking for it on inputs it cannot run (here: the CPU interpreter) runs the Triton
+    forward."""
+    monkeypatch.setattr(attention_gluon, "attention_forward",
+                        lambda *args: pytest.fail("the Gluon forward ran off Hopper"))
+    generator = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 20, 64, generator=generator, dtype=torch.float16) for _ in range(3))
+    config = dataclasses.replace(select_config(None, 64), gluon_forward=True)
+    out = flash_attention(q, k, v, causal=True, config=config)
+    expected = reference_attention(q, k, v, causal=True)
+    assert (out.double() - expected).abs().max().item() < 1e-2
+
+
+# ----------------------------------------------------------------------------------------------
+# GPU (device machine)
+# ----------------------------------------------------------------------------------------------
+
+def _hopper() -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+
+
+def _inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype, seed):
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(batch, heads, seq_q, head_dim, device="cuda", dtype=dtype, generator=generator)
+    k, v = (torch.randn(batch, kv_heads, seq_k, head_dim, device="cuda", dtype=dtype, generator=generator)
+            for _ in range(2))
+    return q, k, v
+
+
+def _check_forward(q, k, v, causal, tolerance):
+    scale = q.shape[-1] ** -0.5
+    out, lse = attention_gluon.attention_forward(q, k, v, causal, scale)
+    expected = reference_attention(q, k, v, causal=causal, dtype=torch.float32)
+    error = ((out.float() - expected).norm() / expected.norm()).item()
+    assert error < tolerance, error
+    # The log-sum-exp the backward reads: as the Triton forward writes it.
+    triton_config = dataclasses.replace(attention_module.config_for(q, k), gluon_forward=False)
+    _, triton_lse = attention_module.attention_forward(q, k, v, causal, scale, triton_config)
+    assert (lse - triton_lse).abs().max().item() < 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("head_dim", [64, 80, 112, 128, 192, 256])
+def test_gpu_matches_float32_reference(head_dim, causal, dtype):
+    """Ragged (1000: a partial last query block and key block) and whole lengths, GQA 4:2."""
+    if not _hopper():
+        pytest.skip("needs a Hopper GPU")
+    tolerance = {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype]
+    for seq in (1000, 2048):
+        q, k, v = _inputs(2, 4, 2, seq, seq, head_dim, dtype, seq + head_dim)
+        _check_forward(q, k, v, causal, tolerance)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seq_q, seq_k", [(300, 1111), (1111, 300), (64, 129)])
+def test_gpu_cross_attention_lengths(seq_q, seq_k):
+    if not _hopper():
+        pytest.skip("needs a Hopper GPU")
+    q, k, v = _inputs(1, 8, 1, seq_q, seq_k, 128, torch.bfloat16, seq_q)
+    _check_forward(q, k, v, False, 3e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_strided_layout_read_in_place():
+    """(batch, seq, heads, head_dim) memory seen as (batch, heads, seq, head_dim): TMA reads it
+    without a copy."""
+    if not _hopper():
+        pytest.skip("needs a Hopper GPU")
+    q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2)
+               for t in _inputs(2, 4, 4, 1024, 1024, 128, torch.bfloat16, 5))
+    assert all(attention_gluon.descriptor_ready(t) for t in (q, k, v)) and not q.is_contiguous()
+    _check_forward(q, k, v, True, 3e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [128, 256])
+def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(head_dim, monkeypatch):
+    if not _hopper():
+        pytest.skip("needs a Hopper GPU")
+    calls = []
+    original = attention_gluon.attention_forward
+    monkeypatch.setattr(attention_gluon, "attention_forward",
+                        lambda *args: calls.append(args[0].shape) or original(*args))
+    q, k, v = (t.requires_grad_() for t in _inputs(1, 4, 2, 1024, 1024, head_dim, torch.bfloat16, 9))
+    grad = torch.randn_like(q)
+    out = flash_attention(q, k, v, causal=True)
+    out.backward(grad)
+    assert calls, "flash_attention did not take the Gluon forward at seq 1024 on Hopper"
+    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    expected = reference_attention(*refs, causal=True, dtype=torch.float32)
+    expected.backward(grad.float())
+    for ours, theirs in zip([out, q.grad, k.grad, v.grad], [expected, *[t.grad for t in refs]]):
+        error = ((ours.float() - theirs).norm() / theirs.norm()).item()
+        assert error < 3e-2, error
