@@ -55,32 +55,7 @@ from attention_ws_common import (  # noqa: E402
 )
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@gluon.jit
-def _softmax_block(s, row_max, row_sum, start_m, start_n, qk_scale,
-                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
-                   FIRST: gl.constexpr, s_layout: gl.constexpr):
-    """Block ``start_n``'s probabilities (float32, scaled by exp2(-new max)), the new running max,
-    the correction of what was summed before, and the new running sum."""
-    if CAUSAL:
-        if start_n + BLOCK_N > start_m:  # a block on the diagonal: hide keys right of each query
-            rows = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
-            cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-            s = gl.where(rows[:, None] >= cols[None, :], s, float("-inf"))
-    block_max = gl.max(s, 1) * qk_scale
-    if FIRST:
-        new_max = block_max  # key 0 is visible to every row, so this is finite
-    else:
-        new_max = gl.maximum(row_max, block_max)
-    probs = gl.exp2(s * qk_scale - new_max[:, None])
-    if FIRST:
-        correction = gl.full_like(new_max, 1.0)
-        row_sum = gl.sum(probs, 1)
-    else:
-        correction = gl.exp2(row_max - new_max)
-        row_sum = row_sum * correction + gl.sum(probs, 1)
-    return probs, new_max, correction, row_sum
+from gpudoctor.kernels.attention_gluon import _masked_softmax  # noqa: E402 - the shipped kernel's softmax
 
 
 @gluon.jit
@@ -140,9 +115,8 @@ def gluon_attention_forward(q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, n
     mbarrier.wait(k_bars.index(0), 0)
     s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), zero_scores, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
-    probs, row_max, correction, row_sum = _softmax_block(
-        s, row_max=0.0, row_sum=0.0, start_m=start_m, start_n=0, qk_scale=qk_scale, BLOCK_M=BLOCK_M,
-        BLOCK_N=BLOCK_N, CAUSAL=CAUSAL, FIRST=True, s_layout=s_layout)
+    probs, row_max, correction, row_sum = _masked_softmax(
+        s, 0.0, 0.0, start_m, 0, seq_k, qk_scale, BLOCK_M, BLOCK_N, CAUSAL, False, True, s_layout)
     gl.thread_barrier()  # both warpgroups are past Q·K_0ᵀ: K's slot 0 may be refilled
     _load_block(k_desc, kv_row + 2 * BLOCK_N, k_bars.index(0), k_smem.index(0), 2 < blocks)
 
@@ -163,8 +137,9 @@ def gluon_attention_forward(q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, n
             s = warpgroup_mma_wait(1, deps=(s,))
         else:
             acc = warpgroup_mma_wait(0, deps=(acc,))
-        probs, row_max, correction, row_sum = _softmax_block(
-            s, row_max, row_sum, start_m, j * BLOCK_N, qk_scale, BLOCK_M, BLOCK_N, CAUSAL, False, s_layout)
+        probs, row_max, correction, row_sum = _masked_softmax(
+            s, row_max, row_sum, start_m, j * BLOCK_N, seq_k, qk_scale, BLOCK_M, BLOCK_N, CAUSAL, False, False,
+            s_layout)
         acc = warpgroup_mma_wait(0, deps=(acc,))
         acc = acc * gl.convert_layout(correction, o_rows)[:, None]
         gl.thread_barrier()  # both warpgroups are done with K_j and V_{j-1}
@@ -231,9 +206,8 @@ def _ws_consumer(descs, buffers, barriers, scalars, WG: gl.constexpr, HEAD_DIM: 
         mbarrier.arrive(turns.index(1 - WG), count=1)
     s = warpgroup_mma_wait(0, deps=(s,))
     mbarrier.arrive(k_empty.index(0), count=1)
-    probs, row_max, correction, row_sum = _softmax_block(
-        s, row_max=0.0, row_sum=0.0, start_m=my_start, start_n=0, qk_scale=qk_scale, BLOCK_M=ROWS,
-        BLOCK_N=BLOCK_N, CAUSAL=CAUSAL, FIRST=True, s_layout=s_layout)
+    probs, row_max, correction, row_sum = _masked_softmax(
+        s, 0.0, 0.0, my_start, 0, 0, qk_scale, ROWS, BLOCK_N, CAUSAL, False, True, s_layout)
     for j in range(1, blocks):
         slot = j % 2
         previous = 1 - slot
@@ -248,8 +222,8 @@ def _ws_consumer(descs, buffers, barriers, scalars, WG: gl.constexpr, HEAD_DIM: 
             mbarrier.arrive(turns.index(1 - WG), count=1)
         s = warpgroup_mma_wait(1, deps=(s,))
         mbarrier.arrive(k_empty.index(slot), count=1)
-        probs, row_max, correction, row_sum = _softmax_block(
-            s, row_max, row_sum, my_start, j * BLOCK_N, qk_scale, ROWS, BLOCK_N, CAUSAL, False, s_layout)
+        probs, row_max, correction, row_sum = _masked_softmax(
+            s, row_max, row_sum, my_start, j * BLOCK_N, 0, qk_scale, ROWS, BLOCK_N, CAUSAL, False, False, s_layout)
         acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(v_empty.index(previous), count=1)
         acc = acc * gl.convert_layout(correction, o_rows)[:, None]
