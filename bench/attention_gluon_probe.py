@@ -55,7 +55,7 @@ from attention_ws_common import (  # noqa: E402
 )
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gpudoctor.kernels.attention_gluon import _masked_softmax  # noqa: E402 - the shipped kernel's softmax
+from gpudoctor.kernels.attention_gluon import _masked_softmax, _query_block  # noqa: E402 - the shipped kernel's
 
 
 @gluon.jit
@@ -69,19 +69,12 @@ def gluon_attention_forward(q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, n
                             qk_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                             CAUSAL: gl.constexpr, OVERLAP: gl.constexpr, num_warps: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
-    if CAUSAL:
-        # Longest first, as in the shipped kernel: the last query block sees the most keys.
-        start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
-        key_end = gl.minimum(start_m + BLOCK_M, seq_k)
-    else:
-        start_m = gl.program_id(0) * BLOCK_M
-        key_end = seq_k
+    start_m, blocks = _query_block(seq_k, BLOCK_M, BLOCK_N, CAUSAL)
     batch_head = gl.program_id(1)
     batch = batch_head // num_heads
     kv_head = (batch_head % num_heads) // kv_group_size
     q_row = batch_head * seq_q + start_m
     kv_row = (batch * (num_heads // kv_group_size) + kv_head) * seq_k
-    blocks = gl.cdiv(key_end, BLOCK_N)
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -272,19 +265,12 @@ def gluon_attention_forward_ws(q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k
                                qk_scale, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
                                PINGPONG: gl.constexpr, num_warps: gl.constexpr):
     """Warp-specialized: two consumer warpgroups of 64 query rows each and a producer warp."""
-    BLOCK_M: gl.constexpr = 128
     dtype: gl.constexpr = q_desc.dtype
-    if CAUSAL:
-        start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
-        key_end = gl.minimum(start_m + BLOCK_M, seq_k)
-    else:
-        start_m = gl.program_id(0) * BLOCK_M
-        key_end = seq_k
+    start_m, blocks = _query_block(seq_k, 128, BLOCK_N, CAUSAL)
     batch_head = gl.program_id(1)
     batch = batch_head // num_heads
     kv_head = (batch_head % num_heads) // kv_group_size
     kv_row = (batch * (num_heads // kv_group_size) + kv_head) * seq_k
-    blocks = gl.cdiv(key_end, BLOCK_N)
 
     q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_N, HEAD_DIM], k_desc.layout)

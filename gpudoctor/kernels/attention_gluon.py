@@ -88,6 +88,18 @@ if gluon is not None:
         return probs, new_max, correction, row_sum
 
     @gluon.jit
+    def _query_block(seq_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+        """(first query row, key blocks to visit) of this program's query block."""
+        if CAUSAL:
+            # Longest first, as the Triton forward: the last query block sees the most keys.
+            start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
+            key_end = gl.minimum(start_m + BLOCK_M, seq_k)
+        else:
+            start_m = gl.program_id(0) * BLOCK_M
+            key_end = seq_k
+        return start_m, gl.cdiv(key_end, BLOCK_N)
+
+    @gluon.jit
     def _tile(ring, slot, ROWS: gl.constexpr, HEAD_DIM: gl.constexpr):
         # A 4-D (1, 1, rows, head_dim) TMA box as the 2-D operand the tensor cores read.
         return ring.index(slot).reshape([ROWS, HEAD_DIM])
@@ -186,20 +198,12 @@ if gluon is not None:
     def _attention_forward_ws_kernel(q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, num_heads,
                                      kv_group_size, qk_scale, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
                                      CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, num_warps: gl.constexpr):
-        BLOCK_M: gl.constexpr = 128
         dtype: gl.constexpr = q_desc.dtype
-        if CAUSAL:
-            # Longest first, as the Triton forward: the last query block sees the most keys.
-            start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
-            key_end = gl.minimum(start_m + BLOCK_M, seq_k)
-        else:
-            start_m = gl.program_id(0) * BLOCK_M
-            key_end = seq_k
+        start_m, blocks = _query_block(seq_k, 128, BLOCK_N, CAUSAL)
         batch_head = gl.program_id(1)
         batch = batch_head // num_heads
         head = batch_head % num_heads
         kv_head = head // kv_group_size
-        blocks = gl.cdiv(key_end, BLOCK_N)
 
         q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
