@@ -43,7 +43,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import attention_gluon
+from . import attention_gluon, attention_gluon_backward
 from .launch import fast
 
 try:  # host-side tensor descriptors: Triton 3.4+
@@ -1060,9 +1060,12 @@ class AttentionConfig:
     # Pointer kernels only; ignored with atomic_dq or descriptors (those run at long sequences).
     fused_backward: bool = False
     # Forward on Hopper through the warp-specialized Gluon kernel (attention_gluon.py) where its
-    # inputs allow (TMA-readable layouts, Triton with Gluon); the Triton forward otherwise. The
-    # backward is unchanged.
+    # inputs allow (TMA-readable layouts, Triton with Gluon); the Triton forward otherwise.
     gluon_forward: bool = False
+    # Backward on Hopper: dK/dV through the warp-specialized Gluon kernel
+    # (attention_gluon_backward.py) where its inputs allow; dQ and delta stay with the Triton
+    # kernels. Ignored with atomic_dq and fused_backward (those need the Triton dK/dV kernel).
+    gluon_backward: bool = False
 
 
 def _tiles(block_m, block_n, num_warps, num_stages):
@@ -1519,6 +1522,12 @@ def _gluon_runs(q, k, v) -> bool:
             and attention_gluon.usable(q, k, v))
 
 
+def _gluon_backward_runs(grad_out, q, k, v) -> bool:
+    """The Gluon dK/dV kernel can run these inputs here (see _gluon_runs)."""
+    return (q.is_cuda and not _interpreting() and _capability(q.device)[0] == 9
+            and attention_gluon_backward.usable(q, k, v, grad_out))
+
+
 def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale: float,
                        config: AttentionConfig, deterministic: bool = True):
     """(dq, dk, dv). ``deterministic=False`` lets a config with ``atomic_dq`` sum dQ in float32
@@ -1563,6 +1572,12 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
             out, grad_out, delta, *out.stride(), *grad_out.stride(), num_heads, seq_q,
             head_dim=head_dim, D_PADDED=_next_power_of_2(head_dim), BLOCK_M=delta_block,
         )
+    if not atomic_dq and config.gluon_backward and _gluon_backward_runs(grad_out, q, k, v):
+        dk, dv = attention_gluon_backward.backward_dkdv(grad_out, q, k, v, lse, delta, causal, softmax_scale)
+        if not delta_in_dq:
+            dq = _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
+                            softmax_scale, interpreted, slices, compute_delta=False)
+        return dq, dk, dv
     tiles = config.backward_dkdv
     fast(_attention_backward_dkdv_kernel)[(_cdiv(seq_k, tiles.block_n), batch * num_kv_heads)](
         q, k, v, grad_out, dk, dv, dq_sum if atomic_dq else dk, lse, delta,

@@ -95,7 +95,8 @@ def _from_json(data: dict) -> AttentionConfig:
                            tma=int(data.get("tma", 0)), atomic_dq=bool(data.get("atomic_dq", False)),
                            delta_in_dq=bool(data.get("delta_in_dq", False)),
                            fused_backward=bool(data.get("fused_backward", False)),
-                           gluon_forward=bool(data.get("gluon_forward", False)))
+                           gluon_forward=bool(data.get("gluon_forward", False)),
+                           gluon_backward=bool(data.get("gluon_backward", False)))
 
 
 def _read_cache(path: Path) -> dict:

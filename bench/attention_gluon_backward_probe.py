@@ -1,0 +1,236 @@
+"""The warp-specialized Gluon dK/dV kernel (gpudoctor.kernels.attention_gluon_backward) against the
+Triton dK/dV kernel and SDPA on Hopper (issue 18 item 1: the backward is ~3/4 of a training step).
+
+Usage:
+  python bench/attention_gluon_backward_probe.py --compile-only      (no GPU: registers, spills)
+  python bench/attention_gluon_backward_probe.py --json OUT.json [--shapes NAME ...] [--skip-check]
+
+GPU mode: first a correctness table (dK, dV from the Gluon kernel against the Triton backward and
+a float32 reference, ragged lengths, GQA, both dtypes), then per shape, in the same run: the
+backward alone with the Gluon dK/dV and with the Triton one, the Gluon dK/dV kernel alone, and
+forward+backward through flash_attention (Gluon forward and backward; the shipped config) against
+cuDNN and SDPA-flash. A deadlocked kernel ends the run after 120 s on one row with the rows so far
+written (attention_ws_common.Watchdog).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from attention_ws_common import RunLog, attempt, environment_line, one_line, ptxas_figures, time_ms  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# (name, batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype)
+CHECKS = (
+    ("hd128-c-s1000", 2, 4, 4, 1000, 1000, 128, True, "bfloat16"),
+    ("hd128-nc-s777x1300", 2, 4, 4, 777, 1300, 128, False, "float16"),
+    ("hd64-c-s1024", 2, 4, 4, 1024, 1024, 64, True, "bfloat16"),
+    ("hd32-nc-s300", 1, 4, 4, 300, 300, 32, False, "bfloat16"),
+    ("hd80-c-s640", 1, 4, 4, 640, 640, 80, True, "float16"),
+    ("hd112-c-gqa4-s1100", 1, 8, 2, 1100, 1100, 112, True, "bfloat16"),
+    ("hd96-nc-gqa8-s512", 1, 8, 1, 512, 512, 96, False, "bfloat16"),
+    ("hd40-c-s129", 2, 2, 2, 129, 129, 40, True, "float16"),
+    ("hd128-c-s64", 1, 2, 2, 64, 64, 128, True, "bfloat16"),
+)
+# (name, batch, heads, kv_heads, seq, head_dim, causal)
+SHAPES = (
+    ("hd128-c", 4, 32, 32, 4096, 128, True),
+    ("hd128-nc", 4, 32, 32, 4096, 128, False),
+    ("hd128-gqa4", 4, 32, 8, 4096, 128, True),
+    ("hd112-nc", 4, 32, 32, 4096, 112, False),
+    ("hd96-c", 4, 32, 32, 4096, 96, True),
+    ("hd80-c", 4, 32, 32, 4096, 80, True),
+    ("hd64-c", 4, 32, 32, 4096, 64, True),
+    ("hd64-nc", 4, 32, 32, 4096, 64, False),
+    ("hd40-c", 4, 32, 32, 4096, 40, True),
+    ("hd128-c-s1024", 4, 32, 32, 1024, 128, True),
+    ("hd128-c-s16k", 1, 16, 16, 16384, 128, True),
+)
+
+
+def compile_only() -> int:
+    from gpudoctor.kernels import attention_gluon_backward
+
+    print("sm90, compiled without a GPU: registers per thread at launch (setmaxnreg moves them), spills, shared")
+    for width in attention_gluon_backward.WIDTHS:
+        for causal in (True, False):
+            started = time.perf_counter()
+            compiled = attention_gluon_backward.compile_sm90(width, causal)
+            figures = ptxas_figures(compiled.asm["ptx"])
+            print(f"width {width:>3} causal {causal!s:<5} {figures} shared {compiled.metadata.shared} "
+                  f"({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def _inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype, seed):
+    import torch
+
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(batch, heads, seq_q, head_dim, device="cuda", dtype=dtype, generator=generator)
+    k, v = (torch.randn(batch, kv_heads, seq_k, head_dim, device="cuda", dtype=dtype, generator=generator)
+            for _ in range(2))
+    grad = torch.randn(batch, heads, seq_q, head_dim, device="cuda", dtype=dtype, generator=generator)
+    return q, k, v, grad
+
+
+def check_rows(log: RunLog) -> None:
+    import torch
+
+    from gpudoctor.kernels import attention, attention_gluon_backward
+    from gpudoctor.kernels.attention import config_for, reference_attention
+
+    print(f"{'check':<22} {'dk vs triton':>12} {'dv vs triton':>12} {'dk vs fp32':>10} {'dv vs fp32':>10} "
+          f"{'triton dk vs fp32':>17}")
+    for name, batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype_name in CHECKS:
+        row = {"shape": name, "variant": "check"}
+        log.rows.append(row)
+        log.watchdog.start(row)
+        dtype = getattr(torch, dtype_name)
+        q, k, v, grad = _inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype, seq_q + head_dim)
+        scale = head_dim ** -0.5
+
+        def work():
+            config = dataclasses.replace(config_for(q, k), gluon_forward=False, gluon_backward=False,
+                                         fused_backward=False)
+            out, lse = attention.attention_forward(q, k, v, causal, scale, config)
+            _, dk_t, dv_t = attention.attention_backward(grad, q, k, v, out, lse, causal, scale, config)
+            delta = (out.float() * grad.float()).sum(-1).reshape(batch * heads, seq_q).contiguous()
+            dk_g, dv_g = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale)
+            leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+            reference_attention(*leaves, causal=causal, dtype=torch.float32).backward(grad.float())
+            dk_r, dv_r = leaves[1].grad, leaves[2].grad
+            torch.cuda.synchronize()
+            row.update({"dk_vs_triton": (dk_g.float() - dk_t.float()).abs().max().item(),
+                        "dv_vs_triton": (dv_g.float() - dv_t.float()).abs().max().item(),
+                        "dk_vs_fp32": (dk_g.float() - dk_r).abs().max().item(),
+                        "dv_vs_fp32": (dv_g.float() - dv_r).abs().max().item(),
+                        "triton_dk_vs_fp32": (dk_t.float() - dk_r).abs().max().item(),
+                        "triton_dv_vs_fp32": (dv_t.float() - dv_r).abs().max().item()})
+
+        fatal = attempt(row, work)
+        log.save()
+        print(f"{name:<22} {row.get('dk_vs_triton', float('nan')):>12.4f} {row.get('dv_vs_triton', float('nan')):>12.4f} "
+              f"{row.get('dk_vs_fp32', float('nan')):>10.4f} {row.get('dv_vs_fp32', float('nan')):>10.4f} "
+              f"{row.get('triton_dk_vs_fp32', float('nan')):>17.4f} {row.get('error', '')}", flush=True)
+        if fatal:
+            raise SystemExit(3)
+    log.watchdog.start(None)
+
+
+def timing_rows(log: RunLog, names) -> None:
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from gpudoctor.kernels import attention, attention_gluon_backward
+    from gpudoctor.kernels.attention import config_for, flash_attention
+
+    for name, batch, heads, kv_heads, seq, head_dim, causal in SHAPES:
+        if names and name not in names:
+            continue
+        row = {"shape": name, "variant": "timing", "batch": batch, "heads": heads, "kv_heads": kv_heads,
+               "seq": seq, "head_dim": head_dim, "causal": causal}
+        log.rows.append(row)
+        log.watchdog.start(row)
+        q, k, v, grad = _inputs(batch, heads, kv_heads, seq, seq, head_dim, torch.bfloat16, seq + head_dim)
+        scale = head_dim ** -0.5
+        shipped = config_for(q, k)
+        with_gluon = dataclasses.replace(shipped, gluon_backward=True)
+        without = dataclasses.replace(shipped, gluon_backward=False)
+        out, lse = attention.attention_forward(q, k, v, causal, scale, shipped)
+        delta = (out.float() * grad.float()).sum(-1).reshape(batch * heads, seq).contiguous()
+
+        def backward(config):
+            return lambda: attention.attention_backward(grad, q, k, v, out, lse, causal, scale, config)
+
+        def forward_backward(config):
+            leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+            return lambda: flash_attention(*leaves, causal=causal, config=config).backward(grad)
+
+        def sdpa(backend):
+            leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+
+            def run():
+                with sdpa_kernel(backend):
+                    F.scaled_dot_product_attention(*leaves, is_causal=causal,
+                                                   enable_gqa=heads != kv_heads).backward(grad)
+            return run
+
+        runs = [("bwd_gluon", backward(with_gluon)), ("bwd_triton", backward(without)),
+                ("dkdv_gluon", lambda: attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal,
+                                                                              scale)),
+                ("fwdbwd_gluon", forward_backward(with_gluon)), ("fwdbwd_shipped", forward_backward(without)),
+                ("cudnn_fwdbwd", sdpa(SDPBackend.CUDNN_ATTENTION)),
+                ("flash_fwdbwd", sdpa(SDPBackend.FLASH_ATTENTION)),
+                ("bwd_gluon_again", backward(with_gluon))]
+        fatal = False
+        for label, run in runs:
+            def timed(run=run, label=label):
+                row[f"{label}_ms"] = time_ms(run)
+            fatal = attempt(row, timed)
+            if fatal:
+                break
+        best = min(row.get(f"{backend}_fwdbwd_ms", float("inf")) for backend in ("cudnn", "flash"))
+        if "bwd_gluon_ms" in row and "bwd_triton_ms" in row:
+            row["bwd_gluon_x_triton"] = row["bwd_triton_ms"] / row["bwd_gluon_ms"]
+        for label in ("fwdbwd_gluon", "fwdbwd_shipped"):
+            if f"{label}_ms" in row and best < float("inf"):
+                row[f"{label}_x_best_sdpa"] = best / row[f"{label}_ms"]
+        log.save()
+        print(one_line(row), flush=True)
+        if fatal:
+            raise SystemExit(3)
+    log.watchdog.start(None)
+
+
+def print_table(rows) -> None:
+    print("ms (do_bench median); bwd g/t = Triton backward's time / with the Gluon dK/dV; x sdpa = best SDPA / ours")
+    print(f"{'shape':<15} {'bwd g':>7} {'bwd t':>7} {'g/t':>5} {'dkdv g':>7} {'f+b g':>7} {'f+b ship':>8} "
+          f"{'cudnn':>7} {'flash':>7} {'g x sdpa':>8} {'ship x sdpa':>11}")
+    for row in rows:
+        if row.get("variant") != "timing":
+            continue
+
+        def cell(key, spec):
+            return format(row[key], spec) if key in row else "-"
+        print(f"{row['shape']:<15} {cell('bwd_gluon_ms', '7.3f'):>7} {cell('bwd_triton_ms', '7.3f'):>7} "
+              f"{cell('bwd_gluon_x_triton', '5.2f'):>5} {cell('dkdv_gluon_ms', '7.3f'):>7} "
+              f"{cell('fwdbwd_gluon_ms', '7.3f'):>7} {cell('fwdbwd_shipped_ms', '8.3f'):>8} "
+              f"{cell('cudnn_fwdbwd_ms', '7.3f'):>7} {cell('flash_fwdbwd_ms', '7.3f'):>7} "
+              f"{cell('fwdbwd_gluon_x_best_sdpa', '8.2f'):>8} {cell('fwdbwd_shipped_x_best_sdpa', '11.2f'):>11} "
+              f"{row.get('error', '')}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--json", help="write the GPU rows here")
+    parser.add_argument("--shapes", nargs="*", help=f"of {[shape[0] for shape in SHAPES]}")
+    parser.add_argument("--skip-check", action="store_true", help="timings only")
+    args = parser.parse_args(argv)
+    if args.compile_only:
+        return compile_only()
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        print("needs a Hopper GPU (sm90); --compile-only runs anywhere")
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = False
+    log = RunLog(args.json, time.perf_counter(), 120.0)
+    print(environment_line(log.environment), flush=True)
+    if not args.skip_check:
+        check_rows(log)
+    timing_rows(log, args.shapes)
+    print_table(log.rows)
+    log.save()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

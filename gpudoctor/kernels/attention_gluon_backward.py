@@ -1,0 +1,282 @@
+"""The attention backward's dK/dV on Hopper (sm90) in Gluon, warp-specialized as the forward
+(attention_gluon.py) and as FlashAttention-3's backward.
+
+Why: the Triton dK/dV kernel is most of the backward, and its compiler waits for each tensor-core
+product as soon as it issues it, as in the forward (attention_gluon.py's docstring). Each program
+here owns 128 key rows of one KV head and walks every query block of every query head sharing it
+(so dK/dV need no atomics and the result is reproducible, as the Triton kernel's):
+
+- two consumer warpgroups of 64 key rows each, K and V resident in shared memory, dK and dV
+  accumulated in registers. Per query block: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ issued together;
+  Pᵀ = exp2(Sᵀ·scale − lse) once the first is done; dV += Pᵀ·dO issued while dPᵀ finishes;
+  dSᵀ = Pᵀ∘(dPᵀ − delta); dK += dSᵀ·Q. Pᵀ and dSᵀ stay in registers as the A operands;
+- one producer warp: Q and dO blocks into two-slot rings by TMA, a slot refilled once both
+  consumers have arrived on its "empty" barrier. The consumers synchronise only through these
+  barriers, so one's exponentials can run while the other's products do.
+
+dQ and delta stay with the Triton kernels (attention.py), which run first. Loads and stores use
+attention_gluon's 4-D TMA descriptors: rows past a sequence's end are zero-filled (their lse is
+whatever lse and delta are read for them, their products add nothing) and dK/dV rows past seq_k
+are clipped on store.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from . import attention_gluon
+
+if attention_gluon.available():
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+BLOCK_N = 128  # key rows per program: two consumer warpgroups of 64
+CONSUMER_ROWS = 64
+BLOCK_M = 64  # query rows per block of the inner loop
+# Widths (head_dim rounded up to a power of two) it compiles without spills: dK and dV of 64 key
+# rows at 256 would take all of a warpgroup's registers.
+WIDTHS = (32, 64, 128)
+# As attention_gluon: 12 warps x 32 x 168 fit the SM's 64 K registers; setmaxnreg then moves them
+# to the consumers (CONSUMER_REGISTERS) from the producer (24).
+MAX_REGISTERS = 168
+CONSUMER_REGISTERS = 240
+
+if attention_gluon.available():
+    _tile = attention_gluon._tile
+
+    @gluon.jit
+    def _dkdv_block(dk, dv, my_k, my_v, q, do, lse_row, delta_row, qk_scale, DIAGONAL: gl.constexpr,
+                    s_layout: gl.constexpr, operand_layout: gl.constexpr):
+        """dK and dV of one warpgroup's 64 key rows plus one block of 64 queries' share; DIAGONAL:
+        the block whose query i and key i coincide (causal: query i sees keys 0..i)."""
+        dtype: gl.constexpr = q.dtype
+        column_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
+        zero_scores = gl.zeros([64, 64], gl.float32, s_layout)
+        scores_t = warpgroup_mma(my_k, q.permute((1, 0)), zero_scores, use_acc=False, is_async=True)
+        dprobs_t = warpgroup_mma(my_v, do.permute((1, 0)), zero_scores, use_acc=False, is_async=True)
+        scores_t = warpgroup_mma_wait(1, deps=(scores_t,))
+        probs_t = gl.exp2(scores_t * qk_scale - lse_row.load(column_layout)[None, :])
+        if DIAGONAL:
+            queries = gl.arange(0, 64, layout=column_layout)
+            keys = gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
+            probs_t = gl.where(queries[None, :] >= keys[:, None], probs_t, 0.0)
+        probs_operand = gl.convert_layout(probs_t.to(dtype), operand_layout)
+        dv = warpgroup_mma(probs_operand, do, dv, is_async=True)
+        # dPᵀ was issued before dV's product: waiting for all but one leaves that one running.
+        dprobs_t = warpgroup_mma_wait(1, deps=(dprobs_t,))
+        dscores_t = probs_t * (dprobs_t - delta_row.load(column_layout)[None, :])
+        dscores_operand = gl.convert_layout(dscores_t.to(dtype), operand_layout)
+        dk = warpgroup_mma(dscores_operand, q, dk, is_async=True)
+        dk, dv, probs_operand, dscores_operand = warpgroup_mma_wait(0, deps=(dk, dv, probs_operand, dscores_operand))
+        return dk, dv
+
+    @gluon.jit
+    def _dkdv_consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+                       CAUSAL: gl.constexpr):
+        q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc = descs
+        k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem = buffers
+        kv_bars, q_full, q_empty, do_full, do_empty = barriers
+        batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
+        ROWS: gl.constexpr = 64
+        BLOCK_M: gl.constexpr = 64
+        dtype: gl.constexpr = q_desc.dtype
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_M, 16])
+        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                             instr_shape=[16, HEAD_DIM, 16])
+        operand_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+
+        my_start = start_n + WARPGROUP * ROWS
+        my_k = _tile(k_smem, WARPGROUP, ROWS, HEAD_DIM)
+        my_v = _tile(v_smem, WARPGROUP, ROWS, HEAD_DIM)
+        mbarrier.expect(kv_bars.index(WARPGROUP), 2 * k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [batch, kv_head, my_start, 0], kv_bars.index(WARPGROUP),
+                                        k_smem.index(WARPGROUP))
+        tma.async_copy_global_to_shared(v_desc, [batch, kv_head, my_start, 0], kv_bars.index(WARPGROUP),
+                                        v_smem.index(WARPGROUP))
+        dk = gl.zeros([ROWS, HEAD_DIM], gl.float32, acc_layout)
+        dv = gl.zeros([ROWS, HEAD_DIM], gl.float32, acc_layout)
+        mbarrier.wait(kv_bars.index(WARPGROUP), 0)
+
+        for i in range(group * query_blocks):
+            slot = i % 2
+            phase = (i // 2) & 1
+            start_m = (first_block + i % query_blocks) * BLOCK_M
+            q = _tile(q_smem, slot, BLOCK_M, HEAD_DIM)
+            do = _tile(do_smem, slot, BLOCK_M, HEAD_DIM)
+            mbarrier.wait(q_full.index(slot), phase)
+            mbarrier.wait(do_full.index(slot), phase)
+            if CAUSAL:
+                # Query blocks are as tall as a warpgroup's key rows, so a block is either on this
+                # warpgroup's diagonal (start_m == my_start), wholly left of its keys (the second
+                # warpgroup's first block: nothing to add) or wholly right of them.
+                if start_m == my_start:
+                    dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
+                                         qk_scale, True, s_layout, operand_layout)
+                elif start_m > my_start:
+                    dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
+                                         qk_scale, False, s_layout, operand_layout)
+            else:
+                dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
+                                     qk_scale, False, s_layout, operand_layout)
+            mbarrier.arrive(q_empty.index(slot), count=1)
+            mbarrier.arrive(do_empty.index(slot), count=1)
+
+        # K and V of this warpgroup are read by no product any more: their slots take dK and dV.
+        my_k.store((dk * softmax_scale).to(dtype))
+        my_v.store(dv.to(dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(dk_desc, [batch, kv_head, my_start, 0], k_smem.index(WARPGROUP))
+        tma.async_copy_shared_to_global(dv_desc, [batch, kv_head, my_start, 0], v_smem.index(WARPGROUP))
+        tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def _dkdv_second_consumer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr):
+        _dkdv_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL)
+
+    @gluon.jit
+    def _dkdv_producer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr):
+        q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc = descs
+        k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem = buffers
+        kv_bars, q_full, q_empty, do_full, do_empty = barriers
+        batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
+        for i in range(group * query_blocks):
+            slot = i % 2
+            # A new barrier counts as phase 1 complete: each slot's first fill does not wait.
+            phase = ((i // 2) & 1) ^ 1
+            head = kv_head * group + i // query_blocks
+            start_m = (first_block + i % query_blocks) * 64
+            # lse and delta of the block's queries, from their flat (batch * heads * seq_q) rows.
+            row = (batch * num_heads + head) * seq_q + start_m
+            mbarrier.wait(q_empty.index(slot), phase)
+            mbarrier.expect(q_full.index(slot), q_desc.block_type.nbytes + lse_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [batch, head, start_m, 0], q_full.index(slot),
+                                            q_smem.index(slot))
+            tma.async_copy_global_to_shared(lse_desc, [row], q_full.index(slot), lse_smem.index(slot))
+            mbarrier.wait(do_empty.index(slot), phase)
+            mbarrier.expect(do_full.index(slot), do_desc.block_type.nbytes + delta_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(do_desc, [batch, head, start_m, 0], do_full.index(slot),
+                                            do_smem.index(slot))
+            tma.async_copy_global_to_shared(delta_desc, [row], do_full.index(slot), delta_smem.index(slot))
+
+    @gluon.jit
+    def _attention_backward_dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc,
+                                           seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale, softmax_scale,
+                                           HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
+                                           num_warps: gl.constexpr):
+        dtype: gl.constexpr = q_desc.dtype
+        start_n = gl.program_id(0) * 128
+        batch_kv_head = gl.program_id(1)
+        batch = batch_kv_head // num_kv_heads
+        kv_head = batch_kv_head % num_kv_heads
+        if CAUSAL:
+            # Query blocks above this key block's diagonal see none of its keys (causal masks are
+            # aligned top-left, as the other kernels'); past seq_q there is nothing to walk.
+            first_block = start_n // 64
+        else:
+            first_block = 0
+        query_blocks = gl.maximum(gl.cdiv(seq_q, 64) - first_block, 0)
+
+        k_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], k_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], v_desc.layout)
+        q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], q_desc.layout)
+        do_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], do_desc.layout)
+        lse_smem = gl.allocate_shared_memory(gl.float32, [2, 64], lse_desc.layout)
+        delta_smem = gl.allocate_shared_memory(gl.float32, [2, 64], delta_desc.layout)
+        kv_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        q_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        do_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        do_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(2):
+            mbarrier.init(kv_bars.index(i), count=1)
+            mbarrier.init(q_full.index(i), count=1)
+            mbarrier.init(q_empty.index(i), count=2)  # both consumers
+            mbarrier.init(do_full.index(i), count=1)
+            mbarrier.init(do_empty.index(i), count=2)
+
+        descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc)
+        buffers = (k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem)
+        barriers = (kv_bars, q_full, q_empty, do_full, do_empty)
+        scalars = (batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale,
+                   softmax_scale)
+        gl.warp_specialize([
+            (_dkdv_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL)),
+            (_dkdv_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL)),
+            (_dkdv_producer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL)),
+        ], [4, 1], [240, 24])  # registers of the second consumer and the producer (CONSUMER_REGISTERS)
+
+
+def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad_out: torch.Tensor) -> bool:
+    """The kernel can run these inputs (the caller has checked they are on an sm90 GPU)."""
+    return (attention_gluon.available() and attention_gluon.kernel_width(q.shape[-1]) in WIDTHS
+            and q.dtype == k.dtype == v.dtype == grad_out.dtype
+            and all(attention_gluon.descriptor_ready(tensor) for tensor in (q, k, v, grad_out)))
+
+
+@functools.lru_cache(maxsize=None)
+def _row_layout():
+    return gl.NVMMASharedLayout.get_default_for([BLOCK_M], gl.float32)
+
+
+def _row_descriptor(rows: torch.Tensor):
+    # One flat dimension: (batch * heads, seq_q) rows of any length, where a 2-D descriptor would
+    # need seq_q a multiple of 4. A block running past a head's seq_q reads the next head's values
+    # (or zeros past the end): harmless, as those queries' Q and dO are zero-filled, so their
+    # products add nothing to dK and dV.
+    flat = rows.view(-1)
+    return TensorDescriptor(flat, [flat.numel()], [1], [BLOCK_M], _row_layout())
+
+
+def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
+                  delta: torch.Tensor, causal: bool, softmax_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dk, dv), contiguous like k and v, from the forward's base-2 lse and delta = rowsum(o * do)
+    (both float32, (batch * heads, seq_q)). Inputs pass ``usable``; q's GPU is the current one."""
+    batch, num_heads, seq_q, head_dim = q.shape
+    num_kv_heads, seq_k = k.shape[1], k.shape[2]
+    width = attention_gluon.kernel_width(head_dim)
+    dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+    dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+    descriptor = attention_gluon._descriptor
+    grid = (-(-seq_k // BLOCK_N), batch * num_kv_heads)
+    _attention_backward_dkdv_ws_kernel[grid](
+        descriptor(q, BLOCK_M, width), descriptor(k, CONSUMER_ROWS, width), descriptor(v, CONSUMER_ROWS, width),
+        descriptor(grad_out, BLOCK_M, width), descriptor(dk, CONSUMER_ROWS, width),
+        descriptor(dv, CONSUMER_ROWS, width), _row_descriptor(lse), _row_descriptor(delta), seq_q, seq_k, num_heads, num_kv_heads,
+        num_heads // num_kv_heads, softmax_scale * attention_gluon.LOG2_E, softmax_scale,
+        HEAD_DIM=width, CAUSAL=causal, num_warps=4, maxnreg=MAX_REGISTERS)
+    return dk, dv
+
+
+def compile_sm90(width: int, causal: bool, dtype: torch.dtype = torch.bfloat16):
+    """The kernel compiled for sm90 without a GPU, as attention_gluon.compile_sm90."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import _runtime
+
+    name = "bf16" if dtype == torch.bfloat16 else "fp16"
+    block = f"tensordesc<{name}[1, 1, 64, {width}], {attention_gluon._shared_layout(64, width, dtype)!r}>"
+    rows = f"tensordesc<fp32[{BLOCK_M}], {_row_layout()!r}>"
+    signature = {"q_desc": block, "k_desc": block, "v_desc": block, "do_desc": block, "dk_desc": block,
+                 "dv_desc": block, "lse_desc": rows, "delta_desc": rows, "seq_q": "i32", "seq_k": "i32",
+                 "num_heads": "i32", "num_kv_heads": "i32", "group": "i32", "qk_scale": "fp32",
+                 "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "num_warps": "constexpr"}
+    constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "num_warps": 4}
+    source = _runtime.GluonASTSource(fn=_attention_backward_dkdv_ws_kernel, signature=signature,
+                                     constexprs=constexprs, attrs={})
+    target = GPUTarget("cuda", 90, 32)
+    options = triton.compiler.make_backend(target).parse_options({"num_warps": 4, "maxnreg": MAX_REGISTERS})
+    return triton.compile(source, target=target, options=options.__dict__)
+
+
+__all__ = ["usable", "backward_dkdv", "compile_sm90", "WIDTHS"]
