@@ -16,13 +16,10 @@ here owns 128 key rows of one KV head and walks every query block of every query
 
 dQ and delta stay with the Triton kernels (attention.py), which run first. Loads and stores use
 attention_gluon's 4-D TMA descriptors: rows past a sequence's end are zero-filled (their lse is
-whatever lse and delta are read for them, their products add nothing) and dK/dV rows past seq_k
-are clipped on store.
+read as +inf, so their Pᵀ is 0) and dK/dV rows past seq_k are clipped on store.
 """
 
 from __future__ import annotations
-
-import functools
 
 import torch
 
@@ -38,7 +35,6 @@ if attention_gluon.available():
         warpgroup_mma,
         warpgroup_mma_wait,
     )
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 BLOCK_N = 128  # key rows per program: two consumer warpgroups of 64
 CONSUMER_ROWS = 64
@@ -83,7 +79,7 @@ if attention_gluon.available():
     @gluon.jit
     def _dkdv_consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                        CAUSAL: gl.constexpr):
-        q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc = descs
+        q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA = descs
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem = buffers
         kv_bars, q_full, q_empty, do_full, do_empty = barriers
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
@@ -146,31 +142,41 @@ if attention_gluon.available():
 
     @gluon.jit
     def _dkdv_producer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr):
-        q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc = descs
+        q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA = descs
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem = buffers
         kv_bars, q_full, q_empty, do_full, do_empty = barriers
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
+        # lse and delta go through registers, not TMA: a flat (batch * heads * seq_q) row starts
+        # 16-byte aligned only when seq_q is a multiple of 4 (an odd seq_q stopped the H200 with
+        # "an illegal instruction"), and a 2-D descriptor would need the same of its stride.
+        row_layout: gl.constexpr = gl.BlockedLayout([2], [32], [1], [0])
+        offsets = gl.arange(0, 64, layout=row_layout)
         for i in range(group * query_blocks):
             slot = i % 2
             # A new barrier counts as phase 1 complete: each slot's first fill does not wait.
             phase = ((i // 2) & 1) ^ 1
             head = kv_head * group + i // query_blocks
             start_m = (first_block + i % query_blocks) * 64
-            # lse and delta of the block's queries, from their flat (batch * heads * seq_q) rows.
-            row = (batch * num_heads + head) * seq_q + start_m
+            queries = start_m + offsets
+            rows = (batch * num_heads + head).to(gl.int64) * seq_q
+            # lse = +inf past seq_q: those queries' Pᵀ is exactly 0 (their Q and dO are zero-filled).
+            lse = gl.load(LSE + rows + queries, mask=queries < seq_q, other=float("inf"))
+            delta = gl.load(DELTA + rows + queries, mask=queries < seq_q, other=0.0)
             mbarrier.wait(q_empty.index(slot), phase)
-            mbarrier.expect(q_full.index(slot), q_desc.block_type.nbytes + lse_desc.block_type.nbytes)
+            lse_smem.index(slot).store(lse)
+            gl.thread_barrier()  # every lane's store before the arrival (expect) that publishes them
+            mbarrier.expect(q_full.index(slot), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [batch, head, start_m, 0], q_full.index(slot),
                                             q_smem.index(slot))
-            tma.async_copy_global_to_shared(lse_desc, [row], q_full.index(slot), lse_smem.index(slot))
             mbarrier.wait(do_empty.index(slot), phase)
-            mbarrier.expect(do_full.index(slot), do_desc.block_type.nbytes + delta_desc.block_type.nbytes)
+            delta_smem.index(slot).store(delta)
+            gl.thread_barrier()
+            mbarrier.expect(do_full.index(slot), do_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(do_desc, [batch, head, start_m, 0], do_full.index(slot),
                                             do_smem.index(slot))
-            tma.async_copy_global_to_shared(delta_desc, [row], do_full.index(slot), delta_smem.index(slot))
 
     @gluon.jit
-    def _attention_backward_dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc,
+    def _attention_backward_dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA,
                                            seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale, softmax_scale,
                                            HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
                                            num_warps: gl.constexpr):
@@ -191,8 +197,9 @@ if attention_gluon.available():
         v_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], v_desc.layout)
         q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], q_desc.layout)
         do_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], do_desc.layout)
-        lse_smem = gl.allocate_shared_memory(gl.float32, [2, 64], lse_desc.layout)
-        delta_smem = gl.allocate_shared_memory(gl.float32, [2, 64], delta_desc.layout)
+        row_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+        lse_smem = gl.allocate_shared_memory(gl.float32, [2, 64], row_layout)
+        delta_smem = gl.allocate_shared_memory(gl.float32, [2, 64], row_layout)
         kv_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         q_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -205,7 +212,7 @@ if attention_gluon.available():
             mbarrier.init(do_full.index(i), count=1)
             mbarrier.init(do_empty.index(i), count=2)
 
-        descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc)
+        descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA)
         buffers = (k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem)
         barriers = (kv_bars, q_full, q_empty, do_full, do_empty)
         scalars = (batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale,
@@ -224,20 +231,6 @@ def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad_out: torch.Te
             and all(attention_gluon.descriptor_ready(tensor) for tensor in (q, k, v, grad_out)))
 
 
-@functools.lru_cache(maxsize=None)
-def _row_layout():
-    return gl.NVMMASharedLayout.get_default_for([BLOCK_M], gl.float32)
-
-
-def _row_descriptor(rows: torch.Tensor):
-    # One flat dimension: (batch * heads, seq_q) rows of any length, where a 2-D descriptor would
-    # need seq_q a multiple of 4. A block running past a head's seq_q reads the next head's values
-    # (or zeros past the end): harmless, as those queries' Q and dO are zero-filled, so their
-    # products add nothing to dK and dV.
-    flat = rows.view(-1)
-    return TensorDescriptor(flat, [flat.numel()], [1], [BLOCK_M], _row_layout())
-
-
 def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
                   delta: torch.Tensor, causal: bool, softmax_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(dk, dv), contiguous like k and v, from the forward's base-2 lse and delta = rowsum(o * do)
@@ -252,7 +245,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     _attention_backward_dkdv_ws_kernel[grid](
         descriptor(q, BLOCK_M, width), descriptor(k, CONSUMER_ROWS, width), descriptor(v, CONSUMER_ROWS, width),
         descriptor(grad_out, BLOCK_M, width), descriptor(dk, CONSUMER_ROWS, width),
-        descriptor(dv, CONSUMER_ROWS, width), _row_descriptor(lse), _row_descriptor(delta), seq_q, seq_k, num_heads, num_kv_heads,
+        descriptor(dv, CONSUMER_ROWS, width), lse, delta, seq_q, seq_k, num_heads, num_kv_heads,
         num_heads // num_kv_heads, softmax_scale * attention_gluon.LOG2_E, softmax_scale,
         HEAD_DIM=width, CAUSAL=causal, num_warps=4, maxnreg=MAX_REGISTERS)
     return dk, dv
@@ -266,9 +259,8 @@ def compile_sm90(width: int, causal: bool, dtype: torch.dtype = torch.bfloat16):
 
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
     block = f"tensordesc<{name}[1, 1, 64, {width}], {attention_gluon._shared_layout(64, width, dtype)!r}>"
-    rows = f"tensordesc<fp32[{BLOCK_M}], {_row_layout()!r}>"
     signature = {"q_desc": block, "k_desc": block, "v_desc": block, "do_desc": block, "dk_desc": block,
-                 "dv_desc": block, "lse_desc": rows, "delta_desc": rows, "seq_q": "i32", "seq_k": "i32",
+                 "dv_desc": block, "LSE": "*fp32", "DELTA": "*fp32", "seq_q": "i32", "seq_k": "i32",
                  "num_heads": "i32", "num_kv_heads": "i32", "group": "i32", "qk_scale": "fp32",
                  "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "num_warps": "constexpr"}
     constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "num_warps": 4}
