@@ -1175,6 +1175,14 @@ FUSED_BACKWARD_MAX_SEQ = 1024
 # s4096 bf16, forward ms, Triton forward / Gluon in the same run): hd128 causal 1.209 / 1.002,
 # not causal 2.124 / 1.769, GQA 4:1 1.199 / 0.989; hd256 causal 2.238 / 1.833.
 GLUON_FORWARD_BUCKETS = (128, 256)
+# sm90: the warp-specialized Gluon dK/dV kernel (attention_gluon_backward.py) for these buckets at
+# long sequences, as the forward. Measured on the H200 (docs/benchmarks.md, tenth session;
+# bench/attention_gluon_backward_probe.py, b4 h32 s4096 bf16, backward ms, Triton dK/dV / Gluon
+# in the same run): hd128 causal 3.762 / 3.462, not causal 6.694 / 6.188, GQA 4:1 3.822 / 3.431,
+# hd112 not causal 6.612 / 6.127, hd128 causal s1024 0.362 / 0.320. Not below: hd96 3.053 / 3.070,
+# hd80 2.681 / 2.839 (the kernel computes them at width 128, the Triton one as 64 + 32 and 64 +
+# 16), hd64 2.109 / 2.166. hd256 does not fit (attention_gluon_backward.WIDTHS).
+GLUON_BACKWARD_BUCKETS = (128,)
 
 
 def select_config(capability: tuple[int, int] | None, head_dim: int,
@@ -1212,6 +1220,8 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
         config = dataclasses.replace(config, fused_backward=True)
     if family == "sm90" and long_sequence and _bucket(capability, head_dim) in GLUON_FORWARD_BUCKETS:
         config = dataclasses.replace(config, gluon_forward=True)
+    if family == "sm90" and long_sequence and _bucket(capability, head_dim) in GLUON_BACKWARD_BUCKETS:
+        config = dataclasses.replace(config, gluon_backward=True)
     return config
 
 

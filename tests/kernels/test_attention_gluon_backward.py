@@ -1,0 +1,206 @@
+"""The warp-specialized Gluon dK/dV kernel on Hopper (gpudoctor.kernels.attention_gluon_backward).
+
+CPU (CI): the kernel compiles for sm90 at every width it runs at, with no local-memory traffic in
+its main loop; which calls take it; that a config asking for it off Hopper runs the Triton
+kernels. Gluon has no interpreter, so its results are checked on the GPU (`pytest -m gpu`):
+against a float32 reference and the Triton backward at ragged and whole lengths, GQA,
+cross-attention lengths, both dtypes, and through flash_attention's autograd.
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from gpudoctor.kernels import attention as attention_module
+from gpudoctor.kernels import attention_gluon, attention_gluon_backward
+from gpudoctor.kernels.attention import flash_attention, reference_attention, select_config
+
+needs_gluon = pytest.mark.skipif(not attention_gluon.available() and not os.environ.get("CI"),
+                                 reason="this Triton has no Gluon (Triton >= 3.5)")
+
+# Compiled in a child process without TRITON_INTERPRET (see test_attention_gluon.py). The SASS
+# (nvdisasm, shipped with Triton) says where local memory is touched: ptxas may spill the few
+# scalars the epilogue needs around the loop (32 bytes at width 128, causal), never inside it.
+_COMPILE = """
+import json, os, re, subprocess, sys, tempfile
+import torch
+from triton.backends.nvidia.compiler import get_ptxas
+from gpudoctor.kernels import attention_gluon_backward
+rows = []
+for width, causal in json.loads(sys.argv[1]):
+    compiled = attention_gluon_backward.compile_sm90(width, causal)
+    ptx = compiled.asm["ptx"]
+    ptxas = get_ptxas(90).path
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "kernel.ptx")
+        open(path, "w").write(ptx)
+        subprocess.run([ptxas, "-arch=sm_90a", path, "-o", path + ".cubin"], check=True, timeout=300)
+        sass = subprocess.run([os.path.join(os.path.dirname(ptxas), "nvdisasm"), "-c", path + ".cubin"],
+                              capture_output=True, text=True, timeout=300, check=True).stdout.splitlines()
+    products = [i for i, line in enumerate(sass) if "HGMMA" in line]
+    # The loop around each tensor-core product: the smallest span from a label to a branch back
+    # to it that holds the product (larger spans: the warp-specialize dispatch, and the cold
+    # paths of barrier waits placed after the kernel's end that jump back into the loop).
+    labels = {match.group(1): i for i, line in enumerate(sass) if (match := re.match(r"^(\\.L_x_\\d+):", line))}
+    spans = [(labels[match.group(1)], i) for i, line in enumerate(sass)
+             if (match := re.search(r"BRA `\\((\\.L_x_\\d+)\\)", line)) and labels.get(match.group(1), i) < i]
+    loops = sorted({min((span for span in spans if span[0] < p < span[1]), key=lambda span: span[1] - span[0])
+                    for p in products})
+    in_loop = [line.strip() for start, end in loops for line in sass[start:end] if re.search(r"\\b(LDL|STL)\\b", line)]
+    rows.append({"local_in_loop": in_loop, "loops": len(loops), "products": len(products), "warps": compiled.metadata.num_warps,
+                 "shared": compiled.metadata.shared,
+                 "setmaxnreg": re.findall(r"setmaxnreg\\.(inc|dec)\\.sync\\.aligned\\.u32\\s+(\\d+)", ptx),
+                 "waits": sorted(set(re.findall(r"wgmma\\.wait_group\\.sync\\.aligned (\\d+)", ptx)))})
+print(json.dumps(rows))
+"""
+COMPILE_CASES = [(width, causal) for width in attention_gluon_backward.WIDTHS for causal in (True, False)]
+
+
+@pytest.fixture(scope="module")
+def compiled_sm90():
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", _COMPILE, json.dumps(COMPILE_CASES)], capture_output=True,
+                          text=True, timeout=600, env=env,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(zip(map(tuple, COMPILE_CASES), json.loads(done.stdout.strip().splitlines()[-1])))
+
+
+@needs_gluon
+@pytest.mark.parametrize("case", COMPILE_CASES, ids=lambda case: "-".join(map(str, case)))
+def test_compiles_for_sm90_without_local_memory_in_the_loop(case, compiled_sm90):
+    row = compiled_sm90[tuple(case)]
+    assert row["local_in_loop"] == [], row["local_in_loop"]
+    assert row["loops"] == 2, row["loops"]  # one main loop per consumer warpgroup
+    # Three partitions: two consumer warpgroups at 240 registers each, a producer at 24.
+    assert row["warps"] == 12
+    assert ["inc", "240"] in row["setmaxnreg"] and ["dec", "24"] in row["setmaxnreg"]
+    # Sᵀ waited for while dPᵀ still runs, dPᵀ while dV's product runs: the overlap it exists for.
+    assert "1" in row["waits"]
+    assert row["shared"] <= 232448  # sm90's 227 KB
+
+
+def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
+    assert select_config((9, 0), 128, 4096).gluon_backward
+    assert select_config((9, 0), 112, 1024).gluon_backward
+    assert select_config((9, 0), 104, 4096).gluon_backward  # the 128 bucket
+    assert not select_config((9, 0), 128, 512).gluon_backward  # host-bound: the Triton kernels
+    assert not select_config((9, 0), 96, 4096).gluon_backward  # measured slower than the split kernels
+    assert not select_config((9, 0), 64, 4096).gluon_backward
+    assert not select_config((9, 0), 256, 4096).gluon_backward  # does not fit
+    assert not select_config((8, 0), 128, 4096).gluon_backward
+    assert not select_config(None, 128, 4096).gluon_backward
+
+
+def test_usable_inputs():
+    q = torch.zeros(1, 4, 64, 128, dtype=torch.bfloat16)
+    assert attention_gluon_backward.usable(q, q[:, :2], q[:, :2], q) == attention_gluon.available()
+    assert not attention_gluon_backward.usable(*[torch.zeros(1, 4, 64, 256, dtype=torch.bfloat16)] * 4)
+    assert not attention_gluon_backward.usable(q, q, q, q.half())
+    assert not attention_gluon_backward.usable(q, q, q, q.transpose(-1, -2))
+
+
+def test_not_taken_where_it_cannot_run(monkeypatch):
+    """A config asking for it on inputs it cannot run (here: the CPU interpreter) runs the Triton
+    kernels, with right gradients."""
+    monkeypatch.setattr(attention_gluon_backward, "backward_dkdv",
+                        lambda *args: pytest.fail("the Gluon dK/dV kernel ran off Hopper"))
+    generator = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(1, 2, 20, 64, generator=generator, dtype=torch.float16).requires_grad_()
+               for _ in range(3))
+    grad = torch.randn(1, 2, 20, 64, generator=generator, dtype=torch.float16)
+    config = dataclasses.replace(select_config(None, 64), gluon_backward=True)
+    flash_attention(q, k, v, causal=True, config=config).backward(grad)
+    refs = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    reference_attention(*refs, causal=True).backward(grad.double())
+    for ours, theirs in zip((q.grad, k.grad, v.grad), (t.grad for t in refs)):
+        assert (ours.double() - theirs).abs().max().item() < 2e-2
+
+
+# ----------------------------------------------------------------------------------------------
+# GPU (device machine)
+# ----------------------------------------------------------------------------------------------
+
+def _hopper() -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+
+
+def _check(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype, layout=None):
+    """The kernel's dK and dV against the float32 reference's (relative error) and the Triton
+    backward's (the same products in another order: close to each other)."""
+    generator = torch.Generator(device="cuda").manual_seed(seq_q + head_dim)
+    q = torch.randn(batch, heads, seq_q, head_dim, device="cuda", dtype=dtype, generator=generator)
+    k, v = (torch.randn(batch, kv_heads, seq_k, head_dim, device="cuda", dtype=dtype, generator=generator)
+            for _ in range(2))
+    grad = torch.randn_like(q)
+    if layout is not None:
+        q, k, v, grad = (layout(t) for t in (q, k, v, grad))
+    scale = head_dim ** -0.5
+    config = dataclasses.replace(attention_module.config_for(q, k), gluon_forward=False, gluon_backward=False,
+                                 fused_backward=False)
+    out, lse = attention_module.attention_forward(q, k, v, causal, scale, config)
+    _, triton_dk, triton_dv = attention_module.attention_backward(grad, q, k, v, out, lse, causal, scale, config)
+    delta = (out.float() * grad.float()).sum(-1).reshape(batch * heads, seq_q).contiguous()
+    assert attention_gluon_backward.usable(q, k, v, grad)
+    dk, dv = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale)
+    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    reference_attention(*refs, causal=causal, dtype=torch.float32).backward(grad.float())
+    tolerance = {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype]
+    for ours, triton_result, expected in ((dk, triton_dk, refs[1].grad), (dv, triton_dv, refs[2].grad)):
+        error = ((ours.float() - expected).norm() / expected.norm()).item()
+        assert error < tolerance, error
+        assert ((ours.float() - triton_result.float()).norm() / expected.norm()).item() < tolerance / 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("head_dim", [32, 40, 64, 96, 112, 128])
+def test_gpu_matches_float32_reference(head_dim, causal, dtype):
+    """Ragged (777: odd, a partial last query and key block) and whole lengths, GQA 4:2."""
+    if not _hopper():
+        pytest.skip("needs a Hopper GPU")
+    for seq in (777, 1024):
+        _check(2, 4, 2, seq, seq, head_dim, causal, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seq_q, seq_k", [(300, 1111), (1111, 300), (64, 129)])
+def test_gpu_cross_attention_lengths(seq_q, seq_k):
+    if not _hopper():
+        pytest.skip("needs a Hopper GPU")
+    _check(1, 8, 1, seq_q, seq_k, 128, False, torch.bfloat16)
+
+
+@pytest.mark.gpu
+def test_gpu_strided_layout_read_in_place():
+    if not _hopper():
+        pytest.skip("needs a Hopper GPU")
+    _check(2, 4, 4, 1024, 1024, 128, True, torch.bfloat16,
+           layout=lambda t: t.transpose(1, 2).contiguous().transpose(1, 2))
+
+
+@pytest.mark.gpu
+def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch):
+    if not _hopper():
+        pytest.skip("needs a Hopper GPU")
+    calls = []
+    original = attention_gluon_backward.backward_dkdv
+    monkeypatch.setattr(attention_gluon_backward, "backward_dkdv",
+                        lambda *args: calls.append(args[1].shape) or original(*args))
+    generator = torch.Generator(device="cuda").manual_seed(11)
+    q, k, v = (torch.randn(1, 4, 1024, 128, device="cuda", dtype=torch.bfloat16, generator=generator)
+               .requires_grad_() for _ in range(3))
+    grad = torch.randn_like(q)
+    flash_attention(q, k, v, causal=True).backward(grad)
+    assert calls, "flash_attention did not take the Gluon dK/dV kernel at seq 1024 on Hopper"
+    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    reference_attention(*refs, causal=True, dtype=torch.float32).backward(grad.float())
+    for ours, theirs in zip((q.grad, k.grad, v.grad), (t.grad for t in refs)):
+        error = ((ours.float() - theirs).norm() / theirs.norm()).item()
+        assert error < 3e-2, error
