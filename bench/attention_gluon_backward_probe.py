@@ -86,7 +86,7 @@ def check_rows(log: RunLog) -> None:
     from gpudoctor.kernels.attention import config_for, reference_attention
 
     print(f"{'check':<22} {'dk vs triton':>12} {'dv vs triton':>12} {'dk vs fp32':>10} {'dv vs fp32':>10} "
-          f"{'triton dk vs fp32':>17}")
+          f"{'triton dk vs fp32':>17} {'atomic dq rel':>13} {'dkdv same':>9}")
     for name, batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype_name in CHECKS:
         row = {"shape": name, "variant": "check"}
         log.rows.append(row)
@@ -102,9 +102,14 @@ def check_rows(log: RunLog) -> None:
             _, dk_t, dv_t = attention.attention_backward(grad, q, k, v, out, lse, causal, scale, config)
             delta = (out.float() * grad.float()).sum(-1).reshape(batch * heads, seq_q).contiguous()
             dk_g, dv_g = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale)
+            dq_sum = attention_gluon_backward.dq_sum_buffer(q)
+            dk_a, dv_a = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, dq_sum)
+            dq_a = dq_sum.view(batch, heads, seq_q, -1)[..., :head_dim]
             leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
             reference_attention(*leaves, causal=causal, dtype=torch.float32).backward(grad.float())
-            dk_r, dv_r = leaves[1].grad, leaves[2].grad
+            dq_r, dk_r, dv_r = leaves[0].grad, leaves[1].grad, leaves[2].grad
+            row["atomic_dq_vs_fp32"] = ((dq_a - dq_r).norm() / dq_r.norm()).item()
+            row["atomic_dk_same"] = bool(torch.equal(dk_a, dk_g) and torch.equal(dv_a, dv_g))
             torch.cuda.synchronize()
             row.update({"dk_vs_triton": (dk_g.float() - dk_t.float()).abs().max().item(),
                         "dv_vs_triton": (dv_g.float() - dv_t.float()).abs().max().item(),
@@ -117,7 +122,8 @@ def check_rows(log: RunLog) -> None:
         log.save()
         print(f"{name:<22} {row.get('dk_vs_triton', float('nan')):>12.4f} {row.get('dv_vs_triton', float('nan')):>12.4f} "
               f"{row.get('dk_vs_fp32', float('nan')):>10.4f} {row.get('dv_vs_fp32', float('nan')):>10.4f} "
-              f"{row.get('triton_dk_vs_fp32', float('nan')):>17.4f} {row.get('error', '')}", flush=True)
+              f"{row.get('triton_dk_vs_fp32', float('nan')):>17.4f} {row.get('atomic_dq_vs_fp32', float('nan')):>13.5f} "
+              f"{row.get('atomic_dk_same', '-')!s:>9} {row.get('error', '')}", flush=True)
         if fatal:
             raise SystemExit(3)
     log.watchdog.start(None)
@@ -141,17 +147,20 @@ def timing_rows(log: RunLog, names) -> None:
         q, k, v, grad = _inputs(batch, heads, kv_heads, seq, seq, head_dim, torch.bfloat16, seq + head_dim)
         scale = head_dim ** -0.5
         shipped = config_for(q, k)
-        with_gluon = dataclasses.replace(shipped, gluon_backward=True)
+        with_gluon = dataclasses.replace(shipped, gluon_backward=True, gluon_atomic_dq=False)
+        with_atomic = dataclasses.replace(shipped, gluon_backward=True, gluon_atomic_dq=True)
         without = dataclasses.replace(shipped, gluon_backward=False)
         out, lse = attention.attention_forward(q, k, v, causal, scale, shipped)
         delta = (out.float() * grad.float()).sum(-1).reshape(batch * heads, seq).contiguous()
 
-        def backward(config):
-            return lambda: attention.attention_backward(grad, q, k, v, out, lse, causal, scale, config)
+        def backward(config, deterministic=True):
+            return lambda: attention.attention_backward(grad, q, k, v, out, lse, causal, scale, config,
+                                                        deterministic)
 
-        def forward_backward(config):
+        def forward_backward(config, deterministic=True):
             leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-            return lambda: flash_attention(*leaves, causal=causal, config=config).backward(grad)
+            return lambda: flash_attention(*leaves, causal=causal, config=config,
+                                           deterministic=deterministic).backward(grad)
 
         def sdpa(backend):
             leaves = [t.detach().requires_grad_() for t in (q, k, v)]
@@ -165,7 +174,9 @@ def timing_rows(log: RunLog, names) -> None:
         runs = [("bwd_gluon", backward(with_gluon)), ("bwd_triton", backward(without)),
                 ("dkdv_gluon", lambda: attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal,
                                                                               scale)),
+                ("bwd_atomic", backward(with_atomic, False)),
                 ("fwdbwd_gluon", forward_backward(with_gluon)), ("fwdbwd_shipped", forward_backward(without)),
+                ("fwdbwd_atomic", forward_backward(with_atomic, False)),
                 ("cudnn_fwdbwd", sdpa(SDPBackend.CUDNN_ATTENTION)),
                 ("flash_fwdbwd", sdpa(SDPBackend.FLASH_ATTENTION)),
                 ("bwd_gluon_again", backward(with_gluon))]
@@ -179,7 +190,7 @@ def timing_rows(log: RunLog, names) -> None:
         best = min(row.get(f"{backend}_fwdbwd_ms", float("inf")) for backend in ("cudnn", "flash"))
         if "bwd_gluon_ms" in row and "bwd_triton_ms" in row:
             row["bwd_gluon_x_triton"] = row["bwd_triton_ms"] / row["bwd_gluon_ms"]
-        for label in ("fwdbwd_gluon", "fwdbwd_shipped"):
+        for label in ("fwdbwd_gluon", "fwdbwd_shipped", "fwdbwd_atomic"):
             if f"{label}_ms" in row and best < float("inf"):
                 row[f"{label}_x_best_sdpa"] = best / row[f"{label}_ms"]
         log.save()
@@ -191,8 +202,8 @@ def timing_rows(log: RunLog, names) -> None:
 
 def print_table(rows) -> None:
     print("ms (do_bench median); bwd g/t = Triton backward's time / with the Gluon dK/dV; x sdpa = best SDPA / ours")
-    print(f"{'shape':<15} {'bwd g':>7} {'bwd t':>7} {'g/t':>5} {'dkdv g':>7} {'f+b g':>7} {'f+b ship':>8} "
-          f"{'cudnn':>7} {'flash':>7} {'g x sdpa':>8} {'ship x sdpa':>11}")
+    print(f"{'shape':<15} {'bwd g':>7} {'bwd t':>7} {'g/t':>5} {'dkdv g':>7} {'bwd at':>7} {'f+b g':>7} "
+          f"{'f+b ship':>8} {'f+b at':>7} {'cudnn':>7} {'flash':>7} {'g x sdpa':>8} {'ship x sdpa':>11} {'at x sdpa':>9}")
     for row in rows:
         if row.get("variant") != "timing":
             continue
@@ -200,10 +211,11 @@ def print_table(rows) -> None:
         def cell(key, spec):
             return format(row[key], spec) if key in row else "-"
         print(f"{row['shape']:<15} {cell('bwd_gluon_ms', '7.3f'):>7} {cell('bwd_triton_ms', '7.3f'):>7} "
-              f"{cell('bwd_gluon_x_triton', '5.2f'):>5} {cell('dkdv_gluon_ms', '7.3f'):>7} "
-              f"{cell('fwdbwd_gluon_ms', '7.3f'):>7} {cell('fwdbwd_shipped_ms', '8.3f'):>8} "
+              f"{cell('bwd_gluon_x_triton', '5.2f'):>5} {cell('dkdv_gluon_ms', '7.3f'):>7} {cell('bwd_atomic_ms', '7.3f'):>7} "
+              f"{cell('fwdbwd_gluon_ms', '7.3f'):>7} {cell('fwdbwd_shipped_ms', '8.3f'):>8} {cell('fwdbwd_atomic_ms', '7.3f'):>7} "
               f"{cell('cudnn_fwdbwd_ms', '7.3f'):>7} {cell('flash_fwdbwd_ms', '7.3f'):>7} "
               f"{cell('fwdbwd_gluon_x_best_sdpa', '8.2f'):>8} {cell('fwdbwd_shipped_x_best_sdpa', '11.2f'):>11} "
+              f"{cell('fwdbwd_atomic_x_best_sdpa', '9.2f'):>9} "
               f"{row.get('error', '')}")
 
 

@@ -1066,6 +1066,10 @@ class AttentionConfig:
     # (attention_gluon_backward.py) where its inputs allow; dQ and delta stay with the Triton
     # kernels. Ignored with atomic_dq and fused_backward (those need the Triton dK/dV kernel).
     gluon_backward: bool = False
+    # With gluon_backward and deterministic=False: the Gluon dK/dV kernel also sums dQ in float32
+    # (TMA reduce-adds), instead of the Triton dQ kernel: five matrix products per block pair
+    # instead of seven, not bitwise reproducible.
+    gluon_atomic_dq: bool = False
 
 
 def _tiles(block_m, block_n, num_warps, num_stages):
@@ -1555,7 +1559,9 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     qk_scale = softmax_scale * LOG2_E
-    atomic_dq = config.atomic_dq and not deterministic
+    gluon_backward = config.gluon_backward and _gluon_backward_runs(grad_out, q, k, v)
+    gluon_dq = gluon_backward and config.gluon_atomic_dq and not deterministic
+    atomic_dq = config.atomic_dq and not deterministic and not gluon_backward
     interpreted = _interpreting()
     # The dQ sums go through device-side descriptors on Hopper whatever the loads use
     # (Triton's interpreter has no descriptor reduce-add: element atomics there).
@@ -1572,7 +1578,7 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
                                softmax_scale, interpreted, slices)
         return dq, dk, dv
     delta = torch.empty_like(lse)
-    delta_in_dq = config.delta_in_dq and not atomic_dq
+    delta_in_dq = config.delta_in_dq and not atomic_dq and not gluon_dq
     if delta_in_dq:
         dq = _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
                         softmax_scale, interpreted, slices, compute_delta=True)
@@ -1582,8 +1588,12 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
             out, grad_out, delta, *out.stride(), *grad_out.stride(), num_heads, seq_q,
             head_dim=head_dim, D_PADDED=_next_power_of_2(head_dim), BLOCK_M=delta_block,
         )
-    if not atomic_dq and config.gluon_backward and _gluon_backward_runs(grad_out, q, k, v):
-        dk, dv = attention_gluon_backward.backward_dkdv(grad_out, q, k, v, lse, delta, causal, softmax_scale)
+    if gluon_backward:
+        dq_sum = attention_gluon_backward.dq_sum_buffer(q) if gluon_dq else None
+        dk, dv = attention_gluon_backward.backward_dkdv(grad_out, q, k, v, lse, delta, causal, softmax_scale,
+                                                        dq_sum)
+        if gluon_dq:
+            return dq_sum.view(batch, num_heads, seq_q, -1)[..., :head_dim].to(q.dtype), dk, dv
         if not delta_in_dq:
             dq = _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
                             softmax_scale, interpreted, slices, compute_delta=False)

@@ -96,7 +96,8 @@ def _from_json(data: dict) -> AttentionConfig:
                            delta_in_dq=bool(data.get("delta_in_dq", False)),
                            fused_backward=bool(data.get("fused_backward", False)),
                            gluon_forward=bool(data.get("gluon_forward", False)),
-                           gluon_backward=bool(data.get("gluon_backward", False)))
+                           gluon_backward=bool(data.get("gluon_backward", False)),
+                           gluon_atomic_dq=bool(data.get("gluon_atomic_dq", False)))
 
 
 def _read_cache(path: Path) -> dict:

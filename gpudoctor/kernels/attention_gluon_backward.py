@@ -21,6 +21,8 @@ read as +inf, so their Pᵀ is 0) and dK/dV rows past seq_k are clipped on store
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from . import attention_gluon
@@ -35,6 +37,19 @@ if attention_gluon.available():
         warpgroup_mma,
         warpgroup_mma_wait,
     )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+if attention_gluon.available():
+    from triton._C.libtriton import ir as _ir
+    from triton.experimental.gluon.language._core import builtin as _builtin
+
+    @_builtin
+    def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
+        # TMA's reduce-add of a shared-memory tile into global memory (cp.reduce.async.bulk.tensor),
+        # which Gluon 3.6's hopper.tma module does not expose; its builder has the op.
+        coord = _semantic._convert_to_ir_values(coord, require_i64=False)
+        _semantic.builder.create_async_tma_reduce(_ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle, coord,
+                                                  src.handle)
 
 BLOCK_N = 128  # key rows per program: two consumer warpgroups of 64
 CONSUMER_ROWS = 64
@@ -51,8 +66,8 @@ if attention_gluon.available():
     _tile = attention_gluon._tile
 
     @gluon.jit
-    def _dkdv_block(dk, dv, my_k, my_v, q, do, lse_row, delta_row, qk_scale, DIAGONAL: gl.constexpr,
-                    s_layout: gl.constexpr, operand_layout: gl.constexpr):
+    def _dkdv_block(dk, dv, my_k, my_v, q, do, lse_row, delta_row, qk_scale, dq_parts, DIAGONAL: gl.constexpr,
+                    ATOMIC_DQ: gl.constexpr, s_layout: gl.constexpr, operand_layout: gl.constexpr):
         """dK and dV of one warpgroup's 64 key rows plus one block of 64 queries' share; DIAGONAL:
         the block whose query i and key i coincide (causal: query i sees keys 0..i)."""
         dtype: gl.constexpr = q.dtype
@@ -71,16 +86,42 @@ if attention_gluon.available():
         # dPᵀ was issued before dV's product: waiting for all but one leaves that one running.
         dprobs_t = warpgroup_mma_wait(1, deps=(dprobs_t,))
         dscores_t = probs_t * (dprobs_t - delta_row.load(column_layout)[None, :])
-        dscores_operand = gl.convert_layout(dscores_t.to(dtype), operand_layout)
-        dk = warpgroup_mma(dscores_operand, q, dk, is_async=True)
-        dk, dv, probs_operand, dscores_operand = warpgroup_mma_wait(0, deps=(dk, dv, probs_operand, dscores_operand))
+        if ATOMIC_DQ:
+            # dSᵀ through shared memory: the A operand of dK's product as it is and of dQ's
+            # (dS·K, this block's share of the block's 64 queries) transposed.
+            ds_smem, dq_smem, dq_desc, dq_row, softmax_scale = dq_parts
+            ds_smem.store(dscores_t.to(dtype))
+            fence_async_shared()
+            gl.thread_barrier()
+            dk = warpgroup_mma(ds_smem, q, dk, is_async=True)
+            tma.store_wait(pendings=0)  # the previous block's dQ share has left dq_smem
+            gl.thread_barrier()
+            # dQ's share in column slices of at most 64 (32 registers each, not 64: dK and dV
+            # hold 128 of the 240 at width 128).
+            COLUMNS: gl.constexpr = 64 if q.shape[1] > 64 else q.shape[1]
+            part_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                                  instr_shape=[16, COLUMNS, 16])
+            for part_index in gl.static_range(q.shape[1] // COLUMNS):
+                part = warpgroup_mma(ds_smem.permute((1, 0)), my_k.slice(part_index * COLUMNS, COLUMNS, dim=1),
+                                     gl.zeros([64, COLUMNS], gl.float32, part_layout), use_acc=False, is_async=True)
+                part = warpgroup_mma_wait(0, deps=(part,))
+                dq_smem.slice(part_index * COLUMNS, COLUMNS, dim=1).store(part * softmax_scale)
+            dk, dv, probs_operand = warpgroup_mma_wait(0, deps=(dk, dv, probs_operand))
+            fence_async_shared()
+            gl.thread_barrier()
+            _tma_reduce_add(dq_desc, [dq_row, 0], dq_smem)
+        else:
+            dscores_operand = gl.convert_layout(dscores_t.to(dtype), operand_layout)
+            dk = warpgroup_mma(dscores_operand, q, dk, is_async=True)
+            dk, dv, probs_operand, dscores_operand = warpgroup_mma_wait(
+                0, deps=(dk, dv, probs_operand, dscores_operand))
         return dk, dv
 
     @gluon.jit
     def _dkdv_consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-                       CAUSAL: gl.constexpr):
-        q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA = descs
-        k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem = buffers
+                       CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr):
+        q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
+        k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem = buffers
         kv_bars, q_full, q_empty, do_full, do_empty = barriers
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
         ROWS: gl.constexpr = 64
@@ -112,19 +153,22 @@ if attention_gluon.available():
             do = _tile(do_smem, slot, BLOCK_M, HEAD_DIM)
             mbarrier.wait(q_full.index(slot), phase)
             mbarrier.wait(do_full.index(slot), phase)
+            head = kv_head * group + i // query_blocks
+            dq_parts = (ds_smem.index(WARPGROUP), dq_smem.index(WARPGROUP), dq_desc,
+                        (batch * num_heads + head) * seq_q + start_m, softmax_scale)
             if CAUSAL:
                 # Query blocks are as tall as a warpgroup's key rows, so a block is either on this
                 # warpgroup's diagonal (start_m == my_start), wholly left of its keys (the second
                 # warpgroup's first block: nothing to add) or wholly right of them.
                 if start_m == my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                         qk_scale, True, s_layout, operand_layout)
+                                         qk_scale, dq_parts, True, ATOMIC_DQ, s_layout, operand_layout)
                 elif start_m > my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                         qk_scale, False, s_layout, operand_layout)
+                                         qk_scale, dq_parts, False, ATOMIC_DQ, s_layout, operand_layout)
             else:
                 dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                     qk_scale, False, s_layout, operand_layout)
+                                     qk_scale, dq_parts, False, ATOMIC_DQ, s_layout, operand_layout)
             mbarrier.arrive(q_empty.index(slot), count=1)
             mbarrier.arrive(do_empty.index(slot), count=1)
 
@@ -137,13 +181,15 @@ if attention_gluon.available():
         tma.store_wait(pendings=0)
 
     @gluon.jit
-    def _dkdv_second_consumer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr):
-        _dkdv_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL)
+    def _dkdv_second_consumer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
+                              ATOMIC_DQ: gl.constexpr):
+        _dkdv_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ)
 
     @gluon.jit
-    def _dkdv_producer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr):
-        q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA = descs
-        k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem = buffers
+    def _dkdv_producer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
+                       ATOMIC_DQ: gl.constexpr):
+        q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
+        k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem = buffers
         kv_bars, q_full, q_empty, do_full, do_empty = barriers
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
         # lse and delta go through registers, not TMA: a flat (batch * heads * seq_q) row starts
@@ -176,9 +222,9 @@ if attention_gluon.available():
                                             do_smem.index(slot))
 
     @gluon.jit
-    def _attention_backward_dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA,
+    def _attention_backward_dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc,
                                            seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale, softmax_scale,
-                                           HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
+                                           HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
                                            num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         start_n = gl.program_id(0) * 128
@@ -200,6 +246,12 @@ if attention_gluon.available():
         row_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
         lse_smem = gl.allocate_shared_memory(gl.float32, [2, 64], row_layout)
         delta_smem = gl.allocate_shared_memory(gl.float32, [2, 64], row_layout)
+        if ATOMIC_DQ:
+            ds_smem = gl.allocate_shared_memory(dtype, [2, 64, 64], gl.NVMMASharedLayout.get_default_for([64, 64], dtype))
+            dq_smem = gl.allocate_shared_memory(gl.float32, [2, 64, HEAD_DIM], dq_desc.layout)
+        else:  # never touched
+            ds_smem = lse_smem
+            dq_smem = lse_smem
         kv_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         q_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -212,15 +264,15 @@ if attention_gluon.available():
             mbarrier.init(do_full.index(i), count=1)
             mbarrier.init(do_empty.index(i), count=2)
 
-        descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA)
-        buffers = (k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem)
+        descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc)
+        buffers = (k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem)
         barriers = (kv_bars, q_full, q_empty, do_full, do_empty)
         scalars = (batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale,
                    softmax_scale)
         gl.warp_specialize([
-            (_dkdv_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL)),
-            (_dkdv_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL)),
-            (_dkdv_producer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL)),
+            (_dkdv_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
+            (_dkdv_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
+            (_dkdv_producer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (CONSUMER_REGISTERS)
 
 
@@ -231,10 +283,39 @@ def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad_out: torch.Te
             and all(attention_gluon.descriptor_ready(tensor) for tensor in (q, k, v, grad_out)))
 
 
+@functools.lru_cache(maxsize=None)
+def _dq_layout(width: int):
+    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, width], gl.float32)
+
+
+def _dq_descriptor(dq_sum: torch.Tensor, width: int):
+    # Rows of (batch * heads * seq_q, width): a block running past a head's seq_q adds exact
+    # zeros to the next head's first rows (those queries' dS is 0: their lse reads +inf).
+    return TensorDescriptor(dq_sum, list(dq_sum.shape), list(dq_sum.stride()), [BLOCK_M, width], _dq_layout(width))
+
+
+@functools.lru_cache(maxsize=None)
+def _placeholder(device: torch.device, width: int) -> torch.Tensor:
+    # The dQ descriptor's tensor when the kernel does not sum dQ (the argument is never read).
+    return torch.zeros(BLOCK_M, width, device=device, dtype=torch.float32)
+
+
+def dq_sum_buffer(q: torch.Tensor) -> torch.Tensor:
+    """The zeroed float32 (batch * heads * seq_q, kernel width) buffer ``backward_dkdv`` sums dQ
+    into (scaled: dQ is its first head_dim columns, seen as q's shape)."""
+    batch, num_heads, seq_q, head_dim = q.shape
+    return torch.zeros(batch * num_heads * seq_q, attention_gluon.kernel_width(head_dim), device=q.device,
+                       dtype=torch.float32)
+
+
 def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
-                  delta: torch.Tensor, causal: bool, softmax_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+                  delta: torch.Tensor, causal: bool, softmax_scale: float,
+                  dq_sum: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(dk, dv), contiguous like k and v, from the forward's base-2 lse and delta = rowsum(o * do)
-    (both float32, (batch * heads, seq_q)). Inputs pass ``usable``; q's GPU is the current one."""
+    (both float32, (batch * heads, seq_q)). With ``dq_sum`` (``dq_sum_buffer``) the kernel also
+    adds each block's share of dQ into it by TMA reduce-adds: five matrix products per block
+    instead of the seven that a separate dQ kernel makes it, in an order that varies from run to
+    run. Inputs pass ``usable``; q's GPU is the current one."""
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     width = attention_gluon.kernel_width(head_dim)
@@ -245,13 +326,15 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     _attention_backward_dkdv_ws_kernel[grid](
         descriptor(q, BLOCK_M, width), descriptor(k, CONSUMER_ROWS, width), descriptor(v, CONSUMER_ROWS, width),
         descriptor(grad_out, BLOCK_M, width), descriptor(dk, CONSUMER_ROWS, width),
-        descriptor(dv, CONSUMER_ROWS, width), lse, delta, seq_q, seq_k, num_heads, num_kv_heads,
-        num_heads // num_kv_heads, softmax_scale * attention_gluon.LOG2_E, softmax_scale,
-        HEAD_DIM=width, CAUSAL=causal, num_warps=4, maxnreg=MAX_REGISTERS)
+        descriptor(dv, CONSUMER_ROWS, width), lse, delta,
+        _dq_descriptor(_placeholder(q.device, width) if dq_sum is None else dq_sum, width),
+        seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads, softmax_scale * attention_gluon.LOG2_E,
+        softmax_scale, HEAD_DIM=width, CAUSAL=causal, ATOMIC_DQ=dq_sum is not None, num_warps=4,
+        maxnreg=MAX_REGISTERS)
     return dk, dv
 
 
-def compile_sm90(width: int, causal: bool, dtype: torch.dtype = torch.bfloat16):
+def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16):
     """The kernel compiled for sm90 without a GPU, as attention_gluon.compile_sm90."""
     import triton
     from triton.backends.compiler import GPUTarget
@@ -260,10 +343,12 @@ def compile_sm90(width: int, causal: bool, dtype: torch.dtype = torch.bfloat16):
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
     block = f"tensordesc<{name}[1, 1, 64, {width}], {attention_gluon._shared_layout(64, width, dtype)!r}>"
     signature = {"q_desc": block, "k_desc": block, "v_desc": block, "do_desc": block, "dk_desc": block,
-                 "dv_desc": block, "LSE": "*fp32", "DELTA": "*fp32", "seq_q": "i32", "seq_k": "i32",
+                 "dv_desc": block, "LSE": "*fp32", "DELTA": "*fp32",
+                 "dq_desc": f"tensordesc<fp32[{BLOCK_M}, {width}], {_dq_layout(width)!r}>", "seq_q": "i32", "seq_k": "i32",
                  "num_heads": "i32", "num_kv_heads": "i32", "group": "i32", "qk_scale": "fp32",
-                 "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "num_warps": "constexpr"}
-    constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "num_warps": 4}
+                 "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "ATOMIC_DQ": "constexpr",
+                 "num_warps": "constexpr"}
+    constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "num_warps": 4}
     source = _runtime.GluonASTSource(fn=_attention_backward_dkdv_ws_kernel, signature=signature,
                                      constexprs=constexprs, attrs={})
     target = GPUTarget("cuda", 90, 32)

@@ -111,6 +111,6 @@ def test_flash_attention_tunes_an_unmeasured_family_at_first_use(monkeypatch, de
 def test_cache_entries_round_trip_every_config_field():
     flipped = {field.name: not getattr(GUESS, field.name) for field in dataclasses.fields(GUESS)
                if isinstance(getattr(GUESS, field.name), bool)}
-    assert {"split_head_dim", "atomic_dq", "fused_backward", "gluon_forward", "gluon_backward"} <= set(flipped)
+    assert {"split_head_dim", "atomic_dq", "fused_backward", "gluon_forward", "gluon_backward", "gluon_atomic_dq"} <= set(flipped)
     config = dataclasses.replace(GUESS, tma=attention.HOST_DESCRIPTORS, **flipped)
     assert autotune._from_json(json.loads(json.dumps(autotune._to_json(config)))) == config
