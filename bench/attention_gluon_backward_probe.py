@@ -50,6 +50,8 @@ SHAPES = (
     ("hd64-nc", 4, 32, 32, 4096, 64, False),
     ("hd40-c", 4, 32, 32, 4096, 40, True),
     ("hd128-c-s1024", 4, 32, 32, 1024, 128, True),
+    ("hd128-c-s2048", 4, 32, 32, 2048, 128, True),
+    ("hd128-nc-s2048", 4, 32, 32, 2048, 128, False),
     ("hd128-c-s16k", 1, 16, 16, 16384, 128, True),
 )
 
@@ -150,6 +152,7 @@ def timing_rows(log: RunLog, names) -> None:
         with_gluon = dataclasses.replace(shipped, gluon_backward=True, gluon_atomic_dq=False)
         with_atomic = dataclasses.replace(shipped, gluon_backward=True, gluon_atomic_dq=True)
         without = dataclasses.replace(shipped, gluon_backward=False)
+        triton_only = dataclasses.replace(shipped, gluon_forward=False, gluon_backward=False)
         out, lse = attention.attention_forward(q, k, v, causal, scale, shipped)
         delta = (out.float() * grad.float()).sum(-1).reshape(batch * heads, seq).contiguous()
 
@@ -177,6 +180,7 @@ def timing_rows(log: RunLog, names) -> None:
                 ("bwd_atomic", backward(with_atomic, False)),
                 ("fwdbwd_gluon", forward_backward(with_gluon)), ("fwdbwd_shipped", forward_backward(without)),
                 ("fwdbwd_atomic", forward_backward(with_atomic, False)),
+                ("fwdbwd_triton", forward_backward(triton_only)),
                 ("cudnn_fwdbwd", sdpa(SDPBackend.CUDNN_ATTENTION)),
                 ("flash_fwdbwd", sdpa(SDPBackend.FLASH_ATTENTION)),
                 ("bwd_gluon_again", backward(with_gluon))]
@@ -190,7 +194,7 @@ def timing_rows(log: RunLog, names) -> None:
         best = min(row.get(f"{backend}_fwdbwd_ms", float("inf")) for backend in ("cudnn", "flash"))
         if "bwd_gluon_ms" in row and "bwd_triton_ms" in row:
             row["bwd_gluon_x_triton"] = row["bwd_triton_ms"] / row["bwd_gluon_ms"]
-        for label in ("fwdbwd_gluon", "fwdbwd_shipped", "fwdbwd_atomic"):
+        for label in ("fwdbwd_gluon", "fwdbwd_shipped", "fwdbwd_atomic", "fwdbwd_triton"):
             if f"{label}_ms" in row and best < float("inf"):
                 row[f"{label}_x_best_sdpa"] = best / row[f"{label}_ms"]
         log.save()
@@ -200,10 +204,39 @@ def timing_rows(log: RunLog, names) -> None:
     log.watchdog.start(None)
 
 
+def host_rows(log: RunLog) -> None:
+    """Host time per backward call where the GPU's work is small (b1 h2 s1024 hd128 causal): calls
+    queued without a synchronisation, so the wall time per call is the host's."""
+    import torch
+
+    from gpudoctor.kernels import attention
+    from gpudoctor.kernels.attention import config_for
+
+    q, k, v, grad = _inputs(1, 2, 2, 1024, 1024, 128, torch.bfloat16, 1)
+    scale = 128 ** -0.5
+    shipped = config_for(q, k)
+    out, lse = attention.attention_forward(q, k, v, True, scale, shipped)
+    row = {"shape": "host-b1-h2-s1024", "variant": "host"}
+    log.rows.append(row)
+    for label, config in (("gluon", dataclasses.replace(shipped, gluon_backward=True)),
+                          ("triton", dataclasses.replace(shipped, gluon_backward=False))):
+        for _ in range(20):
+            attention.attention_backward(grad, q, k, v, out, lse, True, scale, config)
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(200):
+            attention.attention_backward(grad, q, k, v, out, lse, True, scale, config)
+        row[f"{label}_host_us"] = (time.perf_counter() - started) / 200 * 1e6
+        torch.cuda.synchronize()
+    print(f"host us per backward call (b1 h2 s1024 hd128): Gluon dK/dV {row['gluon_host_us']:.1f}, "
+          f"Triton {row['triton_host_us']:.1f}", flush=True)
+    log.save()
+
+
 def print_table(rows) -> None:
     print("ms (do_bench median); bwd g/t = Triton backward's time / with the Gluon dK/dV; x sdpa = best SDPA / ours")
     print(f"{'shape':<15} {'bwd g':>7} {'bwd t':>7} {'g/t':>5} {'dkdv g':>7} {'bwd at':>7} {'f+b g':>7} "
-          f"{'f+b ship':>8} {'f+b at':>7} {'cudnn':>7} {'flash':>7} {'g x sdpa':>8} {'ship x sdpa':>11} {'at x sdpa':>9}")
+          f"{'f+b ship':>8} {'f+b at':>7} {'f+b tri':>7} {'cudnn':>7} {'flash':>7} {'g x sdpa':>8} {'ship x sdpa':>11} {'at x sdpa':>9}")
     for row in rows:
         if row.get("variant") != "timing":
             continue
@@ -213,7 +246,7 @@ def print_table(rows) -> None:
         print(f"{row['shape']:<15} {cell('bwd_gluon_ms', '7.3f'):>7} {cell('bwd_triton_ms', '7.3f'):>7} "
               f"{cell('bwd_gluon_x_triton', '5.2f'):>5} {cell('dkdv_gluon_ms', '7.3f'):>7} {cell('bwd_atomic_ms', '7.3f'):>7} "
               f"{cell('fwdbwd_gluon_ms', '7.3f'):>7} {cell('fwdbwd_shipped_ms', '8.3f'):>8} {cell('fwdbwd_atomic_ms', '7.3f'):>7} "
-              f"{cell('cudnn_fwdbwd_ms', '7.3f'):>7} {cell('flash_fwdbwd_ms', '7.3f'):>7} "
+              f"{cell('fwdbwd_triton_ms', '7.3f'):>7} {cell('cudnn_fwdbwd_ms', '7.3f'):>7} {cell('flash_fwdbwd_ms', '7.3f'):>7} "
               f"{cell('fwdbwd_gluon_x_best_sdpa', '8.2f'):>8} {cell('fwdbwd_shipped_x_best_sdpa', '11.2f'):>11} "
               f"{cell('fwdbwd_atomic_x_best_sdpa', '9.2f'):>9} "
               f"{row.get('error', '')}")
@@ -238,6 +271,7 @@ def main(argv=None) -> int:
     print(environment_line(log.environment), flush=True)
     if not args.skip_check:
         check_rows(log)
+    host_rows(log)
     timing_rows(log, args.shapes)
     print_table(log.rows)
     log.save()
