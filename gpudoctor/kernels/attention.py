@@ -1179,14 +1179,18 @@ FUSED_BACKWARD_MAX_SEQ = 1024
 # s4096 bf16, forward ms, Triton forward / Gluon in the same run): hd128 causal 1.209 / 1.002,
 # not causal 2.124 / 1.769, GQA 4:1 1.199 / 0.989; hd256 causal 2.238 / 1.833.
 GLUON_FORWARD_BUCKETS = (128, 256)
-# sm90: the warp-specialized Gluon dK/dV kernel (attention_gluon_backward.py) for these buckets at
-# long sequences, as the forward. Measured on the H200 (docs/benchmarks.md, tenth session;
-# bench/attention_gluon_backward_probe.py, b4 h32 s4096 bf16, backward ms, Triton dK/dV / Gluon
-# in the same run): hd128 causal 3.762 / 3.462, not causal 6.694 / 6.188, GQA 4:1 3.822 / 3.431,
-# hd112 not causal 6.612 / 6.127, hd128 causal s1024 0.362 / 0.320. Not below: hd96 3.053 / 3.070,
-# hd80 2.681 / 2.839 (the kernel computes them at width 128, the Triton one as 64 + 32 and 64 +
-# 16), hd64 2.109 / 2.166. hd256 does not fit (attention_gluon_backward.WIDTHS).
+# sm90: the warp-specialized Gluon dK/dV kernel (attention_gluon_backward.py) for these buckets
+# from GLUON_BACKWARD_MIN_SEQ keys. Measured on the H200 (docs/benchmarks.md, tenth session;
+# bench/attention_gluon_backward_probe.py, b4 h32 bf16, ms, Triton dK/dV / Gluon in the same run):
+# backward alone s4096 hd128 causal 3.760 / 3.518, not causal 6.750 / 6.237, GQA 4:1 3.768 /
+# 3.471, hd112 not causal 6.683 / 6.139; s2048 hd128 causal 1.093 / 0.992. Forward+backward
+# (through flash_attention, the Gluon forward in both): s4096 hd128 causal 5.047 / 4.779, s2048
+# 1.614 / 1.517, but s1024 0.529 / 0.571: there the step is host-bound and a Gluon launch costs
+# the host more (44 against 33 us a backward call at b1 h2 s1024). Not in the other buckets:
+# hd96 3.067 / 3.123, hd80 2.735 / 2.822 (the kernel computes them at width 128, the Triton one as
+# 64 + 32 and 64 + 16), hd64 2.144 / 2.142. hd256 does not fit (attention_gluon_backward.WIDTHS).
 GLUON_BACKWARD_BUCKETS = (128,)
+GLUON_BACKWARD_MIN_SEQ = 2048
 
 
 def select_config(capability: tuple[int, int] | None, head_dim: int,
@@ -1196,7 +1200,8 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
     ``scores`` (batch x heads x seq_q x seq_k; None: large) the one-launch backward or not."""
     return _select_config(capability, head_dim, seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ,
                           scores is not None and scores <= FUSED_BACKWARD_MAX_SCORES
-                          and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
+                          and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ,
+                          seq_k is None or seq_k >= GLUON_BACKWARD_MIN_SEQ)
 
 
 _OF_Q = object()  # config_for's default capability: q's GPU's
@@ -1211,7 +1216,8 @@ def config_for(q: torch.Tensor, k: torch.Tensor, capability=_OF_Q) -> AttentionC
 
 
 @functools.lru_cache(maxsize=None)
-def _select_config(capability, head_dim: int, long_sequence: bool, small_call: bool = False) -> AttentionConfig:
+def _select_config(capability, head_dim: int, long_sequence: bool, small_call: bool = False,
+                   gluon_backward_sequence: bool = False) -> AttentionConfig:
     # Remembered: asked on every call (configs are frozen, so sharing them is safe).
     if capability is None:
         return _INTERPRETER_CONFIG
@@ -1224,7 +1230,7 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
         config = dataclasses.replace(config, fused_backward=True)
     if family == "sm90" and long_sequence and _bucket(capability, head_dim) in GLUON_FORWARD_BUCKETS:
         config = dataclasses.replace(config, gluon_forward=True)
-    if family == "sm90" and long_sequence and _bucket(capability, head_dim) in GLUON_BACKWARD_BUCKETS:
+    if family == "sm90" and gluon_backward_sequence and _bucket(capability, head_dim) in GLUON_BACKWARD_BUCKETS:
         config = dataclasses.replace(config, gluon_backward=True)
     return config
 

@@ -100,9 +100,11 @@ def test_summing_dq_compiles_for_sm90_within_shared_memory(case, compiled_sm90):
 
 def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     assert select_config((9, 0), 128, 4096).gluon_backward
-    assert select_config((9, 0), 112, 1024).gluon_backward
+    assert select_config((9, 0), 112, 2048).gluon_backward
     assert select_config((9, 0), 104, 4096).gluon_backward  # the 128 bucket
-    assert not select_config((9, 0), 128, 512).gluon_backward  # host-bound: the Triton kernels
+    assert select_config((9, 0), 128).gluon_backward  # seq_k unknown: long
+    assert not select_config((9, 0), 128, 1024).gluon_backward  # host-bound: the Triton kernels
+    assert select_config((9, 0), 128, 1024).gluon_forward  # (the forward from 1024)
     assert not select_config((9, 0), 96, 4096).gluon_backward  # measured slower than the split kernels
     assert not select_config((9, 0), 64, 4096).gluon_backward
     assert not select_config((9, 0), 256, 4096).gluon_backward  # does not fit
@@ -207,12 +209,12 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch):
     monkeypatch.setattr(attention_gluon_backward, "backward_dkdv",
                         lambda *args: calls.append(args[1].shape) or original(*args))
     generator = torch.Generator(device="cuda").manual_seed(11)
-    # batch 4 x 8 heads: past the one-launch backward's size (FUSED_BACKWARD_MAX_SCORES)
-    q, k, v = (torch.randn(4, 8, 1024, 128, device="cuda", dtype=torch.bfloat16, generator=generator)
+    seq = attention_module.GLUON_BACKWARD_MIN_SEQ
+    q, k, v = (torch.randn(2, 4, seq, 128, device="cuda", dtype=torch.bfloat16, generator=generator)
                .requires_grad_() for _ in range(3))
     grad = torch.randn_like(q)
     flash_attention(q, k, v, causal=True).backward(grad)
-    assert calls, "flash_attention did not take the Gluon dK/dV kernel at seq 1024 on Hopper"
+    assert calls, f"flash_attention did not take the Gluon dK/dV kernel at seq {seq} on Hopper"
     refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
     reference_attention(*refs, causal=True, dtype=torch.float32).backward(grad.float())
     for ours, theirs in zip((q.grad, k.grad, v.grad), (t.grad for t in refs)):
