@@ -233,6 +233,35 @@ def host_rows(log: RunLog) -> None:
     log.save()
 
 
+def alternate_rows(log: RunLog, names, rounds: int) -> None:
+    """Forward+backward at each shape with Triton only, the Gluon forward, and the Gluon forward
+    and dK/dV, in ``rounds`` rounds taking turns: one sample each is not enough where runs disagree."""
+    import torch
+
+    from gpudoctor.kernels.attention import config_for, flash_attention
+
+    for name, batch, heads, kv_heads, seq, head_dim, causal in SHAPES:
+        if names and name not in names:
+            continue
+        q, k, v, grad = _inputs(batch, heads, kv_heads, seq, seq, head_dim, torch.bfloat16, seq + head_dim)
+        shipped = config_for(q, k)
+        configs = {"triton": dataclasses.replace(shipped, gluon_forward=False, gluon_backward=False),
+                   "gluon_fwd": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=False),
+                   "gluon_fwd_bwd": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=True)}
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        row = {"shape": name, "variant": "alternate", **{f"{label}_ms": [] for label in configs}}
+        log.rows.append(row)
+        log.watchdog.start(row)
+        for _ in range(rounds):
+            for label, config in configs.items():
+                row[f"{label}_ms"].append(time_ms(
+                    lambda config=config: flash_attention(*leaves, causal=causal, config=config).backward(grad)))
+        log.save()
+        print(f"{name:<15} " + "  ".join(f"{label} " + " ".join(f"{t:.3f}" for t in row[f"{label}_ms"])
+                                         for label in configs), flush=True)
+    log.watchdog.start(None)
+
+
 def print_table(rows) -> None:
     print("ms (do_bench median); bwd g/t = Triton backward's time / with the Gluon dK/dV; x sdpa = best SDPA / ours")
     print(f"{'shape':<15} {'bwd g':>7} {'bwd t':>7} {'g/t':>5} {'dkdv g':>7} {'bwd at':>7} {'f+b g':>7} "
@@ -258,6 +287,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the GPU rows here")
     parser.add_argument("--shapes", nargs="*", help=f"of {[shape[0] for shape in SHAPES]}")
     parser.add_argument("--skip-check", action="store_true", help="timings only")
+    parser.add_argument("--alternate", type=int, metavar="ROUNDS",
+                        help="instead: forward+backward of three configs taking turns, ROUNDS rounds per shape")
     args = parser.parse_args(argv)
     if args.compile_only:
         return compile_only()
@@ -269,6 +300,10 @@ def main(argv=None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     log = RunLog(args.json, time.perf_counter(), 120.0)
     print(environment_line(log.environment), flush=True)
+    if args.alternate:
+        alternate_rows(log, args.shapes, args.alternate)
+        log.save()
+        return 0
     if not args.skip_check:
         check_rows(log)
     host_rows(log)
