@@ -1064,7 +1064,8 @@ class AttentionConfig:
     gluon_forward: bool = False
     # Backward on Hopper: dK/dV through the warp-specialized Gluon kernel
     # (attention_gluon_backward.py) where its inputs allow; dQ and delta stay with the Triton
-    # kernels. Ignored with atomic_dq and fused_backward (those need the Triton dK/dV kernel).
+    # kernels. fused_backward, where set, wins; where the Gluon kernel runs, atomic_dq (the Triton
+    # dK/dV kernel's) does not apply: gluon_atomic_dq says whether it sums dQ.
     gluon_backward: bool = False
     # With gluon_backward and deterministic=False: the Gluon dK/dV kernel also sums dQ in float32
     # (TMA reduce-adds), instead of the Triton dQ kernel: five matrix products per block pair
@@ -1172,25 +1173,28 @@ DESCRIPTOR_MIN_SEQ = 1024
 # session), while the same kernel on the table's stages passed.
 FUSED_BACKWARD_MAX_SCORES = 4 * 32 * 512 * 512
 FUSED_BACKWARD_MAX_SEQ = 1024
-# sm90: the warp-specialized Gluon forward (attention_gluon.py) for these head_dim buckets at
-# long sequences (seq_k >= DESCRIPTOR_MIN_SEQ; below it the host's set-up of its descriptors and
-# Gluon's launch dominate: 0.15 ms at b4 h32 s256 hd128 against the Triton forward's 0.03).
-# Measured on the H200 (docs/benchmarks.md, ninth session; bench/attention_gluon_probe.py, b4 h32
-# s4096 bf16, forward ms, Triton forward / Gluon in the same run): hd128 causal 1.209 / 1.002,
-# not causal 2.124 / 1.769, GQA 4:1 1.199 / 0.989; hd256 causal 2.238 / 1.833.
+# sm90: the warp-specialized Gluon forward (attention_gluon.py) for these head_dim buckets from
+# GLUON_MIN_SEQ keys. Measured on the H200 (docs/benchmarks.md, ninth session;
+# bench/attention_gluon_probe.py, b4 h32 s4096 bf16, forward ms, Triton forward / Gluon in the
+# same run): hd128 causal 1.209 / 1.002, not causal 2.124 / 1.769, GQA 4:1 1.199 / 0.989; hd256
+# causal 2.238 / 1.833.
 GLUON_FORWARD_BUCKETS = (128, 256)
 # sm90: the warp-specialized Gluon dK/dV kernel (attention_gluon_backward.py) for these buckets
-# from GLUON_BACKWARD_MIN_SEQ keys. Measured on the H200 (docs/benchmarks.md, tenth session;
+# from GLUON_MIN_SEQ keys. Measured on the H200 (docs/benchmarks.md, tenth session;
 # bench/attention_gluon_backward_probe.py, b4 h32 bf16, ms, Triton dK/dV / Gluon in the same run):
 # backward alone s4096 hd128 causal 3.760 / 3.518, not causal 6.750 / 6.237, GQA 4:1 3.768 /
-# 3.471, hd112 not causal 6.683 / 6.139; s2048 hd128 causal 1.093 / 0.992. Forward+backward
-# (through flash_attention, the Gluon forward in both): s4096 hd128 causal 5.047 / 4.779, s2048
-# 1.614 / 1.517, but s1024 0.529 / 0.571: there the step is host-bound and a Gluon launch costs
-# the host more (44 against 33 us a backward call at b1 h2 s1024). Not in the other buckets:
-# hd96 3.067 / 3.123, hd80 2.735 / 2.822 (the kernel computes them at width 128, the Triton one as
-# 64 + 32 and 64 + 16), hd64 2.144 / 2.142. hd256 does not fit (attention_gluon_backward.WIDTHS).
+# 3.471, hd112 not causal 6.683 / 6.139; s2048 hd128 causal 1.093 / 0.992. Not in the other
+# buckets: hd96 3.067 / 3.123, hd80 2.735 / 2.822 (the kernel computes them at width 128, the
+# Triton one as 64 + 32 and 64 + 16), hd64 2.144 / 2.142. hd256 does not fit
+# (attention_gluon_backward.WIDTHS).
 GLUON_BACKWARD_BUCKETS = (128,)
-GLUON_BACKWARD_MIN_SEQ = 2048
+# Both Gluon kernels from this many keys. Forward+backward through flash_attention, hd128 causal
+# b4 h32, five rounds taking turns (ms, Triton only / Gluon forward / Gluon forward and dK/dV):
+# s1024 0.554-0.619 / 0.597-0.852 / 0.832-1.049: slower with either, though each kernel alone is
+# faster there (cause not found: the host's time per backward call is 44 us with the Gluon kernel
+# against 33); s2048 1.570-1.738 / 1.538-1.598 / 1.426-1.513; s4096 5.134-5.300 / 4.998-5.162 /
+# 4.788-5.095; s16k (b1 h16) 8.951-9.150 / 8.761-8.769 / 8.299-8.634.
+GLUON_MIN_SEQ = 2048
 
 
 def select_config(capability: tuple[int, int] | None, head_dim: int,
@@ -1201,7 +1205,7 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
     return _select_config(capability, head_dim, seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ,
                           scores is not None and scores <= FUSED_BACKWARD_MAX_SCORES
                           and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ,
-                          seq_k is None or seq_k >= GLUON_BACKWARD_MIN_SEQ)
+                          seq_k is None or seq_k >= GLUON_MIN_SEQ)
 
 
 _OF_Q = object()  # config_for's default capability: q's GPU's
@@ -1217,7 +1221,7 @@ def config_for(q: torch.Tensor, k: torch.Tensor, capability=_OF_Q) -> AttentionC
 
 @functools.lru_cache(maxsize=None)
 def _select_config(capability, head_dim: int, long_sequence: bool, small_call: bool = False,
-                   gluon_backward_sequence: bool = False) -> AttentionConfig:
+                   gluon_sequence: bool = False) -> AttentionConfig:
     # Remembered: asked on every call (configs are frozen, so sharing them is safe).
     if capability is None:
         return _INTERPRETER_CONFIG
@@ -1228,9 +1232,9 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
         config = dataclasses.replace(config, tma=HOST_DESCRIPTORS)
     if family == "sm90" and small_call:
         config = dataclasses.replace(config, fused_backward=True)
-    if family == "sm90" and long_sequence and _bucket(capability, head_dim) in GLUON_FORWARD_BUCKETS:
+    if family == "sm90" and gluon_sequence and _bucket(capability, head_dim) in GLUON_FORWARD_BUCKETS:
         config = dataclasses.replace(config, gluon_forward=True)
-    if family == "sm90" and gluon_backward_sequence and _bucket(capability, head_dim) in GLUON_BACKWARD_BUCKETS:
+    if family == "sm90" and gluon_sequence and _bucket(capability, head_dim) in GLUON_BACKWARD_BUCKETS:
         config = dataclasses.replace(config, gluon_backward=True)
     return config
 
@@ -1550,8 +1554,9 @@ def _gluon_backward_runs(grad_out, q, k, v) -> bool:
 
 def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale: float,
                        config: AttentionConfig, deterministic: bool = True):
-    """(dq, dk, dv). ``deterministic=False`` lets a config with ``atomic_dq`` sum dQ in float32
-    inside the dK/dV kernel (the sums' order, hence the last bits, vary run to run)."""
+    """(dq, dk, dv). ``deterministic=False`` lets a config with ``atomic_dq`` (the Triton dK/dV
+    kernel) or ``gluon_atomic_dq`` (the Gluon one, where it runs) sum dQ in float32 inside the
+    dK/dV kernel (the sums' order, hence the last bits, vary run to run)."""
     if _elsewhere(q):
         with torch.cuda.device(q.device):
             return attention_backward(grad_out, q, k, v, out, lse, causal, softmax_scale, config, deterministic)
@@ -1562,10 +1567,11 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     config = usable_config(config, q, k, v, grad_out, out)  # dk, dv below: as in attention_forward
     if config.tma == POINTERS:  # the descriptor kernels take only descriptor-ready layouts
         grad_out, q, k, v, out = _readable(grad_out), _readable(q), _readable(k), _readable(v), _readable(out)
-    dk = torch.empty_like(k, memory_format=torch.contiguous_format)
-    dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     qk_scale = softmax_scale * LOG2_E
-    gluon_backward = config.gluon_backward and _gluon_backward_runs(grad_out, q, k, v)
+    # Which kernels run: the one-launch backward where its config says so (not with atomic_dq);
+    # else the Gluon dK/dV kernel where it runs (gluon_atomic_dq: summing dQ); else the Triton one.
+    fused = config.fused_backward and not (config.atomic_dq and not deterministic) and config.tma == POINTERS
+    gluon_backward = not fused and config.gluon_backward and _gluon_backward_runs(grad_out, q, k, v)
     gluon_dq = gluon_backward and config.gluon_atomic_dq and not deterministic
     atomic_dq = config.atomic_dq and not deterministic and not gluon_backward
     interpreted = _interpreting()
@@ -1576,10 +1582,12 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     slices = _slice_constants(head_dim, config)
     if atomic_dq:
         dq_sum = torch.zeros((batch, num_heads, seq_q, head_dim), device=q.device, dtype=torch.float32)
-    else:
+    elif not gluon_dq:
         dq = torch.empty_like(q, memory_format=torch.contiguous_format)
 
-    if config.fused_backward and not atomic_dq and config.tma == POINTERS:
+    if fused:
+        dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+        dv = torch.empty_like(v, memory_format=torch.contiguous_format)
         _launch_fused_backward(config, grad_out, q, k, v, out, lse, dq, dk, dv, causal, qk_scale,
                                softmax_scale, interpreted, slices)
         return dq, dk, dv
@@ -1604,6 +1612,8 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
             dq = _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
                             softmax_scale, interpreted, slices, compute_delta=False)
         return dq, dk, dv
+    dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+    dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     tiles = config.backward_dkdv
     fast(_attention_backward_dkdv_kernel)[(_cdiv(seq_k, tiles.block_n), batch * num_kv_heads)](
         q, k, v, grad_out, dk, dv, dq_sum if atomic_dq else dk, lse, delta,

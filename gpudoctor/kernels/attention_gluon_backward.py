@@ -14,7 +14,8 @@ here owns 128 key rows of one KV head and walks every query block of every query
   consumers have arrived on its "empty" barrier. The consumers synchronise only through these
   barriers, so one's exponentials can run while the other's products do.
 
-dQ and delta stay with the Triton kernels (attention.py), which run first. Loads and stores use
+delta comes from a Triton kernel (attention.py) run first, dQ from the Triton dQ kernel, or with
+``dq_sum`` from this kernel: each block's share summed by TMA reduce-adds. Loads and stores use
 attention_gluon's 4-D TMA descriptors: rows past a sequence's end are zero-filled (their lse is
 read as +inf, so their Pᵀ is 0) and dK/dV rows past seq_k are clipped on store.
 """

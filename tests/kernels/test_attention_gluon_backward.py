@@ -103,8 +103,7 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     assert select_config((9, 0), 112, 2048).gluon_backward
     assert select_config((9, 0), 104, 4096).gluon_backward  # the 128 bucket
     assert select_config((9, 0), 128).gluon_backward  # seq_k unknown: long
-    assert not select_config((9, 0), 128, 1024).gluon_backward  # host-bound: the Triton kernels
-    assert select_config((9, 0), 128, 1024).gluon_forward  # (the forward from 1024)
+    assert not select_config((9, 0), 128, 1024).gluon_backward  # measured slower end to end
     assert not select_config((9, 0), 96, 4096).gluon_backward  # measured slower than the split kernels
     assert not select_config((9, 0), 64, 4096).gluon_backward
     assert not select_config((9, 0), 256, 4096).gluon_backward  # does not fit
@@ -131,6 +130,37 @@ def test_not_taken_where_it_cannot_run(monkeypatch):
     grad = torch.randn(1, 2, 20, 64, generator=generator, dtype=torch.float16)
     config = dataclasses.replace(select_config(None, 64), gluon_backward=True)
     flash_attention(q, k, v, causal=True, config=config).backward(grad)
+    refs = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    reference_attention(*refs, causal=True).backward(grad.double())
+    for ours, theirs in zip((q.grad, k.grad, v.grad), (t.grad for t in refs)):
+        assert (ours.double() - theirs).abs().max().item() < 2e-2
+
+
+@pytest.mark.parametrize("deterministic, summed", [(True, False), (False, True)], ids=["deterministic", "summed"])
+def test_backward_routes_through_the_kernel_where_it_runs(monkeypatch, deterministic, summed):
+    """With the kernel said to run (faked here on the CPU by the float64 reference's gradients),
+    attention_backward takes dK and dV from it and dQ from the Triton dQ kernel, or, with
+    gluon_atomic_dq and deterministic=False only, from the float32 sums the kernel fills."""
+    calls = []
+
+    def fake_kernel(grad_out, q, k, v, lse, delta, causal, softmax_scale, dq_sum=None):
+        calls.append(dq_sum is not None)
+        refs = [t.detach().double().requires_grad_() for t in (q, k, v)]
+        with torch.enable_grad():  # (called from autograd's backward, where it is off)
+            reference_attention(*refs, causal=causal, softmax_scale=softmax_scale).backward(grad_out.double())
+        if dq_sum is not None:
+            dq_sum.view(*q.shape[:3], -1)[..., :q.shape[-1]] = refs[0].grad.float()
+        return refs[1].grad.to(k.dtype), refs[2].grad.to(v.dtype)
+
+    monkeypatch.setattr(attention_module, "_gluon_backward_runs", lambda *args: True)
+    monkeypatch.setattr(attention_gluon_backward, "backward_dkdv", fake_kernel)
+    generator = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, 2, 20, 64, generator=generator, dtype=torch.float16).requires_grad_()
+               for _ in range(3))
+    grad = torch.randn(1, 2, 20, 64, generator=generator, dtype=torch.float16)
+    config = dataclasses.replace(select_config(None, 64), gluon_backward=True, gluon_atomic_dq=True)
+    flash_attention(q, k, v, causal=True, config=config, deterministic=deterministic).backward(grad)
+    assert calls == [summed]
     refs = [t.detach().double().requires_grad_() for t in (q, k, v)]
     reference_attention(*refs, causal=True).backward(grad.double())
     for ours, theirs in zip((q.grad, k.grad, v.grad), (t.grad for t in refs)):
@@ -209,7 +239,7 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch):
     monkeypatch.setattr(attention_gluon_backward, "backward_dkdv",
                         lambda *args: calls.append(args[1].shape) or original(*args))
     generator = torch.Generator(device="cuda").manual_seed(11)
-    seq = attention_module.GLUON_BACKWARD_MIN_SEQ
+    seq = attention_module.GLUON_MIN_SEQ
     q, k, v = (torch.randn(2, 4, seq, 128, device="cuda", dtype=torch.bfloat16, generator=generator)
                .requires_grad_() for _ in range(3))
     grad = torch.randn_like(q)
@@ -225,7 +255,7 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim, causal, kv_heads, seq", [(128, True, 2, 777), (128, False, 4, 1024),
                                                                (64, True, 1, 1000), (112, False, 2, 1100)])
-def test_gpu_summed_dq_matches_float32_reference(head_dim, causal, kv_heads, seq):
+def test_gpu_summed_dq_matches_float32_reference(head_dim, causal, kv_heads, seq, monkeypatch):
     """dQ summed in the kernel by TMA reduce-adds (gluon_atomic_dq), through flash_attention with
     deterministic=False; dK and dV as without."""
     if not _hopper():
@@ -235,9 +265,16 @@ def test_gpu_summed_dq_matches_float32_reference(head_dim, causal, kv_heads, seq
     k, v = (torch.randn(2, kv_heads, seq, head_dim, device="cuda", dtype=torch.bfloat16, generator=generator)
             for _ in range(2))
     grad = torch.randn_like(q)
-    config = dataclasses.replace(attention_module.config_for(q, k), gluon_backward=True, gluon_atomic_dq=True)
+    # fused_backward off: at these sizes the one-launch Triton backward would win the routing.
+    config = dataclasses.replace(attention_module.config_for(q, k), gluon_backward=True, gluon_atomic_dq=True,
+                                 fused_backward=False)
+    sums = []
+    original = attention_gluon_backward.backward_dkdv
+    monkeypatch.setattr(attention_gluon_backward, "backward_dkdv",
+                        lambda *args: sums.append(args[8] is not None) or original(*args))
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
     flash_attention(*leaves, causal=causal, config=config, deterministic=False).backward(grad)
+    assert sums == [True]
     refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
     reference_attention(*refs, causal=causal, dtype=torch.float32).backward(grad.float())
     for ours, theirs in zip((t.grad for t in leaves), (t.grad for t in refs)):
