@@ -31,6 +31,8 @@ import functools
 
 import torch
 
+from .launch import fast
+
 try:  # Gluon's Hopper modules: Triton >= 3.5
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -279,7 +281,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
     grid = (-(-seq_q // BLOCK_M), batch * num_heads)
-    _attention_forward_ws_kernel[grid](
+    fast(_attention_forward_ws_kernel)[grid](
         _descriptor(q, CONSUMER_ROWS, width), _descriptor(k, block_n, width), _descriptor(v, block_n, width),
         _descriptor(out, CONSUMER_ROWS, width), lse, seq_q, seq_k, num_heads, num_heads // num_kv_heads,
         softmax_scale * LOG2_E, HEAD_DIM=width, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,

@@ -27,6 +27,7 @@ import functools
 import torch
 
 from . import attention_gluon
+from .launch import fast
 
 if attention_gluon.available():
     from triton.experimental import gluon
@@ -324,7 +325,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     descriptor = attention_gluon._descriptor
     grid = (-(-seq_k // BLOCK_N), batch * num_kv_heads)
-    _attention_backward_dkdv_ws_kernel[grid](
+    fast(_attention_backward_dkdv_ws_kernel)[grid](
         descriptor(q, BLOCK_M, width), descriptor(k, CONSUMER_ROWS, width), descriptor(v, CONSUMER_ROWS, width),
         descriptor(grad_out, BLOCK_M, width), descriptor(dk, CONSUMER_ROWS, width),
         descriptor(dv, CONSUMER_ROWS, width), lse, delta,

@@ -34,6 +34,10 @@ import triton
 
 from triton.runtime.jit import JITFunction
 
+try:  # Gluon's host-side TMA descriptors (Triton >= 3.5): a launch argument of the Gluon kernels
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as _GluonDescriptor
+except ImportError:  # pragma: no cover - an older Triton
+    _GluonDescriptor = None
 try:
     from triton import knobs as _knobs
     from triton.knobs import HookChain as _HookChain
@@ -83,9 +87,21 @@ def _argument_key(value):
         return float
     if type(value) is int or value is None:
         return value
+    if type(value) is _GluonDescriptor:
+        return _descriptor_key(value)
     # With its type: True == 1 == 1.0 == numpy.float64(1.0) and they hash alike, but Triton
     # types them apart (i1, a constexpr 1, fp32)
     return (type(value), value)
+
+
+def _descriptor_key(descriptor):
+    # What a Gluon kernel is compiled for from a host-side TMA descriptor: its type string names
+    # the element type, the block shape and the shared-memory layout (native_specialize_impl). The
+    # base address, shape and strides are run-time values: the launcher encodes them into the TMA
+    # descriptor (fill_tma_descriptor) at every launch, and the base's 16-byte alignment is
+    # checked when the descriptor is made.
+    return (_GluonDescriptor, descriptor.base.dtype, tuple(descriptor.block_shape), descriptor.layout,
+            descriptor.padding)
 
 
 class FastLauncher:
@@ -108,7 +124,8 @@ class FastLauncher:
         return (device, _knobs.runtime.debug, _knobs.compilation.instrumentation_mode,
                 tuple([a if type(a) is int else float if type(a) is float
                        else (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, _Tensor)
-                       else a if a is None else (type(a), a)
+                       else a if a is None
+                       else _descriptor_key(a) if type(a) is _GluonDescriptor else (type(a), a)
                        for a in args]),
                 tuple([(name, value if type(value) is int else (type(value), value))
                        for name, value in kwargs.items()]))
@@ -123,12 +140,12 @@ class FastLauncher:
         key = self.key(device, args, kwargs)
         try:
             entry = self._compiled.get(key)
-        except TypeError:  # an unhashable argument (a host-side TensorDescriptor): Triton's way
+        except TypeError:  # an unhashable argument (a Triton-language host TensorDescriptor): Triton's way
             self.kernel[grid](*args, **kwargs)
             return
         if entry is None:
             compiled = self.kernel[grid](*args, **kwargs)
-            if not (all(type(a) in _PLAIN or isinstance(a, _Tensor) for a in args)
+            if not (all(type(a) in _PLAIN or isinstance(a, _Tensor) or type(a) is _GluonDescriptor for a in args)
                     and all(type(value) in _PLAIN for value in kwargs.values())):
                 return  # not kept: the key would hold the object (by identity) alive
             if len(self._compiled) >= MAX_ENTRIES:

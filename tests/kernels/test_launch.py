@@ -67,6 +67,22 @@ def test_argument_key_holds_what_triton_specializes_on():
     assert launch._argument_key(None) is None
 
 
+def test_a_gluon_descriptor_is_keyed_by_what_its_kernel_is_compiled_for():
+    """Element type, block shape and layout (the descriptor's type string); not the tensor's
+    address, shape or strides, which the launcher encodes at every launch."""
+    from gpudoctor.kernels import attention_gluon
+
+    if not attention_gluon.available():
+        pytest.skip("this Triton has no Gluon")
+    q = torch.zeros(2, 4, 64, 128, dtype=torch.bfloat16)
+    other = torch.zeros(3, 2, 96, 128, dtype=torch.bfloat16)
+    key = launch._argument_key(attention_gluon._descriptor(q, 64, 128))
+    assert key == launch._argument_key(attention_gluon._descriptor(other, 64, 128))
+    assert key != launch._argument_key(attention_gluon._descriptor(q, 128, 128))
+    assert key != launch._argument_key(attention_gluon._descriptor(q.half(), 64, 128))
+    hash(key)  # kept in the launcher's table
+
+
 def test_wrappers_and_interpreted_kernels_are_launched_as_they_are():
     class Spy:
         def __getitem__(self, grid):
@@ -177,8 +193,12 @@ def test_a_launch_hook_sees_every_launch(device, jit_runs):
 
 
 def test_the_inlined_key_is_the_argument_key():
+    from gpudoctor.kernels import attention_gluon
+
     tensors = [torch.zeros(64, dtype=torch.float16)[offset:] for offset in (0, 1, 8)]
-    args = (*tensors, None, 1, 16, 17, 2**40, 0.5, True, "x")
+    descriptors = ([attention_gluon._descriptor(torch.zeros(1, 2, 64, 64, dtype=torch.float16), 64, 64)]
+                   if attention_gluon.available() else [])
+    args = (*tensors, *descriptors, None, 1, 16, 17, 2**40, 0.5, True, "x")
     key = launch.FastLauncher(None).key(3, args, {"BLOCK": 64, "num_warps": 4, "CAUSAL": True})
     from triton import knobs
 
@@ -329,3 +349,31 @@ def test_a_tensor_given_by_keyword_is_not_kept(direct):
     del y
     gc.collect()
     assert alive() is None and not launcher._compiled
+
+
+@pytest.mark.gpu
+def test_the_gluon_kernels_launch_directly_with_the_same_bits(device, monkeypatch, jit_runs):
+    """The Gluon forward and dK/dV kernels (host TMA descriptors as arguments) through the direct
+    launch: the same bits as Triton's launch, and JITFunction.run skipped once compiled."""
+    if device != "cuda" or not launch._ENABLED or torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the Gluon kernels run on Hopper; the direct launch with a verified Triton")
+    from gpudoctor.kernels import attention_gluon, attention_gluon_backward
+
+    generator = torch.Generator(device="cuda").manual_seed(21)
+    q, k, v, grad = (torch.randn(1, 4, 1000, 128, device="cuda", dtype=torch.bfloat16, generator=generator)
+                     for _ in range(4))
+
+    def run():
+        out, lse = attention_gluon.attention_forward(q, k, v, True, 0.1)
+        delta = (out.float() * grad.float()).sum(-1).reshape(4, 1000).contiguous()
+        return (out, lse, *attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, 0.1))
+
+    monkeypatch.setattr(launch, "enabled", False)
+    expected = run()
+    monkeypatch.setattr(launch, "enabled", True)
+    run()  # may go through Triton (a specialization the direct path has not seen)
+    before = len(jit_runs)
+    for _ in range(2):
+        for a, b in zip(run(), expected):
+            assert torch.equal(a, b)
+    assert len(jit_runs) == before
