@@ -22,7 +22,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from attention_ws_common import RunLog, attempt, environment_line, one_line, ptxas_figures, time_ms  # noqa: E402
+from attention_ws_common import (  # noqa: E402
+    RunLog,
+    attempt,
+    environment_line,
+    gqa_inputs,
+    one_line,
+    ptxas_figures,
+    time_ms,
+)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -70,17 +78,6 @@ def compile_only() -> int:
     return 0
 
 
-def _inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype, seed):
-    import torch
-
-    generator = torch.Generator(device="cuda").manual_seed(seed)
-    q = torch.randn(batch, heads, seq_q, head_dim, device="cuda", dtype=dtype, generator=generator)
-    k, v = (torch.randn(batch, kv_heads, seq_k, head_dim, device="cuda", dtype=dtype, generator=generator)
-            for _ in range(2))
-    grad = torch.randn(batch, heads, seq_q, head_dim, device="cuda", dtype=dtype, generator=generator)
-    return q, k, v, grad
-
-
 def check_rows(log: RunLog) -> None:
     import torch
 
@@ -94,7 +91,7 @@ def check_rows(log: RunLog) -> None:
         log.rows.append(row)
         log.watchdog.start(row)
         dtype = getattr(torch, dtype_name)
-        q, k, v, grad = _inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype, seq_q + head_dim)
+        q, k, v, grad = gqa_inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype, seq_q + head_dim, grad=True)
         scale = head_dim ** -0.5
 
         def work():
@@ -146,7 +143,8 @@ def timing_rows(log: RunLog, names) -> None:
                "seq": seq, "head_dim": head_dim, "causal": causal}
         log.rows.append(row)
         log.watchdog.start(row)
-        q, k, v, grad = _inputs(batch, heads, kv_heads, seq, seq, head_dim, torch.bfloat16, seq + head_dim)
+        q, k, v, grad = gqa_inputs(batch, heads, kv_heads, seq, seq, head_dim, torch.bfloat16, seq + head_dim,
+                                   grad=True)
         scale = head_dim ** -0.5
         shipped = config_for(q, k)
         with_gluon = dataclasses.replace(shipped, gluon_backward=True, gluon_atomic_dq=False)
@@ -212,7 +210,7 @@ def host_rows(log: RunLog) -> None:
     from gpudoctor.kernels import attention
     from gpudoctor.kernels.attention import config_for
 
-    q, k, v, grad = _inputs(1, 2, 2, 1024, 1024, 128, torch.bfloat16, 1)
+    q, k, v, grad = gqa_inputs(1, 2, 2, 1024, 1024, 128, torch.bfloat16, 1, grad=True)
     scale = 128 ** -0.5
     shipped = config_for(q, k)
     out, lse = attention.attention_forward(q, k, v, True, scale, shipped)
@@ -243,7 +241,8 @@ def alternate_rows(log: RunLog, names, rounds: int) -> None:
     for name, batch, heads, kv_heads, seq, head_dim, causal in SHAPES:
         if names and name not in names:
             continue
-        q, k, v, grad = _inputs(batch, heads, kv_heads, seq, seq, head_dim, torch.bfloat16, seq + head_dim)
+        q, k, v, grad = gqa_inputs(batch, heads, kv_heads, seq, seq, head_dim, torch.bfloat16, seq + head_dim,
+                                   grad=True)
         shipped = config_for(q, k)
         configs = {"triton": dataclasses.replace(shipped, gluon_forward=False, gluon_backward=False),
                    "gluon_fwd": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=False),

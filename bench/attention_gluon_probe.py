@@ -48,6 +48,7 @@ from attention_ws_common import (  # noqa: E402
     attempt,
     describe_environment,
     environment_line,
+    gqa_inputs,
     one_line,
     ptxas_figures,
     time_ms,
@@ -426,10 +427,7 @@ def gpu_rows(names):
         row = {"shape": name, "batch": batch, "heads": heads, "kv_heads": kv_heads, "seq": seq,
                "head_dim": head_dim, "causal": causal}
         rows.append(row)
-        generator = torch.Generator(device="cuda").manual_seed(seq + head_dim)
-        q = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16, generator=generator)
-        k, v = (torch.randn(batch, kv_heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
-                            generator=generator) for _ in range(2))
+        q, k, v = gqa_inputs(batch, heads, kv_heads, seq, seq, head_dim, torch.bfloat16, seq + head_dim)
         scale = head_dim ** -0.5
         config = config_for(q, k)
 
@@ -502,10 +500,7 @@ def module_rows(names):
         row = {"shape": name, "batch": batch, "heads": heads, "kv_heads": kv_heads, "seq": seq,
                "head_dim": head_dim, "causal": causal}
         rows.append(row)
-        generator = torch.Generator(device="cuda").manual_seed(seq + head_dim)
-        q = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16, generator=generator)
-        k, v = (torch.randn(batch, kv_heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
-                            generator=generator) for _ in range(2))
+        q, k, v = gqa_inputs(batch, heads, kv_heads, seq, seq, head_dim, torch.bfloat16, seq + head_dim)
         grad = torch.randn_like(q)
         config = dataclasses.replace(config_for(q, k), gluon_forward=True)
         triton_only = dataclasses.replace(config, gluon_forward=False)

@@ -259,6 +259,21 @@ def cuda_inputs(count: int, base: dict):
                              dtype=torch.bfloat16, generator=generator) for _ in range(count))
 
 
+def gqa_inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype, seed, grad: bool = False):
+    """q (batch, heads, seq_q, head_dim), k and v (batch, kv_heads, seq_k, head_dim), and with
+    ``grad`` a gradient shaped like q, on the GPU, drawn in that order from a generator seeded
+    with ``seed``."""
+    import torch
+
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(batch, heads, seq_q, head_dim, device="cuda", dtype=dtype, generator=generator)
+    k, v = (torch.randn(batch, kv_heads, seq_k, head_dim, device="cuda", dtype=dtype, generator=generator)
+            for _ in range(2))
+    if not grad:
+        return q, k, v
+    return q, k, v, torch.randn(batch, heads, seq_q, head_dim, device="cuda", dtype=dtype, generator=generator)
+
+
 def describe_environment() -> dict:
     import torch
 

@@ -1542,14 +1542,17 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
 def _gluon_runs(q, k, v) -> bool:
     """The Gluon forward can run these inputs here: a Hopper GPU, not the interpreter, layouts
     TMA reads in place."""
-    return (q.is_cuda and not _interpreting() and _capability(q.device)[0] == 9
-            and attention_gluon.usable(q, k, v))
+    return _gluon_device(q) and attention_gluon.usable(q, k, v)
 
 
 def _gluon_backward_runs(grad_out, q, k, v) -> bool:
     """The Gluon dK/dV kernel can run these inputs here (see _gluon_runs)."""
-    return (q.is_cuda and not _interpreting() and _capability(q.device)[0] == 9
-            and attention_gluon_backward.usable(q, k, v, grad_out))
+    return _gluon_device(q) and attention_gluon_backward.usable(q, k, v, grad_out)
+
+
+def _gluon_device(q) -> bool:
+    # Gluon's kernels are written for sm90 and have no interpreter.
+    return q.is_cuda and not _interpreting() and _capability(q.device)[0] == 9
 
 
 def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale: float,

@@ -289,14 +289,24 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     return out, lse
 
 
-def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = torch.bfloat16):
-    """The kernel compiled for sm90 without a GPU (Triton's own ptxas), as a launch at this width
-    would specialize it: for tests and benches on machines without a Hopper GPU. Not under
-    TRITON_INTERPRET (the interpreter replaces the kernel's jit functions)."""
+def compile_for_sm90(kernel, signature: dict, constexprs: dict, max_registers: int):
+    """A Gluon kernel compiled for sm90 without a GPU (Triton's own ptxas), for this signature
+    (argument name: Triton type, constexprs as "constexpr") and these constexpr values, on 4
+    warps per partition as the launches run it. Not under TRITON_INTERPRET (the interpreter
+    replaces the kernel's jit functions)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon import _runtime
 
+    source = _runtime.GluonASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs={})
+    target = GPUTarget("cuda", 90, 32)
+    options = triton.compiler.make_backend(target).parse_options({"num_warps": 4, "maxnreg": max_registers})
+    return triton.compile(source, target=target, options=options.__dict__)
+
+
+def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = torch.bfloat16):
+    """The kernel compiled for sm90 without a GPU, as a launch at this width would specialize it:
+    for tests and benches on machines without a Hopper GPU (compile_for_sm90)."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
     block_n = BLOCK_N[width]
     q_type = f"tensordesc<{name}[1, 1, {CONSUMER_ROWS}, {width}], {_shared_layout(CONSUMER_ROWS, width, dtype)!r}>"
@@ -306,11 +316,7 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
                  "HEAD_DIM": "constexpr", "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "CHECK_N": "constexpr",
                  "num_warps": "constexpr"}
     constexprs = {"HEAD_DIM": width, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n, "num_warps": 4}
-    source = _runtime.GluonASTSource(fn=_attention_forward_ws_kernel, signature=signature, constexprs=constexprs,
-                                     attrs={})
-    target = GPUTarget("cuda", 90, 32)
-    options = triton.compiler.make_backend(target).parse_options({"num_warps": 4, "maxnreg": MAX_REGISTERS})
-    return triton.compile(source, target=target, options=options.__dict__)
+    return compile_for_sm90(_attention_forward_ws_kernel, signature, constexprs, MAX_REGISTERS)
 
 
 __all__ = ["available", "usable", "descriptor_ready", "kernel_width", "attention_forward", "BLOCK_N"]

@@ -338,10 +338,6 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
 
 def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16):
     """The kernel compiled for sm90 without a GPU, as attention_gluon.compile_sm90."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon import _runtime
-
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
     block = f"tensordesc<{name}[1, 1, 64, {width}], {attention_gluon._shared_layout(64, width, dtype)!r}>"
     signature = {"q_desc": block, "k_desc": block, "v_desc": block, "do_desc": block, "dk_desc": block,
@@ -351,11 +347,7 @@ def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch
                  "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "ATOMIC_DQ": "constexpr",
                  "num_warps": "constexpr"}
     constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "num_warps": 4}
-    source = _runtime.GluonASTSource(fn=_attention_backward_dkdv_ws_kernel, signature=signature,
-                                     constexprs=constexprs, attrs={})
-    target = GPUTarget("cuda", 90, 32)
-    options = triton.compiler.make_backend(target).parse_options({"num_warps": 4, "maxnreg": MAX_REGISTERS})
-    return triton.compile(source, target=target, options=options.__dict__)
+    return attention_gluon.compile_for_sm90(_attention_backward_dkdv_ws_kernel, signature, constexprs, MAX_REGISTERS)
 
 
 __all__ = ["usable", "backward_dkdv", "compile_sm90", "WIDTHS"]

@@ -7,24 +7,16 @@ and whole lengths, GQA, both dtypes, strided inputs, and through flash_attention
 """
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
+from gluonhelpers import compiled_in_child, gpu_inputs, hopper, needs_gluon
 
 from gpudoctor.kernels import attention as attention_module
 from gpudoctor.kernels import attention_gluon
 from gpudoctor.kernels.attention import flash_attention, reference_attention, select_config
 
-needs_gluon = pytest.mark.skipif(not attention_gluon.available() and not os.environ.get("CI"),
-                                 reason="this Triton has no Gluon (Triton >= 3.5)")
-
-
-# Compiled in a child process: under TRITON_INTERPRET (the CPU test run) @gluon.jit functions
-# become interpreted ones, which Gluon's compiler cannot call.
+# Compiled in a child process (gluonhelpers.compiled_in_child).
 _COMPILE = """
 import json, os, re, subprocess, sys, tempfile
 import torch
@@ -52,12 +44,7 @@ COMPILE_CASES = [(128, True, True, "bfloat16"), (128, False, False, "float16"), 
 
 @pytest.fixture(scope="module")
 def compiled_sm90():
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", _COMPILE, json.dumps(COMPILE_CASES)], capture_output=True,
-                          text=True, timeout=600, env=env,
-                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return dict(zip(map(tuple, COMPILE_CASES), json.loads(done.stdout.strip().splitlines()[-1])))
+    return compiled_in_child(_COMPILE, COMPILE_CASES)
 
 
 @needs_gluon
@@ -122,18 +109,6 @@ def test_not_taken_where_it_cannot_run(monkeypatch):
 # GPU (device machine)
 # ----------------------------------------------------------------------------------------------
 
-def _hopper() -> bool:
-    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
-
-
-def _inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype, seed):
-    generator = torch.Generator(device="cuda").manual_seed(seed)
-    q = torch.randn(batch, heads, seq_q, head_dim, device="cuda", dtype=dtype, generator=generator)
-    k, v = (torch.randn(batch, kv_heads, seq_k, head_dim, device="cuda", dtype=dtype, generator=generator)
-            for _ in range(2))
-    return q, k, v
-
-
 def _check_forward(q, k, v, causal, tolerance):
     scale = q.shape[-1] ** -0.5
     out, lse = attention_gluon.attention_forward(q, k, v, causal, scale)
@@ -152,20 +127,20 @@ def _check_forward(q, k, v, causal, tolerance):
 @pytest.mark.parametrize("head_dim", [64, 80, 112, 128, 192, 256])
 def test_gpu_matches_float32_reference(head_dim, causal, dtype):
     """Ragged (1000: a partial last query block and key block) and whole lengths, GQA 4:2."""
-    if not _hopper():
+    if not hopper():
         pytest.skip("needs a Hopper GPU")
     tolerance = {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype]
     for seq in (1000, 2048):
-        q, k, v = _inputs(2, 4, 2, seq, seq, head_dim, dtype, seq + head_dim)
+        q, k, v = gpu_inputs(2, 4, 2, seq, seq, head_dim, dtype, seq + head_dim)
         _check_forward(q, k, v, causal, tolerance)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("seq_q, seq_k", [(300, 1111), (1111, 300), (64, 129)])
 def test_gpu_cross_attention_lengths(seq_q, seq_k):
-    if not _hopper():
+    if not hopper():
         pytest.skip("needs a Hopper GPU")
-    q, k, v = _inputs(1, 8, 1, seq_q, seq_k, 128, torch.bfloat16, seq_q)
+    q, k, v = gpu_inputs(1, 8, 1, seq_q, seq_k, 128, torch.bfloat16, seq_q)
     _check_forward(q, k, v, False, 3e-2)
 
 
@@ -173,10 +148,10 @@ def test_gpu_cross_attention_lengths(seq_q, seq_k):
 def test_gpu_strided_layout_read_in_place():
     """(batch, seq, heads, head_dim) memory seen as (batch, heads, seq, head_dim): TMA reads it
     without a copy."""
-    if not _hopper():
+    if not hopper():
         pytest.skip("needs a Hopper GPU")
     q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2)
-               for t in _inputs(2, 4, 4, 1024, 1024, 128, torch.bfloat16, 5))
+               for t in gpu_inputs(2, 4, 4, 1024, 1024, 128, torch.bfloat16, 5))
     assert all(attention_gluon.descriptor_ready(t) for t in (q, k, v)) and not q.is_contiguous()
     _check_forward(q, k, v, True, 3e-2)
 
@@ -184,14 +159,14 @@ def test_gpu_strided_layout_read_in_place():
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", [128, 256])
 def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(head_dim, monkeypatch):
-    if not _hopper():
+    if not hopper():
         pytest.skip("needs a Hopper GPU")
     calls = []
     original = attention_gluon.attention_forward
     monkeypatch.setattr(attention_gluon, "attention_forward",
                         lambda *args: calls.append(args[0].shape) or original(*args))
     seq = attention_module.GLUON_MIN_SEQ
-    q, k, v = (t.requires_grad_() for t in _inputs(1, 4, 2, seq, seq, head_dim, torch.bfloat16, 9))
+    q, k, v = (t.requires_grad_() for t in gpu_inputs(1, 4, 2, seq, seq, head_dim, torch.bfloat16, 9))
     grad = torch.randn_like(q)
     out = flash_attention(q, k, v, causal=True)
     out.backward(grad)

@@ -8,22 +8,16 @@ cross-attention lengths, both dtypes, and through flash_attention's autograd.
 """
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
+from gluonhelpers import compiled_in_child, gpu_inputs, hopper, needs_gluon
 
 from gpudoctor.kernels import attention as attention_module
 from gpudoctor.kernels import attention_gluon, attention_gluon_backward
 from gpudoctor.kernels.attention import flash_attention, reference_attention, select_config
 
-needs_gluon = pytest.mark.skipif(not attention_gluon.available() and not os.environ.get("CI"),
-                                 reason="this Triton has no Gluon (Triton >= 3.5)")
-
-# Compiled in a child process without TRITON_INTERPRET (see test_attention_gluon.py). The SASS
+# Compiled in a child process (gluonhelpers.compiled_in_child). The SASS
 # (nvdisasm, shipped with Triton) says where local memory is touched: ptxas may spill the few
 # scalars the epilogue needs around the loop (32 bytes at width 128, causal), never inside it.
 _COMPILE = """
@@ -66,13 +60,7 @@ ATOMIC_CASES = [(128, True, True), (128, False, True), (64, True, True)]
 
 @pytest.fixture(scope="module")
 def compiled_sm90():
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", _COMPILE, json.dumps(COMPILE_CASES + ATOMIC_CASES)],
-                          capture_output=True,
-                          text=True, timeout=600, env=env,
-                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return dict(zip(map(tuple, COMPILE_CASES + ATOMIC_CASES), json.loads(done.stdout.strip().splitlines()[-1])))
+    return compiled_in_child(_COMPILE, COMPILE_CASES + ATOMIC_CASES)
 
 
 @needs_gluon
@@ -171,17 +159,10 @@ def test_backward_routes_through_the_kernel_where_it_runs(monkeypatch, determini
 # GPU (device machine)
 # ----------------------------------------------------------------------------------------------
 
-def _hopper() -> bool:
-    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
-
-
 def _check(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype, layout=None):
     """The kernel's dK and dV against the float32 reference's (relative error) and the Triton
     backward's (the same products in another order: close to each other)."""
-    generator = torch.Generator(device="cuda").manual_seed(seq_q + head_dim)
-    q = torch.randn(batch, heads, seq_q, head_dim, device="cuda", dtype=dtype, generator=generator)
-    k, v = (torch.randn(batch, kv_heads, seq_k, head_dim, device="cuda", dtype=dtype, generator=generator)
-            for _ in range(2))
+    q, k, v = gpu_inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype, seq_q + head_dim)
     grad = torch.randn_like(q)
     if layout is not None:
         q, k, v, grad = (layout(t) for t in (q, k, v, grad))
@@ -208,7 +189,7 @@ def _check(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype, layout
 @pytest.mark.parametrize("head_dim", [32, 40, 64, 96, 112, 128])
 def test_gpu_matches_float32_reference(head_dim, causal, dtype):
     """Ragged (777: odd, a partial last query and key block) and whole lengths, GQA 4:2."""
-    if not _hopper():
+    if not hopper():
         pytest.skip("needs a Hopper GPU")
     for seq in (777, 1024):
         _check(2, 4, 2, seq, seq, head_dim, causal, dtype)
@@ -217,14 +198,14 @@ def test_gpu_matches_float32_reference(head_dim, causal, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("seq_q, seq_k", [(300, 1111), (1111, 300), (64, 129)])
 def test_gpu_cross_attention_lengths(seq_q, seq_k):
-    if not _hopper():
+    if not hopper():
         pytest.skip("needs a Hopper GPU")
     _check(1, 8, 1, seq_q, seq_k, 128, False, torch.bfloat16)
 
 
 @pytest.mark.gpu
 def test_gpu_strided_layout_read_in_place():
-    if not _hopper():
+    if not hopper():
         pytest.skip("needs a Hopper GPU")
     _check(2, 4, 4, 1024, 1024, 128, True, torch.bfloat16,
            layout=lambda t: t.transpose(1, 2).contiguous().transpose(1, 2))
@@ -232,16 +213,14 @@ def test_gpu_strided_layout_read_in_place():
 
 @pytest.mark.gpu
 def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch):
-    if not _hopper():
+    if not hopper():
         pytest.skip("needs a Hopper GPU")
     calls = []
     original = attention_gluon_backward.backward_dkdv
     monkeypatch.setattr(attention_gluon_backward, "backward_dkdv",
                         lambda *args: calls.append(args[1].shape) or original(*args))
-    generator = torch.Generator(device="cuda").manual_seed(11)
     seq = attention_module.GLUON_MIN_SEQ
-    q, k, v = (torch.randn(2, 4, seq, 128, device="cuda", dtype=torch.bfloat16, generator=generator)
-               .requires_grad_() for _ in range(3))
+    q, k, v = (t.requires_grad_() for t in gpu_inputs(2, 4, 4, seq, seq, 128, torch.bfloat16, 11))
     grad = torch.randn_like(q)
     flash_attention(q, k, v, causal=True).backward(grad)
     assert calls, f"flash_attention did not take the Gluon dK/dV kernel at seq {seq} on Hopper"
@@ -258,12 +237,9 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch):
 def test_gpu_summed_dq_matches_float32_reference(head_dim, causal, kv_heads, seq, monkeypatch):
     """dQ summed in the kernel by TMA reduce-adds (gluon_atomic_dq), through flash_attention with
     deterministic=False; dK and dV as without."""
-    if not _hopper():
+    if not hopper():
         pytest.skip("needs a Hopper GPU")
-    generator = torch.Generator(device="cuda").manual_seed(seq + head_dim)
-    q = torch.randn(2, 4, seq, head_dim, device="cuda", dtype=torch.bfloat16, generator=generator)
-    k, v = (torch.randn(2, kv_heads, seq, head_dim, device="cuda", dtype=torch.bfloat16, generator=generator)
-            for _ in range(2))
+    q, k, v = gpu_inputs(2, 4, kv_heads, seq, seq, head_dim, torch.bfloat16, seq + head_dim)
     grad = torch.randn_like(q)
     # fused_backward off: at these sizes the one-launch Triton backward would win the routing.
     config = dataclasses.replace(attention_module.config_for(q, k), gluon_backward=True, gluon_atomic_dq=True,
