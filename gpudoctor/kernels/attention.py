@@ -1575,7 +1575,7 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     # else the Gluon dK/dV kernel where it runs (gluon_atomic_dq: summing dQ); else the Triton one.
     fused = config.fused_backward and not (config.atomic_dq and not deterministic) and config.tma == POINTERS
     gluon_backward = not fused and config.gluon_backward and _gluon_backward_runs(grad_out, q, k, v)
-    gluon_dq = gluon_backward and config.gluon_atomic_dq and not deterministic
+    gluon_dq = gluon_backward and config.gluon_atomic_dq and not deterministic and attention_gluon_backward.SUMS_DQ
     atomic_dq = config.atomic_dq and not deterministic and not gluon_backward
     interpreted = _interpreting()
     # The dQ sums go through device-side descriptors on Hopper whatever the loads use

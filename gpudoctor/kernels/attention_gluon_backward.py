@@ -41,10 +41,18 @@ if attention_gluon.available():
     )
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-if attention_gluon.available():
+# Summing dQ in the kernel (backward_dkdv's dq_sum) goes through Triton 3.6 internals: a Triton
+# without them runs the kernel without it (attention.py asks SUMS_DQ before routing there).
+try:
+    from triton._C.libtriton import gluon_ir as _gluon_ir
     from triton._C.libtriton import ir as _ir
     from triton.experimental.gluon.language._core import builtin as _builtin
 
+    SUMS_DQ = attention_gluon.available() and hasattr(_gluon_ir.GluonOpBuilder, "create_async_tma_reduce")
+except ImportError:  # pragma: no cover - a Triton without Gluon, or with other internals
+    SUMS_DQ = False
+
+if SUMS_DQ:
     @_builtin
     def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
         # TMA's reduce-add of a shared-memory tile into global memory (cp.reduce.async.bulk.tensor),

@@ -80,6 +80,7 @@ def test_compiles_for_sm90_without_local_memory_in_the_loop(case, compiled_sm90)
 @needs_gluon
 @pytest.mark.parametrize("case", ATOMIC_CASES, ids=lambda case: "-".join(map(str, case)))
 def test_summing_dq_compiles_for_sm90_within_shared_memory(case, compiled_sm90):
+    assert attention_gluon_backward.SUMS_DQ  # this Triton (3.6) has the internals it reaches
     row = compiled_sm90[tuple(case)]
     assert row["loops"] == 2 and row["warps"] == 12
     # dSᵀ (2 x 64 x 64) and a float32 dQ tile per warpgroup beside the rings: within 227 KB.
