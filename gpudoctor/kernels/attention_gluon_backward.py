@@ -76,10 +76,50 @@ if attention_gluon.available():
     _tile = attention_gluon._tile
 
     @gluon.jit
-    def _dkdv_block(dk, dv, my_k, my_v, q, do, lse_row, delta_row, qk_scale, dq_parts, DIAGONAL: gl.constexpr,
-                    ATOMIC_DQ: gl.constexpr, s_layout: gl.constexpr, operand_layout: gl.constexpr):
-        """dK and dV of one warpgroup's 64 key rows plus one block of 64 queries' share; DIAGONAL:
-        the block whose query i and key i coincide (causal: query i sees keys 0..i)."""
+    def _publish_ds(dscores_t, dq_parts, WARPGROUP: gl.constexpr):
+        """This warpgroup's dSᵀ (64 keys x 64 queries) into its half of the block's shared
+        [128 keys x 64 queries] tile, then an arrival on the tile's "full" barrier; the half."""
+        ds_smem, slot, ds_full, ds_empty, phase, k_smem, dq_smem, dq_desc, dq_row, softmax_scale = dq_parts
+        my_ds = ds_smem.index(2 * slot + WARPGROUP)
+        # The tile of two blocks ago (two-slot, as the Q/dO ring) read by both dQ shares.
+        mbarrier.wait(ds_empty, phase ^ 1)
+        my_ds.store(dscores_t)
+        fence_async_shared()
+        gl.thread_barrier()  # every lane's store before the arrival
+        mbarrier.arrive(ds_full, count=1)
+        return my_ds
+
+    @gluon.jit
+    def _dq_share(dq_parts, HEAD_DIM: gl.constexpr, WARPGROUP: gl.constexpr):
+        """This warpgroup's half of dQ's columns for one block of 64 queries over the program's
+        128 keys (dS·K, both halves of the shared dS tile: FlashAttention-3's split), added into
+        dQ's float32 sums by one TMA reduce-add. Waits for every product issued before it."""
+        ds_smem, slot, ds_full, ds_empty, phase, k_smem, dq_smem, dq_desc, dq_row, softmax_scale = dq_parts
+        COLUMNS: gl.constexpr = HEAD_DIM // 2
+        layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, COLUMNS, 16])
+        first_keys = _tile(k_smem, 0, 64, HEAD_DIM).slice(WARPGROUP * COLUMNS, COLUMNS, dim=1)
+        second_keys = _tile(k_smem, 1, 64, HEAD_DIM).slice(WARPGROUP * COLUMNS, COLUMNS, dim=1)
+        mbarrier.wait(ds_full, phase)  # the other warpgroup's half is there too
+        tma.store_wait(pendings=0)  # this warpgroup's previous share has left dq_smem
+        gl.thread_barrier()
+        share = warpgroup_mma(ds_smem.index(2 * slot).permute((1, 0)), first_keys,
+                              gl.zeros([64, COLUMNS], gl.float32, layout), use_acc=False, is_async=True)
+        share = warpgroup_mma(ds_smem.index(2 * slot + 1).permute((1, 0)), second_keys, share, is_async=True)
+        share = warpgroup_mma_wait(0, deps=(share,))
+        mbarrier.arrive(ds_empty, count=1)
+        dq_smem.store(share * softmax_scale)
+        fence_async_shared()
+        gl.thread_barrier()
+        _tma_reduce_add(dq_desc, [dq_row, WARPGROUP * COLUMNS], dq_smem)
+
+    @gluon.jit
+    def _dkdv_block(dk, dv, my_k, my_v, q, do, lse_row, delta_row, qk_scale, dq_parts, diagonal,
+                    WARPGROUP: gl.constexpr, DIAGONAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
+                    s_layout: gl.constexpr, operand_layout: gl.constexpr):
+        """dK and dV of one warpgroup's 64 key rows plus one block of 64 queries' share. DIAGONAL:
+        query i sees keys up to i + diagonal (causal, 0 on the block where query i and key i
+        coincide)."""
         dtype: gl.constexpr = q.dtype
         column_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
         zero_scores = gl.zeros([64, 64], gl.float32, s_layout)
@@ -90,36 +130,19 @@ if attention_gluon.available():
         if DIAGONAL:
             queries = gl.arange(0, 64, layout=column_layout)
             keys = gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
-            probs_t = gl.where(queries[None, :] >= keys[:, None], probs_t, 0.0)
+            probs_t = gl.where(queries[None, :] + diagonal >= keys[:, None], probs_t, 0.0)
         probs_operand = gl.convert_layout(probs_t.to(dtype), operand_layout)
         dv = warpgroup_mma(probs_operand, do, dv, is_async=True)
         # dPᵀ was issued before dV's product: waiting for all but one leaves that one running.
         dprobs_t = warpgroup_mma_wait(1, deps=(dprobs_t,))
         dscores_t = probs_t * (dprobs_t - delta_row.load(column_layout)[None, :])
         if ATOMIC_DQ:
-            # dSᵀ through shared memory: the A operand of dK's product as it is and of dQ's
-            # (dS·K, this block's share of the block's 64 queries) transposed.
-            ds_smem, dq_smem, dq_desc, dq_row, softmax_scale = dq_parts
-            ds_smem.store(dscores_t.to(dtype))
-            fence_async_shared()
-            gl.thread_barrier()
-            dk = warpgroup_mma(ds_smem, q, dk, is_async=True)
-            tma.store_wait(pendings=0)  # the previous block's dQ share has left dq_smem
-            gl.thread_barrier()
-            # dQ's share in column slices of at most 64 (32 registers each, not 64: dK and dV
-            # hold 128 of the 240 at width 128).
-            COLUMNS: gl.constexpr = 64 if q.shape[1] > 64 else q.shape[1]
-            part_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                                  instr_shape=[16, COLUMNS, 16])
-            for part_index in gl.static_range(q.shape[1] // COLUMNS):
-                part = warpgroup_mma(ds_smem.permute((1, 0)), my_k.slice(part_index * COLUMNS, COLUMNS, dim=1),
-                                     gl.zeros([64, COLUMNS], gl.float32, part_layout), use_acc=False, is_async=True)
-                part = warpgroup_mma_wait(0, deps=(part,))
-                dq_smem.slice(part_index * COLUMNS, COLUMNS, dim=1).store(part * softmax_scale)
+            # dSᵀ into this warpgroup's half of the block's shared [128 keys x 64 queries] tile:
+            # dK's A operand as it is, and with the other half dQ's (dS·K) transposed.
+            my_ds = _publish_ds(dscores_t.to(dtype), dq_parts, WARPGROUP)
+            dk = warpgroup_mma(my_ds, q, dk, is_async=True)
+            _dq_share(dq_parts, q.shape[1], WARPGROUP)  # waits for every product, dK's and dV's too
             dk, dv, probs_operand = warpgroup_mma_wait(0, deps=(dk, dv, probs_operand))
-            fence_async_shared()
-            gl.thread_barrier()
-            _tma_reduce_add(dq_desc, [dq_row, 0], dq_smem)
         else:
             dscores_operand = gl.convert_layout(dscores_t.to(dtype), operand_layout)
             dk = warpgroup_mma(dscores_operand, q, dk, is_async=True)
@@ -132,7 +155,7 @@ if attention_gluon.available():
                        CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr):
         q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem = buffers
-        kv_bars, q_full, q_empty, do_full, do_empty = barriers
+        kv_bars, q_full, q_empty, do_full, do_empty, ds_full, ds_empty = barriers
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
         ROWS: gl.constexpr = 64
         BLOCK_M: gl.constexpr = 64
@@ -164,25 +187,37 @@ if attention_gluon.available():
             mbarrier.wait(q_full.index(slot), phase)
             mbarrier.wait(do_full.index(slot), phase)
             head = kv_head * group + i // query_blocks
-            dq_parts = (ds_smem.index(WARPGROUP), dq_smem.index(WARPGROUP), dq_desc,
-                        (batch * num_heads + head) * seq_q + start_m, softmax_scale)
-            if CAUSAL:
+            dq_parts = (ds_smem, slot, ds_full.index(slot), ds_empty.index(slot), phase, k_smem,
+                        dq_smem.index(WARPGROUP), dq_desc, (batch * num_heads + head) * seq_q + start_m,
+                        softmax_scale)
+            if CAUSAL and ATOMIC_DQ:
+                # One path for every block (three, as below, would not fit 240 registers): each
+                # block's dQ share needs both warpgroups' dS, so the second warpgroup's first block,
+                # wholly masked, runs too and adds zeros to dK and dV.
+                dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
+                                     qk_scale, dq_parts, start_m - my_start, WARPGROUP, True, True, s_layout,
+                                     operand_layout)
+            elif CAUSAL:
                 # Query blocks are as tall as a warpgroup's key rows, so a block is either on this
                 # warpgroup's diagonal (start_m == my_start), wholly left of its keys (the second
                 # warpgroup's first block: nothing to add) or wholly right of them.
                 if start_m == my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                         qk_scale, dq_parts, True, ATOMIC_DQ, s_layout, operand_layout)
+                                         qk_scale, dq_parts, 0, WARPGROUP, True, False, s_layout, operand_layout)
                 elif start_m > my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                         qk_scale, dq_parts, False, ATOMIC_DQ, s_layout, operand_layout)
+                                         qk_scale, dq_parts, 0, WARPGROUP, False, False, s_layout, operand_layout)
             else:
                 dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                     qk_scale, dq_parts, False, ATOMIC_DQ, s_layout, operand_layout)
+                                     qk_scale, dq_parts, 0, WARPGROUP, False, ATOMIC_DQ, s_layout, operand_layout)
             mbarrier.arrive(q_empty.index(slot), count=1)
             mbarrier.arrive(do_empty.index(slot), count=1)
 
         # K and V of this warpgroup are read by no product any more: their slots take dK and dV.
+        # Summing dQ, the other warpgroup's dQ shares read this K too: wait for its last one.
+        blocks = group * query_blocks
+        if ATOMIC_DQ and blocks > 0:
+            mbarrier.wait(ds_empty.index((blocks - 1) % 2), ((blocks - 1) // 2) & 1)
         my_k.store((dk * softmax_scale).to(dtype))
         my_v.store(dv.to(dtype))
         fence_async_shared()
@@ -200,7 +235,7 @@ if attention_gluon.available():
                        ATOMIC_DQ: gl.constexpr):
         q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem = buffers
-        kv_bars, q_full, q_empty, do_full, do_empty = barriers
+        kv_bars, q_full, q_empty, do_full, do_empty, ds_full, ds_empty = barriers
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
         # lse and delta go through registers, not TMA: a flat (batch * heads * seq_q) row starts
         # 16-byte aligned only when seq_q is a multiple of 4 (an odd seq_q stopped the H200 with
@@ -257,8 +292,11 @@ if attention_gluon.available():
         lse_smem = gl.allocate_shared_memory(gl.float32, [2, 64], row_layout)
         delta_smem = gl.allocate_shared_memory(gl.float32, [2, 64], row_layout)
         if ATOMIC_DQ:
-            ds_smem = gl.allocate_shared_memory(dtype, [2, 64, 64], gl.NVMMASharedLayout.get_default_for([64, 64], dtype))
-            dq_smem = gl.allocate_shared_memory(gl.float32, [2, 64, HEAD_DIM], dq_desc.layout)
+            # dSᵀ of both warpgroups per block for two blocks (2 * slot + warpgroup); each
+            # warpgroup's dQ share.
+            ds_smem = gl.allocate_shared_memory(dtype, [4, 64, 64],
+                                                gl.NVMMASharedLayout.get_default_for([64, 64], dtype))
+            dq_smem = gl.allocate_shared_memory(gl.float32, [2, 64, HEAD_DIM // 2], dq_desc.layout)
         else:  # never touched
             ds_smem = lse_smem
             dq_smem = lse_smem
@@ -273,10 +311,19 @@ if attention_gluon.available():
             mbarrier.init(q_empty.index(i), count=2)  # both consumers
             mbarrier.init(do_full.index(i), count=1)
             mbarrier.init(do_empty.index(i), count=2)
+        if ATOMIC_DQ:
+            ds_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            ds_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            for i in gl.static_range(2):
+                mbarrier.init(ds_full.index(i), count=2)  # both halves written
+                mbarrier.init(ds_empty.index(i), count=2)  # both dQ shares read them
+        else:  # never touched
+            ds_full = kv_bars
+            ds_empty = kv_bars
 
         descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc)
         buffers = (k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem)
-        barriers = (kv_bars, q_full, q_empty, do_full, do_empty)
+        barriers = (kv_bars, q_full, q_empty, do_full, do_empty, ds_full, ds_empty)
         scalars = (batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale,
                    softmax_scale)
         gl.warp_specialize([
@@ -295,13 +342,15 @@ def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad_out: torch.Te
 
 @functools.lru_cache(maxsize=None)
 def _dq_layout(width: int):
-    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, width], gl.float32)
+    # A warpgroup's share: half of dQ's columns (_dq_share).
+    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, width // 2], gl.float32)
 
 
 def _dq_descriptor(dq_sum: torch.Tensor, width: int):
     # Rows of (batch * heads * seq_q, width): a block running past a head's seq_q adds exact
     # zeros to the next head's first rows (those queries' dS is 0: their lse reads +inf).
-    return TensorDescriptor(dq_sum, list(dq_sum.shape), list(dq_sum.stride()), [BLOCK_M, width], _dq_layout(width))
+    return TensorDescriptor(dq_sum, list(dq_sum.shape), list(dq_sum.stride()), [BLOCK_M, width // 2],
+                            _dq_layout(width))
 
 
 @functools.lru_cache(maxsize=None)
@@ -350,7 +399,7 @@ def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch
     block = f"tensordesc<{name}[1, 1, 64, {width}], {attention_gluon._shared_layout(64, width, dtype)!r}>"
     signature = {"q_desc": block, "k_desc": block, "v_desc": block, "do_desc": block, "dk_desc": block,
                  "dv_desc": block, "LSE": "*fp32", "DELTA": "*fp32",
-                 "dq_desc": f"tensordesc<fp32[{BLOCK_M}, {width}], {_dq_layout(width)!r}>", "seq_q": "i32", "seq_k": "i32",
+                 "dq_desc": f"tensordesc<fp32[{BLOCK_M}, {width // 2}], {_dq_layout(width)!r}>", "seq_q": "i32", "seq_k": "i32",
                  "num_heads": "i32", "num_kv_heads": "i32", "group": "i32", "qk_scale": "fp32",
                  "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "ATOMIC_DQ": "constexpr",
                  "num_warps": "constexpr"}
