@@ -232,9 +232,12 @@ def host_rows(log: RunLog) -> None:
 
 
 def alternate_rows(log: RunLog, names, rounds: int) -> None:
-    """Forward+backward at each shape with Triton only, the Gluon forward, and the Gluon forward
-    and dK/dV, in ``rounds`` rounds taking turns: one sample each is not enough where runs disagree."""
+    """Forward+backward at each shape with Triton only, the Gluon forward, the Gluon forward and
+    dK/dV, that with dQ summed in the dK/dV kernel, and cuDNN, in ``rounds`` rounds taking turns:
+    one sample each is not enough where runs disagree."""
     import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from gpudoctor.kernels.attention import config_for, flash_attention
 
@@ -246,18 +249,28 @@ def alternate_rows(log: RunLog, names, rounds: int) -> None:
         shipped = config_for(q, k)
         configs = {"triton": dataclasses.replace(shipped, gluon_forward=False, gluon_backward=False),
                    "gluon_fwd": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=False),
-                   "gluon_fwd_bwd": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=True)}
+                   "gluon_fwd_bwd": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=True),
+                   # dQ summed in the dK/dV kernel: run as flash_attention(deterministic=False)
+                   "gluon_summed_dq": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=True,
+                                                          gluon_atomic_dq=True)}
         leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-        row = {"shape": name, "variant": "alternate", **{f"{label}_ms": [] for label in configs}}
+        runs = {label: (lambda config=config: flash_attention(*leaves, causal=causal, config=config,
+                                                               deterministic=not config.gluon_atomic_dq)
+                        .backward(grad)) for label, config in configs.items()}
+
+        def cudnn():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=heads != kv_heads).backward(grad)
+        runs["cudnn"] = cudnn
+        row = {"shape": name, "variant": "alternate", **{f"{label}_ms": [] for label in runs}}
         log.rows.append(row)
         log.watchdog.start(row)
         for _ in range(rounds):
-            for label, config in configs.items():
-                row[f"{label}_ms"].append(time_ms(
-                    lambda config=config: flash_attention(*leaves, causal=causal, config=config).backward(grad)))
+            for label, run in runs.items():
+                row[f"{label}_ms"].append(time_ms(run))
         log.save()
         print(f"{name:<15} " + "  ".join(f"{label} " + " ".join(f"{t:.3f}" for t in row[f"{label}_ms"])
-                                         for label in configs), flush=True)
+                                         for label in runs), flush=True)
     log.watchdog.start(None)
 
 
