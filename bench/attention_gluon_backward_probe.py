@@ -103,7 +103,7 @@ def check_rows(log: RunLog) -> None:
             dk_g, dv_g = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale)
             dq_sum = attention_gluon_backward.dq_sum_buffer(q)
             dk_a, dv_a = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, dq_sum)
-            dq_a = dq_sum.view(batch, heads, seq_q, -1)[..., :head_dim]
+            dq_a = dq_sum.view(q.shape)
             leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
             reference_attention(*leaves, causal=causal, dtype=torch.float32).backward(grad.float())
             dq_r, dk_r, dv_r = leaves[0].grad, leaves[1].grad, leaves[2].grad
@@ -252,7 +252,9 @@ def alternate_rows(log: RunLog, names, rounds: int) -> None:
                    "gluon_fwd_bwd": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=True),
                    # dQ summed in the dK/dV kernel: run as flash_attention(deterministic=False)
                    "gluon_summed_dq": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=True,
-                                                          gluon_atomic_dq=True)}
+                                                          gluon_atomic_dq=True),
+                   # the same with the shipped forward (Triton below hd97)
+                   "shipped_fwd_summed_dq": dataclasses.replace(shipped, gluon_backward=True, gluon_atomic_dq=True)}
         leaves = [t.detach().requires_grad_() for t in (q, k, v)]
         runs = {label: (lambda config=config: flash_attention(*leaves, causal=causal, config=config,
                                                                deterministic=not config.gluon_atomic_dq)

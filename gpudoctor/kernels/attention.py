@@ -1610,7 +1610,7 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
         dk, dv = attention_gluon_backward.backward_dkdv(grad_out, q, k, v, lse, delta, causal, softmax_scale,
                                                         dq_sum)
         if gluon_dq:
-            return dq_sum.view(batch, num_heads, seq_q, -1)[..., :head_dim].to(q.dtype), dk, dv
+            return dq_sum.view(q.shape).to(q.dtype), dk, dv
         if not delta_in_dq:
             dq = _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
                             softmax_scale, interpreted, slices, compute_delta=False)

@@ -347,8 +347,9 @@ def _dq_layout(width: int):
 
 
 def _dq_descriptor(dq_sum: torch.Tensor, width: int):
-    # Rows of (batch * heads * seq_q, width): a block running past a head's seq_q adds exact
-    # zeros to the next head's first rows (those queries' dS is 0: their lse reads +inf).
+    # Rows of (batch * heads * seq_q, head_dim): a block running past a head's seq_q adds exact
+    # zeros to the next head's first rows (those queries' dS is 0: their lse reads +inf), and a
+    # share's columns past head_dim are clipped.
     return TensorDescriptor(dq_sum, list(dq_sum.shape), list(dq_sum.stride()), [BLOCK_M, width // 2],
                             _dq_layout(width))
 
@@ -360,11 +361,10 @@ def _placeholder(device: torch.device, width: int) -> torch.Tensor:
 
 
 def dq_sum_buffer(q: torch.Tensor) -> torch.Tensor:
-    """The zeroed float32 (batch * heads * seq_q, kernel width) buffer ``backward_dkdv`` sums dQ
-    into (scaled: dQ is its first head_dim columns, seen as q's shape)."""
+    """The zeroed float32 (batch * heads * seq_q, head_dim) buffer ``backward_dkdv`` sums dQ
+    into (scaled: dQ itself, seen as q's shape)."""
     batch, num_heads, seq_q, head_dim = q.shape
-    return torch.zeros(batch * num_heads * seq_q, attention_gluon.kernel_width(head_dim), device=q.device,
-                       dtype=torch.float32)
+    return torch.zeros(batch * num_heads * seq_q, head_dim, device=q.device, dtype=torch.float32)
 
 
 def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,

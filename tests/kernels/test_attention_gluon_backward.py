@@ -53,10 +53,8 @@ for width, causal, atomic_dq in json.loads(sys.argv[1]):
 print(json.dumps(rows))
 """
 COMPILE_CASES = [(width, causal, False) for width in attention_gluon_backward.WIDTHS for causal in (True, False)]
-# With dQ summed in the kernel (gluon_atomic_dq, off by default: measured no faster), at width 128
-# and causal ptxas reloads about ten scalars inside the loop; only its fit is checked.
-ATOMIC_CASES = [(128, True, True), (128, False, True), (64, True, True)]
-
+# With dQ summed in the kernel (gluon_atomic_dq): every width, causal or not.
+ATOMIC_CASES = [(width, causal, True) for width in attention_gluon_backward.WIDTHS for causal in (True, False)]
 
 @pytest.fixture(scope="module")
 def compiled_sm90():
@@ -82,9 +80,14 @@ def test_compiles_for_sm90_without_local_memory_in_the_loop(case, compiled_sm90)
 def test_summing_dq_compiles_for_sm90_within_shared_memory(case, compiled_sm90):
     assert attention_gluon_backward.SUMS_DQ  # this Triton (3.6) has the internals it reaches
     row = compiled_sm90[tuple(case)]
-    assert row["loops"] == 2 and row["warps"] == 12
-    # dSᵀ (2 x 64 x 64) and a float32 dQ tile per warpgroup beside the rings: within 227 KB.
+    assert row["warps"] == 12
+    assert ["inc", "240"] in row["setmaxnreg"] and ["dec", "24"] in row["setmaxnreg"]
+    # dSᵀ (2 blocks x 128 x 64) and a float32 dQ share per warpgroup beside the rings: within 227 KB.
     assert row["shared"] <= 232448
+    # dK, dV and the dQ share stay in registers. At width 128, causal, ptxas reloads two scalars
+    # inside the loop (4 local loads, read from the SASS); nowhere else any. The loops are not
+    # counted here: the barrier waits between the products leave more label-to-branch spans.
+    assert len(set(row["local_in_loop"])) <= (4 if tuple(case) == (128, True, True) else 0), row["local_in_loop"]
 
 
 def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
@@ -138,7 +141,7 @@ def test_backward_routes_through_the_kernel_where_it_runs(monkeypatch, determini
         with torch.enable_grad():  # (called from autograd's backward, where it is off)
             reference_attention(*refs, causal=causal, softmax_scale=softmax_scale).backward(grad_out.double())
         if dq_sum is not None:
-            dq_sum.view(*q.shape[:3], -1)[..., :q.shape[-1]] = refs[0].grad.float()
+            dq_sum.view(q.shape)[...] = refs[0].grad.float()
         return refs[1].grad.to(k.dtype), refs[2].grad.to(v.dtype)
 
     monkeypatch.setattr(attention_module, "_gluon_backward_runs", lambda *args: True)
@@ -234,7 +237,9 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim, causal, kv_heads, seq", [(128, True, 2, 777), (128, False, 4, 1024),
-                                                               (64, True, 1, 1000), (112, False, 2, 1100)])
+                                                               (64, True, 1, 1000), (112, False, 2, 1100),
+                                                               (40, True, 4, 300), (80, False, 1, 640),
+                                                               (96, True, 4, 64)])
 def test_gpu_summed_dq_matches_float32_reference(head_dim, causal, kv_heads, seq, monkeypatch):
     """dQ summed in the kernel by TMA reduce-adds (gluon_atomic_dq), through flash_attention with
     deterministic=False; dK and dV as without."""
