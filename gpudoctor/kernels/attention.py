@@ -1065,11 +1065,11 @@ class AttentionConfig:
     # Backward on Hopper: dK/dV through the warp-specialized Gluon kernel
     # (attention_gluon_backward.py) where its inputs allow; dQ and delta stay with the Triton
     # kernels. fused_backward, where set, wins; where the Gluon kernel runs, atomic_dq (the Triton
-    # dK/dV kernel's) does not apply: gluon_atomic_dq says whether it sums dQ.
+    # dK/dV kernel's) does not apply.
     gluon_backward: bool = False
-    # With gluon_backward and deterministic=False: the Gluon dK/dV kernel also sums dQ in float32
-    # (TMA reduce-adds), instead of the Triton dQ kernel: five matrix products per block pair
-    # instead of seven, not bitwise reproducible.
+    # With deterministic=False, whether or not gluon_backward: the Gluon kernel computes dK/dV
+    # and sums dQ in float32 (TMA reduce-adds) where its inputs allow, instead of the Triton dQ
+    # kernel: five matrix products per block pair instead of seven, not bitwise reproducible.
     gluon_atomic_dq: bool = False
 
 
@@ -1188,6 +1188,17 @@ GLUON_FORWARD_BUCKETS = (128, 256)
 # Triton one as 64 + 32 and 64 + 16), hd64 2.144 / 2.142. hd256 does not fit
 # (attention_gluon_backward.WIDTHS).
 GLUON_BACKWARD_BUCKETS = (128,)
+# sm90, deterministic=False: the Gluon kernel summing dQ in float32 (gluon_atomic_dq) from
+# GLUON_MIN_SEQ keys at these head dims. Measured on the H200 (docs/benchmarks.md, eleventh
+# session; bench/attention_gluon_backward_probe.py --alternate 3, b4 h32 s4096 bf16 causal unless
+# said, forward+backward ms, fastest of three rounds, Triton only / Gluon summing dQ / cuDNN):
+# hd128 5.077 / 4.326 / 4.285, not causal 9.232 / 7.477 / 7.537, GQA 4:1 5.194 / 4.384 / 4.263,
+# hd112 not causal 9.035 / 7.348 / 7.351, hd96 4.190 / 4.009 / 3.996, hd64 2.880 / 2.762 / 2.593,
+# hd64 not causal 5.100 / 4.943 / 4.605, hd40 2.870 / 2.740 / 2.528, s2048 1.552 / 1.315 /
+# 1.254, s16k (b1 h16) 8.884 / 7.292 / 7.386. Not hd80: 3.795 / 3.848 (the kernel computes it at
+# width 128, the Triton one as 64 + 16); hd72 and hd88 unmeasured, hd32 (width 32) too, hd256
+# does not fit.
+GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 96, 104, 112, 120, 128)
 # Both Gluon kernels from this many keys. Forward+backward through flash_attention, hd128 causal
 # b4 h32, five rounds taking turns (ms, Triton only / Gluon forward / Gluon forward and dK/dV):
 # s1024 0.554-0.619 / 0.597-0.852 / 0.832-1.049: slower with either, though each kernel alone is
@@ -1236,6 +1247,8 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
         config = dataclasses.replace(config, gluon_forward=True)
     if family == "sm90" and gluon_sequence and _bucket(capability, head_dim) in GLUON_BACKWARD_BUCKETS:
         config = dataclasses.replace(config, gluon_backward=True)
+    if family == "sm90" and gluon_sequence and head_dim in GLUON_SUMMED_DQ_HEAD_DIMS:
+        config = dataclasses.replace(config, gluon_atomic_dq=True)
     return config
 
 
@@ -1572,10 +1585,12 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
         grad_out, q, k, v, out = _readable(grad_out), _readable(q), _readable(k), _readable(v), _readable(out)
     qk_scale = softmax_scale * LOG2_E
     # Which kernels run: the one-launch backward where its config says so (not with atomic_dq);
-    # else the Gluon dK/dV kernel where it runs (gluon_atomic_dq: summing dQ); else the Triton one.
+    # else the Gluon kernel where it runs, summing dQ (gluon_atomic_dq, deterministic=False) or
+    # not (gluon_backward); else the Triton one.
     fused = config.fused_backward and not (config.atomic_dq and not deterministic) and config.tma == POINTERS
-    gluon_backward = not fused and config.gluon_backward and _gluon_backward_runs(grad_out, q, k, v)
-    gluon_dq = gluon_backward and config.gluon_atomic_dq and not deterministic and attention_gluon_backward.SUMS_DQ
+    gluon_dq = config.gluon_atomic_dq and not deterministic and attention_gluon_backward.SUMS_DQ
+    gluon_backward = not fused and (config.gluon_backward or gluon_dq) and _gluon_backward_runs(grad_out, q, k, v)
+    gluon_dq = gluon_dq and gluon_backward
     atomic_dq = config.atomic_dq and not deterministic and not gluon_backward
     interpreted = _interpreting()
     # The dQ sums go through device-side descriptors on Hopper whatever the loads use
@@ -1747,9 +1762,10 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     ``deterministic``: as in FlashAttention. True: the backward never uses atomics (dQ has its
     own programs, in its own kernel or beside dK/dV's in one, and dK/dV sum their query heads
     inside one program), so it is bitwise reproducible. False (the default): where the
-    configuration says so (``atomic_dq``), dQ is summed in float32 by atomic adds inside the
-    dK/dV kernel, which saves two of the backward's seven matrix products per block pair; its
-    last bits then vary from run to run. ``config`` overrides the per-architecture tiles
+    configuration says so, dQ is summed in float32 by atomic adds inside the dK/dV kernel
+    (``atomic_dq``; on Hopper from 2048 keys at most head dims, the Gluon kernel's TMA
+    reduce-adds: ``gluon_atomic_dq``), which saves two of the backward's seven matrix products
+    per block pair; its last bits then vary from run to run. ``config`` overrides the per-architecture tiles
     (benchmarks and tuning only).
     """
     validate_inputs(q, k, v, causal, softmax_scale)

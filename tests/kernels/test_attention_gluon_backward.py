@@ -103,6 +103,18 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     assert not select_config(None, 128, 4096).gluon_backward
 
 
+@pytest.mark.parametrize("head_dim, summed", [(128, True), (112, True), (96, True), (64, True), (40, True),
+                                              (80, False), (88, False), (32, False), (256, False)])
+def test_summing_dq_selected_on_hopper_at_the_measured_head_dims(head_dim, summed):
+    """deterministic=False runs the kernel summing dQ from 2048 keys where it was measured faster
+    end to end (hd40-64, 96-128); hd80 was not, hd32 and hd256 are not compiled for it."""
+    assert select_config((9, 0), head_dim, 4096).gluon_atomic_dq == summed
+    assert select_config((9, 0), head_dim).gluon_atomic_dq == summed
+    assert not select_config((9, 0), head_dim, 1024).gluon_atomic_dq
+    assert not select_config((8, 9), head_dim, 4096).gluon_atomic_dq
+    assert not select_config((10, 0), head_dim, 4096).gluon_atomic_dq
+
+
 def test_usable_inputs():
     q = torch.zeros(1, 4, 64, 128, dtype=torch.bfloat16)
     assert attention_gluon_backward.usable(q, q[:, :2], q[:, :2], q) == attention_gluon.available()
@@ -128,11 +140,15 @@ def test_not_taken_where_it_cannot_run(monkeypatch):
         assert (ours.double() - theirs).abs().max().item() < 2e-2
 
 
-@pytest.mark.parametrize("deterministic, summed", [(True, False), (False, True)], ids=["deterministic", "summed"])
-def test_backward_routes_through_the_kernel_where_it_runs(monkeypatch, deterministic, summed):
+@pytest.mark.parametrize("gluon_backward, deterministic, calls_expected", [
+    (True, True, [False]), (True, False, [True]), (False, False, [True]), (False, True, [])],
+    ids=["deterministic", "summed", "summed-only", "neither"])
+def test_backward_routes_through_the_kernel_where_it_runs(monkeypatch, gluon_backward, deterministic,
+                                                          calls_expected):
     """With the kernel said to run (faked here on the CPU by the float64 reference's gradients),
-    attention_backward takes dK and dV from it and dQ from the Triton dQ kernel, or, with
-    gluon_atomic_dq and deterministic=False only, from the float32 sums the kernel fills."""
+    attention_backward takes dK and dV from it and dQ from the Triton dQ kernel (gluon_backward),
+    or, with gluon_atomic_dq and deterministic=False only, from the float32 sums the kernel fills
+    (gluon_backward or not); with neither, the Triton kernels run."""
     calls = []
 
     def fake_kernel(grad_out, q, k, v, lse, delta, causal, softmax_scale, dq_sum=None):
@@ -150,9 +166,9 @@ def test_backward_routes_through_the_kernel_where_it_runs(monkeypatch, determini
     q, k, v = (torch.randn(1, 2, 20, 64, generator=generator, dtype=torch.float16).requires_grad_()
                for _ in range(3))
     grad = torch.randn(1, 2, 20, 64, generator=generator, dtype=torch.float16)
-    config = dataclasses.replace(select_config(None, 64), gluon_backward=True, gluon_atomic_dq=True)
+    config = dataclasses.replace(select_config(None, 64), gluon_backward=gluon_backward, gluon_atomic_dq=True)
     flash_attention(q, k, v, causal=True, config=config, deterministic=deterministic).backward(grad)
-    assert calls == [summed]
+    assert calls == calls_expected
     refs = [t.detach().double().requires_grad_() for t in (q, k, v)]
     reference_attention(*refs, causal=True).backward(grad.double())
     for ours, theirs in zip((q.grad, k.grad, v.grad), (t.grad for t in refs)):
