@@ -91,31 +91,27 @@ if attention_gluon.available():
 
     @gluon.jit
     def _dq_share(dq_parts, HEAD_DIM: gl.constexpr, WARPGROUP: gl.constexpr):
-        """Issues this warpgroup's half of dQ's columns for one block of 64 queries over the
-        program's 128 keys (dS·K from both halves of the shared dS tile: FlashAttention-3's split)
-        once the other warpgroup's half is there; the product, running."""
+        """This warpgroup's half of dQ's columns for one block of 64 queries over the program's
+        128 keys (dS·K, both halves of the shared dS tile: FlashAttention-3's split), added into
+        dQ's float32 sums by one TMA reduce-add. Waits for every product issued before it."""
         ds_smem, slot, ds_full, ds_empty, phase, k_smem, dq_smem, dq_desc, dq_row, softmax_scale = dq_parts
         COLUMNS: gl.constexpr = HEAD_DIM // 2
         layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, COLUMNS, 16])
         first_keys = _tile(k_smem, 0, 64, HEAD_DIM).slice(WARPGROUP * COLUMNS, COLUMNS, dim=1)
         second_keys = _tile(k_smem, 1, 64, HEAD_DIM).slice(WARPGROUP * COLUMNS, COLUMNS, dim=1)
-        mbarrier.wait(ds_full, phase)
-        share = warpgroup_mma(ds_smem.index(2 * slot).permute((1, 0)), first_keys,
-                              gl.zeros([64, COLUMNS], gl.float32, layout), use_acc=False, is_async=True)
-        return warpgroup_mma(ds_smem.index(2 * slot + 1).permute((1, 0)), second_keys, share, is_async=True)
-
-    @gluon.jit
-    def _dq_share_out(share, dq_parts, HEAD_DIM: gl.constexpr, WARPGROUP: gl.constexpr):
-        """The finished share added into dQ's float32 sums by one TMA reduce-add."""
-        ds_smem, slot, ds_full, ds_empty, phase, k_smem, dq_smem, dq_desc, dq_row, softmax_scale = dq_parts
-        mbarrier.arrive(ds_empty, count=1)  # both halves read by this warpgroup's share
+        mbarrier.wait(ds_full, phase)  # the other warpgroup's half is there too
         tma.store_wait(pendings=0)  # this warpgroup's previous share has left dq_smem
         gl.thread_barrier()
+        share = warpgroup_mma(ds_smem.index(2 * slot).permute((1, 0)), first_keys,
+                              gl.zeros([64, COLUMNS], gl.float32, layout), use_acc=False, is_async=True)
+        share = warpgroup_mma(ds_smem.index(2 * slot + 1).permute((1, 0)), second_keys, share, is_async=True)
+        share = warpgroup_mma_wait(0, deps=(share,))
+        mbarrier.arrive(ds_empty, count=1)
         dq_smem.store(share * softmax_scale)
         fence_async_shared()
         gl.thread_barrier()
-        _tma_reduce_add(dq_desc, [dq_row, WARPGROUP * (HEAD_DIM // 2)], dq_smem)
+        _tma_reduce_add(dq_desc, [dq_row, WARPGROUP * COLUMNS], dq_smem)
 
     @gluon.jit
     def _dkdv_block(dk, dv, my_k, my_v, q, do, lse_row, delta_row, qk_scale, dq_parts, diagonal,
@@ -144,11 +140,8 @@ if attention_gluon.available():
             # dSᵀ into this warpgroup's half of the block's shared [128 keys x 64 queries] tile:
             # dK's A operand as it is, and with the other half dQ's (dS·K) transposed.
             my_ds = _publish_ds(dscores_t.to(dtype), dq_parts, WARPGROUP)
-            share = _dq_share(dq_parts, q.shape[1], WARPGROUP)
-            # dK's product issued after dQ's: it runs while the share goes out.
             dk = warpgroup_mma(my_ds, q, dk, is_async=True)
-            share = warpgroup_mma_wait(1, deps=(share,))
-            _dq_share_out(share, dq_parts, q.shape[1], WARPGROUP)
+            _dq_share(dq_parts, q.shape[1], WARPGROUP)  # waits for every product, dK's and dV's too
             dk, dv, probs_operand = warpgroup_mma_wait(0, deps=(dk, dv, probs_operand))
         else:
             dscores_operand = gl.convert_layout(dscores_t.to(dtype), operand_layout)

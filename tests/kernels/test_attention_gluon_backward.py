@@ -84,10 +84,10 @@ def test_summing_dq_compiles_for_sm90_within_shared_memory(case, compiled_sm90):
     assert ["inc", "240"] in row["setmaxnreg"] and ["dec", "24"] in row["setmaxnreg"]
     # dSᵀ (2 blocks x 128 x 64) and a float32 dQ share per warpgroup beside the rings: within 227 KB.
     assert row["shared"] <= 232448
-    # dK, dV and the dQ share stay in registers. At width 128 ptxas reloads one or two scalars
-    # inside the loop (read from the SASS); at the other widths none. The loops are not counted
-    # here: the barrier waits between the products leave more label-to-branch spans.
-    assert len(set(row["local_in_loop"])) <= (2 if case[0] == 128 else 0), row["local_in_loop"]
+    # dK, dV and the dQ share stay in registers. At width 128, causal, ptxas reloads two scalars
+    # inside the loop (4 local loads, read from the SASS); nowhere else any. The loops are not
+    # counted here: the barrier waits between the products leave more label-to-branch spans.
+    assert len(set(row["local_in_loop"])) <= (4 if tuple(case) == (128, True, True) else 0), row["local_in_loop"]
 
 
 def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
