@@ -149,8 +149,8 @@ def timing_rows(log: RunLog, names) -> None:
         shipped = config_for(q, k)
         with_gluon = dataclasses.replace(shipped, gluon_backward=True, gluon_atomic_dq=False)
         with_atomic = dataclasses.replace(shipped, gluon_backward=True, gluon_atomic_dq=True)
-        without = dataclasses.replace(shipped, gluon_backward=False)
-        triton_only = dataclasses.replace(shipped, gluon_forward=False, gluon_backward=False)
+        without = dataclasses.replace(shipped, gluon_backward=False, gluon_atomic_dq=False)
+        triton_only = dataclasses.replace(shipped, gluon_forward=False, gluon_backward=False, gluon_atomic_dq=False)
         out, lse = attention.attention_forward(q, k, v, causal, scale, shipped)
         delta = (out.float() * grad.float()).sum(-1).reshape(batch * heads, seq).contiguous()
 
@@ -247,9 +247,13 @@ def alternate_rows(log: RunLog, names, rounds: int) -> None:
         q, k, v, grad = gqa_inputs(batch, heads, kv_heads, seq, seq, head_dim, torch.bfloat16, seq + head_dim,
                                    grad=True)
         shipped = config_for(q, k)
-        configs = {"triton": dataclasses.replace(shipped, gluon_forward=False, gluon_backward=False),
-                   "gluon_fwd": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=False),
-                   "gluon_fwd_bwd": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=True),
+        # Each config says its backward whole: the shipped one may sum dQ in the Gluon kernel.
+        configs = {"triton": dataclasses.replace(shipped, gluon_forward=False, gluon_backward=False,
+                                                 gluon_atomic_dq=False),
+                   "gluon_fwd": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=False,
+                                                    gluon_atomic_dq=False),
+                   "gluon_fwd_bwd": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=True,
+                                                        gluon_atomic_dq=False),
                    # dQ summed in the dK/dV kernel: run as flash_attention(deterministic=False)
                    "gluon_summed_dq": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=True,
                                                           gluon_atomic_dq=True),
