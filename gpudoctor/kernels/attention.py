@@ -1179,6 +1179,12 @@ FUSED_BACKWARD_MAX_SEQ = 1024
 # same run): hd128 causal 1.209 / 1.002, not causal 2.124 / 1.769, GQA 4:1 1.199 / 0.989; hd256
 # causal 2.238 / 1.833.
 GLUON_FORWARD_BUCKETS = (128, 256)
+# And at head_dim 96 (computed at width 128), where it pays beside the Gluon backward summing dQ
+# (eleventh session, b4 h32 s4096 causal, forward+backward ms over two runs of three rounds,
+# Triton forward / Gluon forward, both with the summing backward: 4.045-4.092 / 3.948-4.047).
+# Not the rest of the 96 bucket: hd80's forward is level (3.795-3.852 / 3.815-3.845 with the
+# Triton backward), hd72 and hd88 are unmeasured.
+GLUON_FORWARD_HEAD_DIMS = (96,)
 # sm90: the warp-specialized Gluon dK/dV kernel (attention_gluon_backward.py) for these buckets
 # from GLUON_MIN_SEQ keys. Measured on the H200 (docs/benchmarks.md, tenth session;
 # bench/attention_gluon_backward_probe.py, b4 h32 bf16, ms, Triton dK/dV / Gluon in the same run):
@@ -1243,7 +1249,8 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
         config = dataclasses.replace(config, tma=HOST_DESCRIPTORS)
     if family == "sm90" and small_call:
         config = dataclasses.replace(config, fused_backward=True)
-    if family == "sm90" and gluon_sequence and _bucket(capability, head_dim) in GLUON_FORWARD_BUCKETS:
+    if family == "sm90" and gluon_sequence and (_bucket(capability, head_dim) in GLUON_FORWARD_BUCKETS
+                                                 or head_dim in GLUON_FORWARD_HEAD_DIMS):
         config = dataclasses.replace(config, gluon_forward=True)
     if family == "sm90" and gluon_sequence and _bucket(capability, head_dim) in GLUON_BACKWARD_BUCKETS:
         config = dataclasses.replace(config, gluon_backward=True)

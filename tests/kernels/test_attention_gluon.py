@@ -88,6 +88,9 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_buckets():
     assert not select_config((9, 0), 128, 256).gluon_forward  # host-bound: the Triton forward
     assert not select_config((9, 0), 128, 256, 4 * 32 * 256 * 256).gluon_forward
     assert not select_config((9, 0), 64, 4096).gluon_forward
+    assert select_config((9, 0), 96, 4096).gluon_forward  # measured beside the summing backward
+    assert not select_config((9, 0), 96, 1024).gluon_forward
+    assert not select_config((9, 0), 80, 4096).gluon_forward  # level with the Triton forward
     assert not select_config((8, 0), 128, 4096).gluon_forward
     assert not select_config(None, 128, 4096).gluon_forward
 
