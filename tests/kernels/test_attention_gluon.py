@@ -127,7 +127,7 @@ def _check_forward(q, k, v, causal, tolerance):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
-@pytest.mark.parametrize("head_dim", [64, 80, 112, 128, 192, 256])
+@pytest.mark.parametrize("head_dim", [64, 80, 96, 112, 128, 192, 256])
 def test_gpu_matches_float32_reference(head_dim, causal, dtype):
     """Ragged (1000: a partial last query block and key block) and whole lengths, GQA 4:2."""
     if not hopper():
