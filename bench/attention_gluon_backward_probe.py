@@ -8,8 +8,8 @@ Usage:
 GPU mode: first a correctness table (dK, dV from the Gluon kernel against the Triton backward and
 a float32 reference, ragged lengths, GQA, both dtypes), then per shape, in the same run: the
 backward alone with the Gluon dK/dV and with the Triton one, the Gluon dK/dV kernel alone, and
-forward+backward through flash_attention (Gluon forward and backward; the shipped config) against
-cuDNN and SDPA-flash. A deadlocked kernel ends the run after 120 s on one row with the rows so far
+forward+backward through flash_attention (the shipped forward with: the Gluon dK/dV, the Triton
+backward, the Gluon kernel summing dQ; and Triton only) against cuDNN and SDPA-flash. A deadlocked kernel ends the run after 120 s on one row with the rows so far
 written (attention_ws_common.Watchdog).
 """
 
@@ -176,7 +176,7 @@ def timing_rows(log: RunLog, names) -> None:
                 ("dkdv_gluon", lambda: attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal,
                                                                               scale)),
                 ("bwd_atomic", backward(with_atomic, False)),
-                ("fwdbwd_gluon", forward_backward(with_gluon)), ("fwdbwd_shipped", forward_backward(without)),
+                ("fwdbwd_gluon", forward_backward(with_gluon)), ("fwdbwd_triton_bwd", forward_backward(without)),
                 ("fwdbwd_atomic", forward_backward(with_atomic, False)),
                 ("fwdbwd_triton", forward_backward(triton_only)),
                 ("cudnn_fwdbwd", sdpa(SDPBackend.CUDNN_ATTENTION)),
@@ -192,7 +192,7 @@ def timing_rows(log: RunLog, names) -> None:
         best = min(row.get(f"{backend}_fwdbwd_ms", float("inf")) for backend in ("cudnn", "flash"))
         if "bwd_gluon_ms" in row and "bwd_triton_ms" in row:
             row["bwd_gluon_x_triton"] = row["bwd_triton_ms"] / row["bwd_gluon_ms"]
-        for label in ("fwdbwd_gluon", "fwdbwd_shipped", "fwdbwd_atomic", "fwdbwd_triton"):
+        for label in ("fwdbwd_gluon", "fwdbwd_triton_bwd", "fwdbwd_atomic", "fwdbwd_triton"):
             if f"{label}_ms" in row and best < float("inf"):
                 row[f"{label}_x_best_sdpa"] = best / row[f"{label}_ms"]
         log.save()
@@ -257,7 +257,7 @@ def alternate_rows(log: RunLog, names, rounds: int) -> None:
                    # dQ summed in the dK/dV kernel: run as flash_attention(deterministic=False)
                    "gluon_summed_dq": dataclasses.replace(shipped, gluon_forward=True, gluon_backward=True,
                                                           gluon_atomic_dq=True),
-                   # the same with the shipped forward (Triton below hd97)
+                   # the same with the shipped forward (Triton outside attention.GLUON_FORWARD_*)
                    "shipped_fwd_summed_dq": dataclasses.replace(shipped, gluon_backward=True, gluon_atomic_dq=True)}
         leaves = [t.detach().requires_grad_() for t in (q, k, v)]
         runs = {label: (lambda config=config: flash_attention(*leaves, causal=causal, config=config,
@@ -283,7 +283,7 @@ def alternate_rows(log: RunLog, names, rounds: int) -> None:
 def print_table(rows) -> None:
     print("ms (do_bench median); bwd g/t = Triton backward's time / with the Gluon dK/dV; x sdpa = best SDPA / ours")
     print(f"{'shape':<15} {'bwd g':>7} {'bwd t':>7} {'g/t':>5} {'dkdv g':>7} {'bwd at':>7} {'f+b g':>7} "
-          f"{'f+b ship':>8} {'f+b at':>7} {'f+b tri':>7} {'cudnn':>7} {'flash':>7} {'g x sdpa':>8} {'ship x sdpa':>11} {'at x sdpa':>9}")
+          f"{'f+b tbwd':>8} {'f+b at':>7} {'f+b tri':>7} {'cudnn':>7} {'flash':>7} {'g x sdpa':>8} {'tbwd x sdpa':>11} {'at x sdpa':>9}")
     for row in rows:
         if row.get("variant") != "timing":
             continue
@@ -292,9 +292,9 @@ def print_table(rows) -> None:
             return format(row[key], spec) if key in row else "-"
         print(f"{row['shape']:<15} {cell('bwd_gluon_ms', '7.3f'):>7} {cell('bwd_triton_ms', '7.3f'):>7} "
               f"{cell('bwd_gluon_x_triton', '5.2f'):>5} {cell('dkdv_gluon_ms', '7.3f'):>7} {cell('bwd_atomic_ms', '7.3f'):>7} "
-              f"{cell('fwdbwd_gluon_ms', '7.3f'):>7} {cell('fwdbwd_shipped_ms', '8.3f'):>8} {cell('fwdbwd_atomic_ms', '7.3f'):>7} "
+              f"{cell('fwdbwd_gluon_ms', '7.3f'):>7} {cell('fwdbwd_triton_bwd_ms', '8.3f'):>8} {cell('fwdbwd_atomic_ms', '7.3f'):>7} "
               f"{cell('fwdbwd_triton_ms', '7.3f'):>7} {cell('cudnn_fwdbwd_ms', '7.3f'):>7} {cell('flash_fwdbwd_ms', '7.3f'):>7} "
-              f"{cell('fwdbwd_gluon_x_best_sdpa', '8.2f'):>8} {cell('fwdbwd_shipped_x_best_sdpa', '11.2f'):>11} "
+              f"{cell('fwdbwd_gluon_x_best_sdpa', '8.2f'):>8} {cell('fwdbwd_triton_bwd_x_best_sdpa', '11.2f'):>11} "
               f"{cell('fwdbwd_atomic_x_best_sdpa', '9.2f'):>9} "
               f"{row.get('error', '')}")
 

@@ -14,9 +14,14 @@ walks the key blocks. For small calls on Hopper (``fused_backward``: batch x hea
 seq_k up to a measured limit) the three are one launch: the dK/dV and dQ programs side by side in
 one grid, each computing the delta it needs from O, since such calls are host-bound (launches and
 their Python cost more than the GPU's work). Every gradient element is written by exactly one
-program (dK/dV of a shared KV head sum their query heads inside one program), so by default the
-backward uses no atomics and is bitwise reproducible; a config's ``atomic_dq`` (off everywhere:
-measured slower) trades that for two fewer matrix products when ``deterministic=False``.
+program (dK/dV of a shared KV head sum their query heads inside one program), so with
+``deterministic=True`` the backward uses no atomics and is bitwise reproducible. With
+``deterministic=False`` (flash_attention's default, as FlashAttention's) a config may trade that for
+two fewer matrix products per block pair by summing dQ in float32 inside the dK/dV kernel: the
+Triton kernel's ``atomic_dq`` is off everywhere (measured slower); the Gluon kernel's
+``gluon_atomic_dq`` is on for Hopper from GLUON_MIN_SEQ keys at GLUON_SUMMED_DQ_HEAD_DIMS, so
+there dQ's last bits vary from run to run. (The training pass's shapes are below GLUON_MIN_SEQ:
+its eager and compiled paths run the same kernels.)
 
 Head dims that are a power of two plus a smaller power of two of at least 16 are computed as a
 "main" slice plus a "tail" slice (80 = 64 + 16, 96 = 64 + 32) instead of padding to the next
@@ -1063,9 +1068,9 @@ class AttentionConfig:
     # inputs allow (TMA-readable layouts, Triton with Gluon); the Triton forward otherwise.
     gluon_forward: bool = False
     # Backward on Hopper: dK/dV through the warp-specialized Gluon kernel
-    # (attention_gluon_backward.py) where its inputs allow; dQ and delta stay with the Triton
-    # kernels. fused_backward, where set, wins; where the Gluon kernel runs, atomic_dq (the Triton
-    # dK/dV kernel's) does not apply.
+    # (attention_gluon_backward.py) where its inputs allow; dQ (unless gluon_atomic_dq sums it
+    # there) and delta stay with the Triton kernels. fused_backward, where set, wins; where the
+    # Gluon kernel runs, atomic_dq (the Triton dK/dV kernel's) does not apply.
     gluon_backward: bool = False
     # With deterministic=False, whether or not gluon_backward: the Gluon kernel computes dK/dV
     # and sums dQ in float32 (TMA reduce-adds) where its inputs allow, instead of the Triton dQ
@@ -1201,9 +1206,10 @@ GLUON_BACKWARD_BUCKETS = (128,)
 # hd128 5.077 / 4.326 / 4.285, not causal 9.232 / 7.477 / 7.537, GQA 4:1 5.194 / 4.384 / 4.263,
 # hd112 not causal 9.035 / 7.348 / 7.351, hd96 4.190 / 4.009 / 3.996, hd64 2.880 / 2.762 / 2.593,
 # hd64 not causal 5.100 / 4.943 / 4.605, hd40 2.870 / 2.740 / 2.528, s2048 1.552 / 1.315 /
-# 1.254, s16k (b1 h16) 8.884 / 7.292 / 7.386. Not hd80: 3.795 / 3.848 (the kernel computes it at
-# width 128, the Triton one as 64 + 16); hd72 and hd88 unmeasured, hd32 (width 32) too, hd256
-# does not fit.
+# 1.254, s16k (b1 h16) 8.884 / 7.292 / 7.386. 48, 56, 104 and 120 are not measured: taken
+# because they run at the same kernel width as their measured neighbours (64, 128). Not hd80:
+# 3.795 / 3.848 (the kernel computes it at width 128, the Triton one as 64 + 16); hd72 and hd88
+# unmeasured, hd32 (width 32) too; hd256 does not fit.
 GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 96, 104, 112, 120, 128)
 # Both Gluon kernels from this many keys. Forward+backward through flash_attention, hd128 causal
 # b4 h32, five rounds taking turns (ms, Triton only / Gluon forward / Gluon forward and dK/dV):
@@ -1770,9 +1776,9 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     own programs, in its own kernel or beside dK/dV's in one, and dK/dV sum their query heads
     inside one program), so it is bitwise reproducible. False (the default): where the
     configuration says so, dQ is summed in float32 by atomic adds inside the dK/dV kernel
-    (``atomic_dq``; on Hopper from 2048 keys at most head dims, the Gluon kernel's TMA
-    reduce-adds: ``gluon_atomic_dq``), which saves two of the backward's seven matrix products
-    per block pair; its last bits then vary from run to run. ``config`` overrides the per-architecture tiles
+    (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64 and 96-128, the Gluon kernel's
+    TMA reduce-adds: ``gluon_atomic_dq``), which saves two of the backward's seven matrix
+    products per block pair; its last bits then vary from run to run. ``config`` overrides the per-architecture tiles
     (benchmarks and tuning only).
     """
     validate_inputs(q, k, v, causal, softmax_scale)

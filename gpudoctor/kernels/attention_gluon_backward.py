@@ -15,7 +15,11 @@ here owns 128 key rows of one KV head and walks every query block of every query
   barriers, so one's exponentials can run while the other's products do.
 
 delta comes from a Triton kernel (attention.py) run first, dQ from the Triton dQ kernel, or with
-``dq_sum`` from this kernel: each block's share summed by TMA reduce-adds. Loads and stores use
+``dq_sum`` from this kernel, split as FlashAttention-3 splits it: each warpgroup stores its dSᵀ
+into one shared [128 keys x 64 queries] tile per block (dK's A operand then comes from there, not
+registers), and once both halves are there computes half of dQ's columns over all 128 keys and
+adds them by one TMA reduce-add. The two consumers then meet at every block (the tile's
+"full"/"empty" barriers) instead of running independently. Loads and stores use
 attention_gluon's 4-D TMA descriptors: rows past a sequence's end are zero-filled (their lse is
 read as +inf, so their Pᵀ is 0) and dK/dV rows past seq_k are clipped on store.
 """
@@ -142,6 +146,7 @@ if attention_gluon.available():
             my_ds = _publish_ds(dscores_t.to(dtype), dq_parts, WARPGROUP)
             dk = warpgroup_mma(my_ds, q, dk, is_async=True)
             _dq_share(dq_parts, q.shape[1], WARPGROUP)  # waits for every product, dK's and dV's too
+            # Nothing is left running (_dq_share waited for all): this only hands back the values.
             dk, dv, probs_operand = warpgroup_mma_wait(0, deps=(dk, dv, probs_operand))
         else:
             dscores_operand = gl.convert_layout(dscores_t.to(dtype), operand_layout)
