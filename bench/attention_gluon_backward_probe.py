@@ -9,8 +9,9 @@ GPU mode: first a correctness table (dK, dV from the Gluon kernel against the Tr
 a float32 reference, ragged lengths, GQA, both dtypes), then per shape, in the same run: the
 backward alone with the Gluon dK/dV and with the Triton one, the Gluon dK/dV kernel alone, and
 forward+backward through flash_attention (the shipped forward with: the Gluon dK/dV, the Triton
-backward, the Gluon kernel summing dQ; and Triton only) against cuDNN and SDPA-flash. A deadlocked kernel ends the run after 120 s on one row with the rows so far
-written (attention_ws_common.Watchdog).
+backward, the Gluon kernel summing dQ; and Triton only) against cuDNN and SDPA-flash. A deadlocked
+kernel ends the run after 120 s on one row with the rows so far written
+(attention_ws_common.Watchdog).
 """
 
 from __future__ import annotations

@@ -1249,19 +1249,20 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
     if capability is None:
         return _INTERPRETER_CONFIG
     family = _architecture_family(capability)
-    config = _ARCH_CONFIGS[family][_bucket(capability, head_dim)]
+    bucket = _bucket(capability, head_dim)
+    config = _ARCH_CONFIGS[family][bucket]
     if (family == "sm90" and long_sequence
             and (padded_width(head_dim, config) != head_dim or head_dim == 256)):
         config = dataclasses.replace(config, tma=HOST_DESCRIPTORS)
     if family == "sm90" and small_call:
         config = dataclasses.replace(config, fused_backward=True)
-    if family == "sm90" and gluon_sequence and (_bucket(capability, head_dim) in GLUON_FORWARD_BUCKETS
-                                                 or head_dim in GLUON_FORWARD_HEAD_DIMS):
-        config = dataclasses.replace(config, gluon_forward=True)
-    if family == "sm90" and gluon_sequence and _bucket(capability, head_dim) in GLUON_BACKWARD_BUCKETS:
-        config = dataclasses.replace(config, gluon_backward=True)
-    if family == "sm90" and gluon_sequence and head_dim in GLUON_SUMMED_DQ_HEAD_DIMS:
-        config = dataclasses.replace(config, gluon_atomic_dq=True)
+    if family == "sm90" and gluon_sequence:
+        if bucket in GLUON_FORWARD_BUCKETS or head_dim in GLUON_FORWARD_HEAD_DIMS:
+            config = dataclasses.replace(config, gluon_forward=True)
+        if bucket in GLUON_BACKWARD_BUCKETS:
+            config = dataclasses.replace(config, gluon_backward=True)
+        if head_dim in GLUON_SUMMED_DQ_HEAD_DIMS:
+            config = dataclasses.replace(config, gluon_atomic_dq=True)
     return config
 
 
@@ -1601,9 +1602,9 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     # else the Gluon kernel where it runs, summing dQ (gluon_atomic_dq, deterministic=False) or
     # not (gluon_backward); else the Triton one.
     fused = config.fused_backward and not (config.atomic_dq and not deterministic) and config.tma == POINTERS
-    gluon_dq = config.gluon_atomic_dq and not deterministic and attention_gluon_backward.SUMS_DQ
-    gluon_backward = not fused and (config.gluon_backward or gluon_dq) and _gluon_backward_runs(grad_out, q, k, v)
-    gluon_dq = gluon_dq and gluon_backward
+    may_sum_dq = config.gluon_atomic_dq and not deterministic and attention_gluon_backward.SUMS_DQ
+    gluon_backward = not fused and (config.gluon_backward or may_sum_dq) and _gluon_backward_runs(grad_out, q, k, v)
+    gluon_dq = may_sum_dq and gluon_backward
     atomic_dq = config.atomic_dq and not deterministic and not gluon_backward
     interpreted = _interpreting()
     # The dQ sums go through device-side descriptors on Hopper whatever the loads use
@@ -1778,8 +1779,8 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     configuration says so, dQ is summed in float32 by atomic adds inside the dK/dV kernel
     (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64 and 96-128, the Gluon kernel's
     TMA reduce-adds: ``gluon_atomic_dq``), which saves two of the backward's seven matrix
-    products per block pair; its last bits then vary from run to run. ``config`` overrides the per-architecture tiles
-    (benchmarks and tuning only).
+    products per block pair; its last bits then vary from run to run. ``config`` overrides the
+    per-architecture tiles (benchmarks and tuning only).
     """
     validate_inputs(q, k, v, causal, softmax_scale)
     head_dim = q.shape[-1]
