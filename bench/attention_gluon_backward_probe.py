@@ -46,6 +46,14 @@ CHECKS = (
     ("hd96-nc-gqa8-s512", 1, 8, 1, 512, 512, 96, False, "bfloat16"),
     ("hd40-c-s129", 2, 2, 2, 129, 129, 40, True, "float16"),
     ("hd128-c-s64", 1, 2, 2, 64, 64, 128, True, "bfloat16"),
+    # width 256: attention_gluon_backward_wide
+    ("hd256-c-s1000", 2, 4, 4, 1000, 1000, 256, True, "bfloat16"),
+    ("hd256-nc-s777x1300", 1, 4, 4, 777, 1300, 256, False, "float16"),
+    ("hd256-c-gqa4-s700", 1, 8, 2, 700, 700, 256, True, "bfloat16"),
+    ("hd192-nc-gqa8-s513", 1, 8, 1, 513, 513, 192, False, "bfloat16"),
+    ("hd160-c-s129", 2, 2, 2, 129, 129, 160, True, "float16"),
+    ("hd256-nc-s1300x300", 1, 4, 2, 1300, 300, 256, False, "bfloat16"),
+    ("hd256-c-s64", 1, 2, 2, 64, 64, 256, True, "bfloat16"),
 )
 # (name, batch, heads, kv_heads, seq, head_dim, causal)
 SHAPES = (
@@ -62,11 +70,17 @@ SHAPES = (
     ("hd128-c-s2048", 4, 32, 32, 2048, 128, True),
     ("hd128-nc-s2048", 4, 32, 32, 2048, 128, False),
     ("hd128-c-s16k", 1, 16, 16, 16384, 128, True),
+    ("hd256-c", 4, 32, 32, 4096, 256, True),
+    ("hd256-nc", 4, 32, 32, 4096, 256, False),
+    ("hd256-gqa4", 4, 32, 8, 4096, 256, True),
+    ("hd256-c-s2048", 4, 32, 32, 2048, 256, True),
+    ("hd256-c-s1024", 4, 32, 32, 1024, 256, True),
+    ("hd256-c-s16k", 1, 16, 16, 16384, 256, True),
 )
 
 
 def compile_only() -> int:
-    from gpudoctor.kernels import attention_gluon_backward
+    from gpudoctor.kernels import attention_gluon_backward, attention_gluon_backward_wide
 
     print("sm90, compiled without a GPU: registers per thread at launch (setmaxnreg moves them), spills, shared")
     for width in attention_gluon_backward.WIDTHS:
@@ -76,6 +90,12 @@ def compile_only() -> int:
             figures = ptxas_figures(compiled.asm["ptx"])
             print(f"width {width:>3} causal {causal!s:<5} {figures} shared {compiled.metadata.shared} "
                   f"({time.perf_counter() - started:.1f} s)")
+    for causal in (True, False):
+        started = time.perf_counter()
+        compiled = attention_gluon_backward_wide.compile_sm90(causal)
+        figures = ptxas_figures(compiled.asm["ptx"])
+        print(f"width 256 (wide) causal {causal!s:<5} {figures} shared {compiled.metadata.shared} "
+              f"({time.perf_counter() - started:.1f} s)")
     return 0
 
 
@@ -86,7 +106,7 @@ def check_rows(log: RunLog) -> None:
     from gpudoctor.kernels.attention import config_for, reference_attention
 
     print(f"{'check':<22} {'dk vs triton':>12} {'dv vs triton':>12} {'dk vs fp32':>10} {'dv vs fp32':>10} "
-          f"{'triton dk vs fp32':>17} {'atomic dq rel':>13} {'dkdv same':>9}")
+          f"{'triton dk vs fp32':>17} {'atomic dq rel':>13} {'dkdv same':>9} {'repeat same':>11}")
     for name, batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype_name in CHECKS:
         row = {"shape": name, "variant": "check"}
         log.rows.append(row)
@@ -102,14 +122,19 @@ def check_rows(log: RunLog) -> None:
             _, dk_t, dv_t = attention.attention_backward(grad, q, k, v, out, lse, causal, scale, config)
             delta = (out.float() * grad.float()).sum(-1).reshape(batch * heads, seq_q).contiguous()
             dk_g, dv_g = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale)
-            dq_sum = attention_gluon_backward.dq_sum_buffer(q)
-            dk_a, dv_a = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, dq_sum)
-            dq_a = dq_sum.view(q.shape)
             leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
             reference_attention(*leaves, causal=causal, dtype=torch.float32).backward(grad.float())
             dq_r, dk_r, dv_r = leaves[0].grad, leaves[1].grad, leaves[2].grad
-            row["atomic_dq_vs_fp32"] = ((dq_a - dq_r).norm() / dq_r.norm()).item()
-            row["atomic_dk_same"] = bool(torch.equal(dk_a, dk_g) and torch.equal(dv_a, dv_g))
+            if attention_gluon_backward.sums_dq(head_dim):
+                dq_sum = attention_gluon_backward.dq_sum_buffer(q)
+                dk_a, dv_a = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale,
+                                                                    dq_sum)
+                dq_a = dq_sum.view(q.shape)
+                row["atomic_dq_vs_fp32"] = ((dq_a - dq_r).norm() / dq_r.norm()).item()
+                row["atomic_dk_same"] = bool(torch.equal(dk_a, dk_g) and torch.equal(dv_a, dv_g))
+            # Run to run: the same bits (no atomics in dK/dV).
+            dk_again, dv_again = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale)
+            row["dkdv_repeat_same"] = bool(torch.equal(dk_again, dk_g) and torch.equal(dv_again, dv_g))
             torch.cuda.synchronize()
             row.update({"dk_vs_triton": (dk_g.float() - dk_t.float()).abs().max().item(),
                         "dv_vs_triton": (dv_g.float() - dv_t.float()).abs().max().item(),
@@ -123,7 +148,8 @@ def check_rows(log: RunLog) -> None:
         print(f"{name:<22} {row.get('dk_vs_triton', float('nan')):>12.4f} {row.get('dv_vs_triton', float('nan')):>12.4f} "
               f"{row.get('dk_vs_fp32', float('nan')):>10.4f} {row.get('dv_vs_fp32', float('nan')):>10.4f} "
               f"{row.get('triton_dk_vs_fp32', float('nan')):>17.4f} {row.get('atomic_dq_vs_fp32', float('nan')):>13.5f} "
-              f"{row.get('atomic_dk_same', '-')!s:>9} {row.get('error', '')}", flush=True)
+              f"{row.get('atomic_dk_same', '-')!s:>9} {row.get('dkdv_repeat_same', '-')!s:>11} "
+              f"{row.get('error', '')}", flush=True)
         if fatal:
             raise SystemExit(3)
     log.watchdog.start(None)
@@ -183,6 +209,8 @@ def timing_rows(log: RunLog, names) -> None:
                 ("cudnn_fwdbwd", sdpa(SDPBackend.CUDNN_ATTENTION)),
                 ("flash_fwdbwd", sdpa(SDPBackend.FLASH_ATTENTION)),
                 ("bwd_gluon_again", backward(with_gluon))]
+        if not attention_gluon_backward.sums_dq(head_dim):  # the same runs as bwd_gluon, fwdbwd_gluon
+            runs = [(label, run) for label, run in runs if "atomic" not in label]
         fatal = False
         for label, run in runs:
             def timed(run=run, label=label):
@@ -240,6 +268,7 @@ def alternate_rows(log: RunLog, names, rounds: int) -> None:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    from gpudoctor.kernels import attention_gluon_backward
     from gpudoctor.kernels.attention import config_for, flash_attention
 
     for name, batch, heads, kv_heads, seq, head_dim, causal in SHAPES:
@@ -260,6 +289,8 @@ def alternate_rows(log: RunLog, names, rounds: int) -> None:
                                                           gluon_atomic_dq=True),
                    # the same with the shipped forward (Triton outside attention.GLUON_FORWARD_*)
                    "shipped_fwd_summed_dq": dataclasses.replace(shipped, gluon_backward=True, gluon_atomic_dq=True)}
+        if not attention_gluon_backward.sums_dq(head_dim):  # the same runs as gluon_fwd_bwd
+            del configs["gluon_summed_dq"], configs["shipped_fwd_summed_dq"]
         leaves = [t.detach().requires_grad_() for t in (q, k, v)]
         runs = {label: (lambda config=config: flash_attention(*leaves, causal=causal, config=config,
                                                                deterministic=not config.gluon_atomic_dq)

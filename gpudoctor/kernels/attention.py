@@ -1602,7 +1602,7 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     # else the Gluon kernel where it runs, summing dQ (gluon_atomic_dq, deterministic=False) or
     # not (gluon_backward); else the Triton one.
     fused = config.fused_backward and not (config.atomic_dq and not deterministic) and config.tma == POINTERS
-    may_sum_dq = config.gluon_atomic_dq and not deterministic and attention_gluon_backward.SUMS_DQ
+    may_sum_dq = config.gluon_atomic_dq and not deterministic and attention_gluon_backward.sums_dq(head_dim)
     gluon_backward = not fused and (config.gluon_backward or may_sum_dq) and _gluon_backward_runs(grad_out, q, k, v)
     gluon_dq = may_sum_dq and gluon_backward
     atomic_dq = config.atomic_dq and not deterministic and not gluon_backward

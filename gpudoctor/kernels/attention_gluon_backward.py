@@ -68,9 +68,11 @@ if SUMS_DQ:
 BLOCK_N = 128  # key rows per program: two consumer warpgroups of 64
 CONSUMER_ROWS = 64
 BLOCK_M = 64  # query rows per block of the inner loop
-# Widths (head_dim rounded up to a power of two) it compiles without spills: dK and dV of 64 key
-# rows at 256 would take all of a warpgroup's registers.
+# Widths (head_dim rounded up to a power of two) this kernel compiles at without spills: dK and
+# dV of 64 key rows at 256 would take all of a warpgroup's registers, so backward_dkdv hands width
+# 256 to attention_gluon_backward_wide (which does not sum dQ).
 WIDTHS = (32, 64, 128)
+SUMMING_WIDTHS = WIDTHS
 # As attention_gluon: 12 warps x 32 x 168 fit the SM's 64 K registers; setmaxnreg then moves them
 # to the consumers (CONSUMER_REGISTERS) from the producer (24).
 MAX_REGISTERS = 168
@@ -339,10 +341,17 @@ if attention_gluon.available():
 
 
 def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad_out: torch.Tensor) -> bool:
-    """The kernel can run these inputs (the caller has checked they are on an sm90 GPU)."""
-    return (attention_gluon.available() and attention_gluon.kernel_width(q.shape[-1]) in WIDTHS
+    """backward_dkdv can run these inputs (the caller has checked they are on an sm90 GPU): this
+    kernel's widths or the wide kernel's."""
+    return (attention_gluon.available()
+            and attention_gluon.kernel_width(q.shape[-1]) in WIDTHS + (attention_gluon_backward_wide.WIDTH,)
             and q.dtype == k.dtype == v.dtype == grad_out.dtype
             and all(attention_gluon.descriptor_ready(tensor) for tensor in (q, k, v, grad_out)))
+
+
+def sums_dq(head_dim: int) -> bool:
+    """backward_dkdv takes a ``dq_sum`` at this head_dim (in a Triton that has what it needs)."""
+    return SUMS_DQ and attention_gluon.kernel_width(head_dim) in SUMMING_WIDTHS
 
 
 @functools.lru_cache(maxsize=None)
@@ -399,7 +408,12 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
 
 
 def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16):
-    """The kernel compiled for sm90 without a GPU, as attention_gluon.compile_sm90."""
+    """The kernel backward_dkdv runs at this width compiled for sm90 without a GPU, as
+    attention_gluon.compile_sm90."""
+    if width not in WIDTHS:
+        if atomic_dq:
+            raise ValueError(f"dQ is not summed at width {width}")
+        return attention_gluon_backward_wide.compile_sm90(causal, dtype)
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
     block = f"tensordesc<{name}[1, 1, 64, {width}], {attention_gluon._shared_layout(64, width, dtype)!r}>"
     signature = {"q_desc": block, "k_desc": block, "v_desc": block, "do_desc": block, "dk_desc": block,
@@ -412,4 +426,7 @@ def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch
     return attention_gluon.compile_for_sm90(_attention_backward_dkdv_ws_kernel, signature, constexprs, MAX_REGISTERS)
 
 
-__all__ = ["usable", "backward_dkdv", "compile_sm90", "WIDTHS"]
+# Last: the wide kernel reuses this module's producer warp.
+from . import attention_gluon_backward_wide  # noqa: E402
+
+__all__ = ["usable", "sums_dq", "backward_dkdv", "compile_sm90", "WIDTHS"]

@@ -57,9 +57,12 @@ COMPILE_CASES = [(width, causal, False) for width in attention_gluon_backward.WI
 # With dQ summed in the kernel (gluon_atomic_dq): every width, causal or not.
 ATOMIC_CASES = [(width, causal, True) for width in attention_gluon_backward.WIDTHS for causal in (True, False)]
 
+# Width 256: attention_gluon_backward_wide's kernel (backward_dkdv hands it that width).
+WIDE_CASES = [(256, causal, False) for causal in (True, False)]
+
 @pytest.fixture(scope="module")
 def compiled_sm90():
-    return compiled_in_child(_COMPILE, COMPILE_CASES + ATOMIC_CASES)
+    return compiled_in_child(_COMPILE, COMPILE_CASES + ATOMIC_CASES + WIDE_CASES)
 
 
 @needs_gluon
@@ -91,6 +94,21 @@ def test_summing_dq_compiles_for_sm90_within_shared_memory(case, compiled_sm90):
     assert len(set(row["local_in_loop"])) <= (4 if tuple(case) == (128, True, True) else 0), row["local_in_loop"]
 
 
+@needs_gluon
+@pytest.mark.parametrize("case", WIDE_CASES, ids=lambda case: "-".join(map(str, case)))
+def test_wide_kernel_compiles_for_sm90_without_local_memory(case, compiled_sm90):
+    """Width 256: dK and dV split by columns between the warpgroups (64 + 64 registers each) and
+    the scores by keys, so nothing spills; Pᵀ/dSᵀ tiles beside the rings within 227 KB."""
+    row = compiled_sm90[tuple(case)]
+    assert row["local_in_loop"] == [], row["local_in_loop"]
+    assert row["warps"] == 12
+    assert ["inc", "240"] in row["setmaxnreg"] and ["dec", "24"] in row["setmaxnreg"]
+    # The next block's S waited for while its dP and this block's dV and dK products run (3
+    # pending), dP while the two products do (2): the overlap the loop's order is for.
+    assert {"3", "2"} <= set(row["waits"]), row["waits"]
+    assert row["shared"] <= 232448
+
+
 def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     assert select_config((9, 0), 128, 4096).gluon_backward
     assert select_config((9, 0), 112, 2048).gluon_backward
@@ -120,7 +138,9 @@ def test_summing_dq_selected_on_hopper_at_the_measured_head_dims(head_dim, summe
 def test_usable_inputs():
     q = torch.zeros(1, 4, 64, 128, dtype=torch.bfloat16)
     assert attention_gluon_backward.usable(q, q[:, :2], q[:, :2], q) == attention_gluon.available()
-    assert not attention_gluon_backward.usable(*[torch.zeros(1, 4, 64, 256, dtype=torch.bfloat16)] * 4)
+    wide = torch.zeros(1, 4, 64, 256, dtype=torch.bfloat16)  # attention_gluon_backward_wide
+    assert attention_gluon_backward.usable(wide, wide, wide, wide) == attention_gluon.available()
+    assert not attention_gluon_backward.usable(*[torch.zeros(1, 4, 64, 264, dtype=torch.bfloat16)] * 4)
     assert not attention_gluon_backward.usable(q, q, q, q.half())
     assert not attention_gluon_backward.usable(q, q, q, q.transpose(-1, -2))
 
@@ -211,7 +231,7 @@ def _check(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype, layout
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
-@pytest.mark.parametrize("head_dim", [32, 40, 64, 96, 112, 128])
+@pytest.mark.parametrize("head_dim", [32, 40, 64, 96, 112, 128, 160, 256])
 def test_gpu_matches_float32_reference(head_dim, causal, dtype):
     """Ragged (777: odd, a partial last query and key block) and whole lengths, GQA 4:2."""
     if not hopper():
@@ -221,11 +241,12 @@ def test_gpu_matches_float32_reference(head_dim, causal, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [128, 256])
 @pytest.mark.parametrize("seq_q, seq_k", [(300, 1111), (1111, 300), (64, 129)])
-def test_gpu_cross_attention_lengths(seq_q, seq_k):
+def test_gpu_cross_attention_lengths(seq_q, seq_k, head_dim):
     if not hopper():
         pytest.skip("needs a Hopper GPU")
-    _check(1, 8, 1, seq_q, seq_k, 128, False, torch.bfloat16)
+    _check(1, 8, 1, seq_q, seq_k, head_dim, False, torch.bfloat16)
 
 
 @pytest.mark.gpu

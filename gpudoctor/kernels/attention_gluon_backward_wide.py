@@ -1,0 +1,277 @@
+"""The attention backward's dK/dV on Hopper (sm90) in Gluon at width 256 (head_dim 136-256), tiled
+as FlashAttention-3 tiles its head_dim 256 backward.
+
+Why a second kernel: attention_gluon_backward gives each consumer warpgroup 64 key rows and
+their whole dK and dV, which at width 256 is 256 float32 registers per thread before anything
+else (and the Triton dK/dV kernel spills 288 bytes per thread there, docs/benchmarks.md). Here a
+program owns 64 key rows of one KV head and its two consumer warpgroups split the work the other
+way (FlashAttention-3's hd256 configuration: the score products split by keys, dK/dV by
+columns):
+
+- scores: warpgroup w computes S and dP for its 32 keys and a block of 64 queries (Q·Kᵀ,
+  dO·Vᵀ, 16 registers each), then P = exp2(S·scale − lse) and dS = P∘(dP − delta), and stores
+  Pᵀ and dSᵀ into its half of two shared [64 keys x 64 queries] tiles;
+- once both halves are there ("full" barrier), it accumulates dV[:, its 128 columns] += Pᵀ·dO
+  and dK[:, its 128 columns] += dSᵀ·Q (64 + 64 registers), reading both tiles from shared memory.
+
+The next block's S and dP are issued before this block's dV and dK products, so a warpgroup's
+exponentials run while its own products do. Tiles and Q/dO slots are two-slot rings; a slot is
+reused once both warpgroups have arrived on its "empty" barrier. The producer warp is
+attention_gluon_backward's (Q, dO, lse and delta per block); dQ comes from the Triton dQ kernel,
+and the result is reproducible run to run (no atomics).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import attention_gluon, attention_gluon_backward
+from .launch import fast
+
+if attention_gluon.available():
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+
+WIDTH = 256
+BLOCK_N = 64  # key rows per program: 32 per consumer warpgroup for the scores
+BLOCK_M = 64  # query rows per block of the inner loop
+MAX_REGISTERS = attention_gluon_backward.MAX_REGISTERS
+
+if attention_gluon.available():
+    _tile = attention_gluon._tile
+
+    @gluon.jit
+    def _issue_scores(q, do, my_k, my_v, s_layout: gl.constexpr):
+        """S = Q·Kᵀ and dP = dO·Vᵀ for this warpgroup's 32 keys, issued, not waited for."""
+        zero = gl.zeros([64, 32], gl.float32, s_layout)
+        scores = warpgroup_mma(q, my_k.permute((1, 0)), zero, use_acc=False, is_async=True)
+        dprobs = warpgroup_mma(do, my_v.permute((1, 0)), zero, use_acc=False, is_async=True)
+        return scores, dprobs
+
+    @gluon.jit
+    def _publish(scores, dprobs, lse_row, delta_row, qk_scale, start_m, my_keys, tiles, slot, phase,
+                 WARPGROUP: gl.constexpr, CAUSAL: gl.constexpr, PENDING: gl.constexpr,
+                 s_layout: gl.constexpr):
+        """P and dS from the issued S and dP (waiting for them, PENDING later products may stay
+        running), stored transposed into this warpgroup's half of the block's shared tiles, then
+        an arrival on the tiles' "full" barrier."""
+        probs_t, dscores_t, full, empty = tiles
+        rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+        scores = warpgroup_mma_wait(PENDING + 1, deps=(scores,))
+        probs = gl.exp2(scores * qk_scale - lse_row.load(rows)[:, None])
+        if CAUSAL:  # query i sees keys up to i (aligned top-left, as the other kernels)
+            queries = start_m + gl.arange(0, 64, layout=rows)
+            keys = my_keys + gl.arange(0, 32, layout=gl.SliceLayout(0, s_layout))
+            probs = gl.where(queries[:, None] >= keys[None, :], probs, 0.0)
+        dprobs = warpgroup_mma_wait(PENDING, deps=(dprobs,))
+        dscores = probs * (dprobs - delta_row.load(rows)[:, None])
+        # The tiles of two blocks ago, read by both warpgroups' products.
+        mbarrier.wait(empty.index(slot), phase ^ 1)
+        dtype: gl.constexpr = probs_t.dtype
+        probs_t.index(slot).slice(WARPGROUP * 32, 32, dim=0).permute((1, 0)).store(probs.to(dtype))
+        dscores_t.index(slot).slice(WARPGROUP * 32, 32, dim=0).permute((1, 0)).store(dscores.to(dtype))
+        fence_async_shared()
+        gl.thread_barrier()  # every lane's stores before the arrival
+        mbarrier.arrive(full.index(slot), count=1)
+
+    @gluon.jit
+    def _issue_products(dk, dv, q, do, tiles, slot, phase, WARPGROUP: gl.constexpr):
+        """dV += Pᵀ·dO and dK += dSᵀ·Q on this warpgroup's 128 columns, once both halves of the
+        block's tiles are there; issued, not waited for."""
+        probs_t, dscores_t, full, empty = tiles
+        mbarrier.wait(full.index(slot), phase)
+        dv = warpgroup_mma(probs_t.index(slot), do.slice(WARPGROUP * 128, 128, dim=1), dv, is_async=True)
+        dk = warpgroup_mma(dscores_t.index(slot), q.slice(WARPGROUP * 128, 128, dim=1), dk, is_async=True)
+        return dk, dv
+
+    @gluon.jit
+    def _wide_consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+                       CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr):
+        q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
+        k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, probs_t, dscores_t = buffers
+        kv_bars, q_full, q_empty, do_full, do_empty, tiles_full, tiles_empty = barriers
+        batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, 32, 16])
+        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                             instr_shape=[16, 128, 16])
+        tiles = (probs_t, dscores_t, tiles_full, tiles_empty)
+        keys = _tile(k_smem, 0, 64, HEAD_DIM)
+        values = _tile(v_smem, 0, 64, HEAD_DIM)
+        my_k = keys.slice(WARPGROUP * 32, 32, dim=0)
+        my_v = values.slice(WARPGROUP * 32, 32, dim=0)
+        my_keys = start_n + WARPGROUP * 32
+        if WARPGROUP == 0:
+            mbarrier.expect(kv_bars.index(0), 2 * k_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(k_desc, [batch, kv_head, start_n, 0], kv_bars.index(0),
+                                            k_smem.index(0))
+            tma.async_copy_global_to_shared(v_desc, [batch, kv_head, start_n, 0], kv_bars.index(0),
+                                            v_smem.index(0))
+        dk = gl.zeros([64, 128], gl.float32, acc_layout)
+        dv = gl.zeros([64, 128], gl.float32, acc_layout)
+        mbarrier.wait(kv_bars.index(0), 0)
+
+        blocks = group * query_blocks
+        if blocks > 0:
+            # Block 0's P and dS; then each step issues block i + 1's scores before block i's
+            # products, and publishes i + 1 while those run.
+            mbarrier.wait(q_full.index(0), 0)
+            mbarrier.wait(do_full.index(0), 0)
+            q = _tile(q_smem, 0, 64, HEAD_DIM)
+            do = _tile(do_smem, 0, 64, HEAD_DIM)
+            scores, dprobs = _issue_scores(q, do, my_k, my_v, s_layout)
+            _publish(scores, dprobs, lse_smem.index(0), delta_smem.index(0), qk_scale,
+                     first_block * 64, my_keys, tiles, 0, 0, WARPGROUP, CAUSAL, 0, s_layout)
+            for i in range(blocks - 1):
+                slot = i % 2
+                phase = (i // 2) & 1
+                following = i + 1
+                next_slot = following % 2
+                next_phase = (following // 2) & 1
+                next_q = _tile(q_smem, next_slot, 64, HEAD_DIM)
+                next_do = _tile(do_smem, next_slot, 64, HEAD_DIM)
+                mbarrier.wait(q_full.index(next_slot), next_phase)
+                mbarrier.wait(do_full.index(next_slot), next_phase)
+                scores, dprobs = _issue_scores(next_q, next_do, my_k, my_v, s_layout)
+                dk, dv = _issue_products(dk, dv, _tile(q_smem, slot, 64, HEAD_DIM),
+                                         _tile(do_smem, slot, 64, HEAD_DIM), tiles, slot, phase, WARPGROUP)
+                start_m = (first_block + following % query_blocks) * 64
+                _publish(scores, dprobs, lse_smem.index(next_slot), delta_smem.index(next_slot), qk_scale,
+                         start_m, my_keys, tiles, next_slot, next_phase, WARPGROUP, CAUSAL, 2, s_layout)
+                dk, dv = warpgroup_mma_wait(0, deps=(dk, dv))
+                mbarrier.arrive(tiles_empty.index(slot), count=1)
+                mbarrier.arrive(q_empty.index(slot), count=1)
+                mbarrier.arrive(do_empty.index(slot), count=1)
+            last = blocks - 1
+            dk, dv = _issue_products(dk, dv, _tile(q_smem, last % 2, 64, HEAD_DIM),
+                                     _tile(do_smem, last % 2, 64, HEAD_DIM), tiles, last % 2, (last // 2) & 1,
+                                     WARPGROUP)
+            dk, dv = warpgroup_mma_wait(0, deps=(dk, dv))
+            mbarrier.arrive(tiles_empty.index(last % 2), count=1)
+            mbarrier.arrive(q_empty.index(last % 2), count=1)
+            mbarrier.arrive(do_empty.index(last % 2), count=1)
+            # Both warpgroups' scores read all of K and V: wait for the other's last products
+            # (its last scores came before them) before K's and V's slots take dK and dV.
+            mbarrier.wait(tiles_empty.index(last % 2), (last // 2) & 1)
+        dtype: gl.constexpr = q_desc.dtype
+        keys.slice(WARPGROUP * 128, 128, dim=1).store((dk * softmax_scale).to(dtype))
+        values.slice(WARPGROUP * 128, 128, dim=1).store(dv.to(dtype))
+        fence_async_shared()
+        gl.thread_barrier()
+        mbarrier.arrive(kv_bars.index(1), count=1)
+        if WARPGROUP == 0:  # one store of the whole rows once both halves are there
+            mbarrier.wait(kv_bars.index(1), 0)
+            tma.async_copy_shared_to_global(dk_desc, [batch, kv_head, start_n, 0], k_smem.index(0))
+            tma.async_copy_shared_to_global(dv_desc, [batch, kv_head, start_n, 0], v_smem.index(0))
+            tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def _wide_second_consumer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
+                              ATOMIC_DQ: gl.constexpr):
+        _wide_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ)
+
+    @gluon.jit
+    def _attention_backward_dkdv_wide_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA,
+                                             seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale,
+                                             softmax_scale, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
+                                             num_warps: gl.constexpr):
+        dtype: gl.constexpr = q_desc.dtype
+        start_n = gl.program_id(0) * 64
+        batch_kv_head = gl.program_id(1)
+        batch = batch_kv_head // num_kv_heads
+        kv_head = batch_kv_head % num_kv_heads
+        if CAUSAL:
+            first_block = start_n // 64  # query blocks above the diagonal see none of these keys
+        else:
+            first_block = 0
+        query_blocks = gl.maximum(gl.cdiv(seq_q, 64) - first_block, 0)
+
+        k_smem = gl.allocate_shared_memory(dtype, [1, 1, 1, 64, HEAD_DIM], k_desc.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [1, 1, 1, 64, HEAD_DIM], v_desc.layout)
+        q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], q_desc.layout)
+        do_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], do_desc.layout)
+        row_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+        lse_smem = gl.allocate_shared_memory(gl.float32, [2, 64], row_layout)
+        delta_smem = gl.allocate_shared_memory(gl.float32, [2, 64], row_layout)
+        # Pᵀ and dSᵀ of a block, [64 keys x 64 queries], rows 32w.. written by warpgroup w.
+        tile_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], dtype)
+        probs_t = gl.allocate_shared_memory(dtype, [2, 64, 64], tile_layout)
+        dscores_t = gl.allocate_shared_memory(dtype, [2, 64, 64], tile_layout)
+        # kv_bars: 0 K and V loaded, 1 both halves of dK and dV in their slots.
+        kv_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        q_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        do_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        do_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        tiles_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        tiles_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(kv_bars.index(0), count=1)
+        mbarrier.init(kv_bars.index(1), count=2)
+        for i in gl.static_range(2):
+            mbarrier.init(q_full.index(i), count=1)
+            mbarrier.init(q_empty.index(i), count=2)  # both consumers
+            mbarrier.init(do_full.index(i), count=1)
+            mbarrier.init(do_empty.index(i), count=2)
+            mbarrier.init(tiles_full.index(i), count=2)  # both halves written
+            mbarrier.init(tiles_empty.index(i), count=2)  # both warpgroups' products done
+
+        # In attention_gluon_backward's order, for its producer (the last two are unused there).
+        descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, LSE)
+        buffers = (k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, probs_t, dscores_t)
+        barriers = (kv_bars, q_full, q_empty, do_full, do_empty, tiles_full, tiles_empty)
+        scalars = (batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale,
+                   softmax_scale)
+        gl.warp_specialize([
+            (_wide_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, False)),
+            (_wide_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, False)),
+            (attention_gluon_backward._dkdv_producer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, False)),
+        ], [4, 1], [240, 24])
+
+
+def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad_out: torch.Tensor) -> bool:
+    """The kernel can run these inputs (the caller has checked they are on an sm90 GPU)."""
+    return (attention_gluon.available() and attention_gluon.kernel_width(q.shape[-1]) == WIDTH
+            and q.dtype == k.dtype == v.dtype == grad_out.dtype
+            and all(attention_gluon.descriptor_ready(tensor) for tensor in (q, k, v, grad_out)))
+
+
+def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
+                  delta: torch.Tensor, causal: bool, softmax_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dk, dv) as attention_gluon_backward.backward_dkdv without dq_sum, at width 256. Inputs
+    pass ``usable``; q's GPU is the current one."""
+    batch, num_heads, seq_q, _ = q.shape
+    num_kv_heads, seq_k = k.shape[1], k.shape[2]
+    dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+    dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+    descriptor = attention_gluon._descriptor
+    grid = (-(-seq_k // BLOCK_N), batch * num_kv_heads)
+    fast(_attention_backward_dkdv_wide_kernel)[grid](
+        descriptor(q, BLOCK_M, WIDTH), descriptor(k, BLOCK_N, WIDTH), descriptor(v, BLOCK_N, WIDTH),
+        descriptor(grad_out, BLOCK_M, WIDTH), descriptor(dk, BLOCK_N, WIDTH), descriptor(dv, BLOCK_N, WIDTH),
+        lse, delta, seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads,
+        softmax_scale * attention_gluon.LOG2_E, softmax_scale, HEAD_DIM=WIDTH, CAUSAL=causal, num_warps=4,
+        maxnreg=MAX_REGISTERS)
+    return dk, dv
+
+
+def compile_sm90(causal: bool, dtype: torch.dtype = torch.bfloat16):
+    """The kernel compiled for sm90 without a GPU, as attention_gluon.compile_sm90."""
+    name = "bf16" if dtype == torch.bfloat16 else "fp16"
+    block = f"tensordesc<{name}[1, 1, 64, {WIDTH}], {attention_gluon._shared_layout(64, WIDTH, dtype)!r}>"
+    signature = {"q_desc": block, "k_desc": block, "v_desc": block, "do_desc": block, "dk_desc": block,
+                 "dv_desc": block, "LSE": "*fp32", "DELTA": "*fp32", "seq_q": "i32", "seq_k": "i32",
+                 "num_heads": "i32", "num_kv_heads": "i32", "group": "i32", "qk_scale": "fp32",
+                 "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "num_warps": "constexpr"}
+    constexprs = {"HEAD_DIM": WIDTH, "CAUSAL": causal, "num_warps": 4}
+    return attention_gluon.compile_for_sm90(_attention_backward_dkdv_wide_kernel, signature, constexprs,
+                                            MAX_REGISTERS)
+
+
+__all__ = ["usable", "backward_dkdv", "compile_sm90", "WIDTH"]
