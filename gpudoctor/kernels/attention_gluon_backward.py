@@ -388,10 +388,15 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     (both float32, (batch * heads, seq_q)). With ``dq_sum`` (``dq_sum_buffer``) the kernel also
     adds each block's share of dQ into it by TMA reduce-adds: five matrix products per block
     instead of the seven that a separate dQ kernel makes it, in an order that varies from run to
-    run. Inputs pass ``usable``; q's GPU is the current one."""
+    run (only where ``sums_dq``). Width 256 runs attention_gluon_backward_wide's kernel. Inputs
+    pass ``usable``; q's GPU is the current one."""
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     width = attention_gluon.kernel_width(head_dim)
+    if width not in WIDTHS:
+        if dq_sum is not None:
+            raise ValueError(f"dQ is not summed at head_dim {head_dim} (sums_dq)")
+        return attention_gluon_backward_wide.backward_dkdv(grad_out, q, k, v, lse, delta, causal, softmax_scale)
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     descriptor = attention_gluon._descriptor

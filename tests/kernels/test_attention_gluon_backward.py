@@ -145,6 +145,16 @@ def test_usable_inputs():
     assert not attention_gluon_backward.usable(q, q, q, q.transpose(-1, -2))
 
 
+def test_dq_is_summed_only_at_the_widths_of_the_summing_kernel(monkeypatch):
+    """The wide kernel (width 256) does not sum dQ: sums_dq says so, and the routing never asks."""
+    monkeypatch.setattr(attention_gluon_backward, "SUMS_DQ", True)
+    assert [attention_gluon_backward.sums_dq(d) for d in (32, 40, 64, 96, 128, 136, 256)] == [True] * 5 + [False] * 2
+    wide = torch.zeros(1, 2, 64, 256, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="not summed"):
+        attention_gluon_backward.backward_dkdv(wide, wide, wide, wide, None, None, True, 1.0,
+                                               dq_sum=torch.zeros(128, 256))
+
+
 def test_not_taken_where_it_cannot_run(monkeypatch):
     """A config asking for it on inputs it cannot run (here: the CPU interpreter) runs the Triton
     kernels, with right gradients."""
