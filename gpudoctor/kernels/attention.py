@@ -1196,9 +1196,11 @@ GLUON_FORWARD_HEAD_DIMS = (96,)
 # backward alone s4096 hd128 causal 3.760 / 3.518, not causal 6.750 / 6.237, GQA 4:1 3.768 /
 # 3.471, hd112 not causal 6.683 / 6.139; s2048 hd128 causal 1.093 / 0.992. Not in the other
 # buckets: hd96 3.067 / 3.123, hd80 2.735 / 2.822 (the kernel computes them at width 128, the
-# Triton one as 64 + 32 and 64 + 16), hd64 2.144 / 2.142. hd256 does not fit
-# (attention_gluon_backward.WIDTHS).
-GLUON_BACKWARD_BUCKETS = (128,)
+# Triton one as 64 + 32 and 64 + 16), hd64 2.144 / 2.142. hd256 (head_dim 136-256) runs
+# attention_gluon_backward_wide's kernel (twelfth session, same probe and batch): backward alone
+# s4096 causal 10.854 / 8.701, not causal 20.735 / 16.360, GQA 4:1 10.781 / 8.459, s2048 3.074 /
+# 2.488, s16k (b1 h16) 20.421 / 16.960 (and s1024 0.939 / 0.770, below GLUON_MIN_SEQ).
+GLUON_BACKWARD_BUCKETS = (128, 256)
 # sm90, deterministic=False: the Gluon kernel summing dQ in float32 (gluon_atomic_dq) from
 # GLUON_MIN_SEQ keys at these head dims. Measured on the H200 (docs/benchmarks.md, eleventh
 # session; bench/attention_gluon_backward_probe.py --alternate 3, b4 h32 s4096 bf16 causal unless

@@ -117,7 +117,8 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     assert not select_config((9, 0), 128, 1024).gluon_backward  # measured slower end to end
     assert not select_config((9, 0), 96, 4096).gluon_backward  # measured slower than the split kernels
     assert not select_config((9, 0), 64, 4096).gluon_backward
-    assert not select_config((9, 0), 256, 4096).gluon_backward  # does not fit
+    assert select_config((9, 0), 256, 4096).gluon_backward  # attention_gluon_backward_wide
+    assert select_config((9, 0), 136, 2048).gluon_backward  # the 256 bucket
     assert not select_config((8, 0), 128, 4096).gluon_backward
     assert not select_config(None, 128, 4096).gluon_backward
 
@@ -268,10 +269,12 @@ def test_gpu_strided_layout_read_in_place():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [128, 256])
 @pytest.mark.parametrize("deterministic", [True, False], ids=["deterministic", "summing-dq"])
-def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch, deterministic):
+def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch, deterministic, head_dim):
     """The shipped config at GLUON_MIN_SEQ keys: the kernel with dQ from the Triton dQ kernel
-    (deterministic=True) or summing it (the default, deterministic=False)."""
+    (deterministic=True) or summing it (the default, deterministic=False; not at width 256, whose
+    kernel does not sum dQ)."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     calls = []
@@ -279,10 +282,11 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch, d
     monkeypatch.setattr(attention_gluon_backward, "backward_dkdv",
                         lambda *args: calls.append(args[8] is not None) or original(*args))
     seq = attention_module.GLUON_MIN_SEQ
-    q, k, v = (t.requires_grad_() for t in gpu_inputs(2, 4, 4, seq, seq, 128, torch.bfloat16, 11))
+    q, k, v = (t.requires_grad_() for t in gpu_inputs(2, 4, 4, seq, seq, head_dim, torch.bfloat16, 11))
     grad = torch.randn_like(q)
     flash_attention(q, k, v, causal=True, deterministic=deterministic).backward(grad)
-    assert calls == [not deterministic], f"flash_attention's Gluon backward calls at seq {seq}: {calls}"
+    summed = not deterministic and attention_gluon_backward.sums_dq(head_dim)
+    assert calls == [summed], f"flash_attention's Gluon backward calls at seq {seq}: {calls}"
     refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
     reference_attention(*refs, causal=True, dtype=torch.float32).backward(grad.float())
     for ours, theirs in zip((q.grad, k.grad, v.grad), (t.grad for t in refs)):
