@@ -70,9 +70,9 @@ CONSUMER_ROWS = 64
 BLOCK_M = 64  # query rows per block of the inner loop
 # Widths (head_dim rounded up to a power of two) this kernel compiles at without spills: dK and
 # dV of 64 key rows at 256 would take all of a warpgroup's registers, so backward_dkdv hands width
-# 256 to attention_gluon_backward_wide (which does not sum dQ).
+# 256 to attention_gluon_backward_wide. Both sum dQ at every width.
 WIDTHS = (32, 64, 128)
-SUMMING_WIDTHS = WIDTHS
+SUMMING_WIDTHS = WIDTHS + (256,)
 # As attention_gluon: 12 warps x 32 x 168 fit the SM's 64 K registers; setmaxnreg then moves them
 # to the consumers (CONSUMER_REGISTERS) from the producer (24).
 MAX_REGISTERS = 168
@@ -239,7 +239,7 @@ if attention_gluon.available():
 
     @gluon.jit
     def _dkdv_producer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
-                       ATOMIC_DQ: gl.constexpr):
+                       ATOMIC_DQ: gl.constexpr, DO_STAGES: gl.constexpr):
         q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem = buffers
         kv_bars, q_full, q_empty, do_full, do_empty, ds_full, ds_empty = barriers
@@ -266,12 +266,15 @@ if attention_gluon.available():
             mbarrier.expect(q_full.index(slot), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [batch, head, start_m, 0], q_full.index(slot),
                                             q_smem.index(slot))
-            mbarrier.wait(do_empty.index(slot), phase)
+            # dO's ring may have one slot (the wide kernel summing dQ); delta keeps two, as lse: a
+            # block's delta is written once its dO slot is free, after the block two back is done.
+            do_slot = i % DO_STAGES
+            mbarrier.wait(do_empty.index(do_slot), ((i // DO_STAGES) & 1) ^ 1)
             delta_smem.index(slot).store(delta)
             gl.thread_barrier()
-            mbarrier.expect(do_full.index(slot), do_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(do_desc, [batch, head, start_m, 0], do_full.index(slot),
-                                            do_smem.index(slot))
+            mbarrier.expect(do_full.index(do_slot), do_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(do_desc, [batch, head, start_m, 0], do_full.index(do_slot),
+                                            do_smem.index(do_slot))
 
     @gluon.jit
     def _attention_backward_dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc,
@@ -336,7 +339,7 @@ if attention_gluon.available():
         gl.warp_specialize([
             (_dkdv_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
             (_dkdv_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
-            (_dkdv_producer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
+            (_dkdv_producer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, 2)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (CONSUMER_REGISTERS)
 
 
@@ -388,15 +391,14 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     (both float32, (batch * heads, seq_q)). With ``dq_sum`` (``dq_sum_buffer``) the kernel also
     adds each block's share of dQ into it by TMA reduce-adds: five matrix products per block
     instead of the seven that a separate dQ kernel makes it, in an order that varies from run to
-    run (only where ``sums_dq``). Width 256 runs attention_gluon_backward_wide's kernel. Inputs
+    run. Width 256 runs attention_gluon_backward_wide's kernel. Inputs
     pass ``usable``; q's GPU is the current one."""
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     width = attention_gluon.kernel_width(head_dim)
     if width not in WIDTHS:
-        if dq_sum is not None:
-            raise ValueError(f"dQ is not summed at head_dim {head_dim} (sums_dq)")
-        return attention_gluon_backward_wide.backward_dkdv(grad_out, q, k, v, lse, delta, causal, softmax_scale)
+        return attention_gluon_backward_wide.backward_dkdv(grad_out, q, k, v, lse, delta, causal, softmax_scale,
+                                                           dq_sum)
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     descriptor = attention_gluon._descriptor
@@ -416,9 +418,7 @@ def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch
     """The kernel backward_dkdv runs at this width compiled for sm90 without a GPU, as
     attention_gluon.compile_sm90."""
     if width not in WIDTHS:
-        if atomic_dq:
-            raise ValueError(f"dQ is not summed at width {width}")
-        return attention_gluon_backward_wide.compile_sm90(causal, dtype)
+        return attention_gluon_backward_wide.compile_sm90(causal, atomic_dq, dtype)
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
     block = f"tensordesc<{name}[1, 1, 64, {width}], {attention_gluon._shared_layout(64, width, dtype)!r}>"
     signature = {"q_desc": block, "k_desc": block, "v_desc": block, "do_desc": block, "dk_desc": block,

@@ -23,6 +23,8 @@ and the result is reproducible run to run (no atomics).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from . import attention_gluon, attention_gluon_backward
@@ -38,6 +40,7 @@ if attention_gluon.available():
         warpgroup_mma,
         warpgroup_mma_wait,
     )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 WIDTH = 256
 BLOCK_N = 64  # key rows per program: 32 per consumer warpgroup for the scores
@@ -92,10 +95,96 @@ if attention_gluon.available():
         return dk, dv
 
     @gluon.jit
+    def _reduce_dq(chunk, dq_parts, column):
+        """One [64 queries x 64 columns] float32 chunk of dQ added into dQ's sums by a TMA
+        reduce-add, through this warpgroup's staging tile once its previous reduce has read it."""
+        dq_smem, dq_desc, dq_row, softmax_scale = dq_parts
+        tma.store_wait(pendings=0)
+        gl.thread_barrier()
+        dq_smem.store(chunk * softmax_scale)
+        fence_async_shared()
+        gl.thread_barrier()
+        attention_gluon_backward._tma_reduce_add(dq_desc, [dq_row, column], dq_smem)
+
+    @gluon.jit
+    def _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP: gl.constexpr):
+        """What _reduce_dq needs for block i: the staging tile, the descriptor, the block's first
+        row in dQ's (batch * heads * seq_q, head_dim) sums, the scale."""
+        batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
+        head = kv_head * group + i // query_blocks
+        start_m = (first_block + i % query_blocks) * 64
+        return dq_smem.index(WARPGROUP), dq_desc, (batch * num_heads + head) * seq_q + start_m, softmax_scale
+
+    @gluon.jit
+    def _summing_step(dk, dv, i, next_start_m, my_k, my_v, keys, q_smem, do_smem, lse_smem, delta_smem, tiles,
+                      barriers, dq_parts, qk_scale, my_keys, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+                      CAUSAL: gl.constexpr, HAS_NEXT: gl.constexpr, s_layout: gl.constexpr):
+        """Block i's dV, dK and this warpgroup's half of its dQ columns (two 64-column chunks,
+        each added by a TMA reduce-add), and with HAS_NEXT block i + 1's P and dS published.
+        dO has one slot here (shared memory holds the dQ staging instead), so dV's product goes
+        first and its slot is handed back as soon as that is done: the next dO then loads while
+        the next S, dK and dQ's products run."""
+        probs_t, dscores_t, tiles_full, tiles_empty = tiles
+        kv_bars, q_full, q_empty, do_full, do_empty, _, _ = barriers
+        slot = i % 2
+        phase = (i // 2) & 1
+        q = _tile(q_smem, slot, 64, HEAD_DIM)
+        do = _tile(do_smem, 0, 64, HEAD_DIM)
+        chunk_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                               instr_shape=[16, 64, 16])
+        zero_chunk = gl.zeros([64, 64], gl.float32, chunk_layout)
+        mbarrier.wait(tiles_full.index(slot), phase)
+        dv = warpgroup_mma(probs_t.index(slot), do.slice(WARPGROUP * 128, 128, dim=1), dv, is_async=True)
+        if HAS_NEXT:
+            next_slot = (i + 1) % 2
+            next_phase = ((i + 1) // 2) & 1
+            mbarrier.wait(q_full.index(next_slot), next_phase)
+            scores = warpgroup_mma(_tile(q_smem, next_slot, 64, HEAD_DIM), my_k.permute((1, 0)),
+                                   gl.zeros([64, 32], gl.float32, s_layout), use_acc=False, is_async=True)
+        dk = warpgroup_mma(dscores_t.index(slot), q.slice(WARPGROUP * 128, 128, dim=1), dk, is_async=True)
+        dscores = dscores_t.index(slot).permute((1, 0))
+        first = warpgroup_mma(dscores, keys.slice(WARPGROUP * 128, 64, dim=1), zero_chunk, use_acc=False,
+                              is_async=True)
+        dv = warpgroup_mma_wait(3 if HAS_NEXT else 2, deps=(dv,))
+        mbarrier.arrive(do_empty.index(0), count=1)
+        rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+        if HAS_NEXT:
+            scores = warpgroup_mma_wait(2, deps=(scores,))
+            probs = gl.exp2(scores * qk_scale - lse_smem.index(next_slot).load(rows)[:, None])
+            if CAUSAL:
+                queries = next_start_m + gl.arange(0, 64, layout=rows)
+                key_ids = my_keys + gl.arange(0, 32, layout=gl.SliceLayout(0, s_layout))
+                probs = gl.where(queries[:, None] >= key_ids[None, :], probs, 0.0)
+        dk, first = warpgroup_mma_wait(0, deps=(dk, first))
+        _reduce_dq(first, dq_parts, WARPGROUP * 128)
+        second = warpgroup_mma(dscores, keys.slice(WARPGROUP * 128 + 64, 64, dim=1), zero_chunk, use_acc=False,
+                               is_async=True)
+        second = warpgroup_mma_wait(0, deps=(second,))
+        mbarrier.arrive(tiles_empty.index(slot), count=1)
+        mbarrier.arrive(q_empty.index(slot), count=1)
+        _reduce_dq(second, dq_parts, WARPGROUP * 128 + 64)
+        if HAS_NEXT:
+            mbarrier.wait(do_full.index(0), (i + 1) & 1)
+            dprobs = warpgroup_mma(do, my_v.permute((1, 0)), gl.zeros([64, 32], gl.float32, s_layout),
+                                   use_acc=False, is_async=True)
+            dprobs = warpgroup_mma_wait(0, deps=(dprobs,))
+            dscores_next = probs * (dprobs - delta_smem.index(next_slot).load(rows)[:, None])
+            mbarrier.wait(tiles_empty.index(next_slot), next_phase ^ 1)
+            dtype: gl.constexpr = probs_t.dtype
+            probs_t.index(next_slot).slice(WARPGROUP * 32, 32, dim=0).permute((1, 0)).store(probs.to(dtype))
+            dscores_t.index(next_slot).slice(WARPGROUP * 32, 32, dim=0).permute((1, 0)).store(
+                dscores_next.to(dtype))
+            fence_async_shared()
+            gl.thread_barrier()
+            mbarrier.arrive(tiles_full.index(next_slot), count=1)
+        return dk, dv
+
+    @gluon.jit
     def _wide_consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                        CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr):
         q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
-        k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, probs_t, dscores_t = buffers
+        k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, tile_pair, dq_smem = buffers
+        probs_t, dscores_t = tile_pair
         kv_bars, q_full, q_empty, do_full, do_empty, tiles_full, tiles_empty = barriers
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -129,6 +218,19 @@ if attention_gluon.available():
             scores, dprobs = _issue_scores(q, do, my_k, my_v, s_layout)
             _publish(scores, dprobs, lse_smem.index(0), delta_smem.index(0), qk_scale,
                      first_block * 64, my_keys, tiles, 0, 0, WARPGROUP, CAUSAL, 0, s_layout)
+        if ATOMIC_DQ and blocks > 0:
+            for i in range(blocks - 1):
+                following = i + 1
+                dk, dv = _summing_step(dk, dv, i, (first_block + following % query_blocks) * 64, my_k, my_v, keys,
+                                       q_smem, do_smem, lse_smem, delta_smem, tiles, barriers,
+                                       _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP), qk_scale, my_keys,
+                                       WARPGROUP, HEAD_DIM, CAUSAL, True, s_layout)
+            last = blocks - 1
+            dk, dv = _summing_step(dk, dv, last, 0, my_k, my_v, keys, q_smem, do_smem, lse_smem, delta_smem, tiles,
+                                   barriers, _dq_parts(last, dq_smem, dq_desc, scalars, WARPGROUP), qk_scale,
+                                   my_keys, WARPGROUP, HEAD_DIM, CAUSAL, False, s_layout)
+            mbarrier.wait(tiles_empty.index(last % 2), (last // 2) & 1)  # as below
+        elif blocks > 0:
             for i in range(blocks - 1):
                 slot = i % 2
                 phase = (i // 2) & 1
@@ -171,6 +273,8 @@ if attention_gluon.available():
             tma.async_copy_shared_to_global(dk_desc, [batch, kv_head, start_n, 0], k_smem.index(0))
             tma.async_copy_shared_to_global(dv_desc, [batch, kv_head, start_n, 0], v_smem.index(0))
             tma.store_wait(pendings=0)
+        if ATOMIC_DQ:
+            tma.store_wait(pendings=0)  # this warpgroup's last dQ reduce-add has left
 
     @gluon.jit
     def _wide_second_consumer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
@@ -179,9 +283,9 @@ if attention_gluon.available():
 
     @gluon.jit
     def _attention_backward_dkdv_wide_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA,
-                                             seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale,
+                                             dq_desc, seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale,
                                              softmax_scale, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
-                                             num_warps: gl.constexpr):
+                                             ATOMIC_DQ: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         start_n = gl.program_id(0) * 64
         batch_kv_head = gl.program_id(1)
@@ -196,10 +300,17 @@ if attention_gluon.available():
         k_smem = gl.allocate_shared_memory(dtype, [1, 1, 1, 64, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [1, 1, 1, 64, HEAD_DIM], v_desc.layout)
         q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], q_desc.layout)
-        do_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], do_desc.layout)
         row_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
         lse_smem = gl.allocate_shared_memory(gl.float32, [2, 64], row_layout)
         delta_smem = gl.allocate_shared_memory(gl.float32, [2, 64], row_layout)
+        # Summing dQ, dO has one slot: its second one's 32 KB hold the warpgroups' float32 dQ
+        # staging tiles instead (sm90's 227 KB are full otherwise).
+        DO_STAGES: gl.constexpr = 1 if ATOMIC_DQ else 2
+        do_smem = gl.allocate_shared_memory(dtype, [DO_STAGES, 1, 1, 64, HEAD_DIM], do_desc.layout)
+        if ATOMIC_DQ:
+            dq_smem = gl.allocate_shared_memory(gl.float32, [2, 64, 64], dq_desc.layout)
+        else:  # never touched
+            dq_smem = lse_smem
         # Pᵀ and dSᵀ of a block, [64 keys x 64 queries], rows 32w.. written by warpgroup w.
         tile_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], dtype)
         probs_t = gl.allocate_shared_memory(dtype, [2, 64, 64], tile_layout)
@@ -222,16 +333,17 @@ if attention_gluon.available():
             mbarrier.init(tiles_full.index(i), count=2)  # both halves written
             mbarrier.init(tiles_empty.index(i), count=2)  # both warpgroups' products done
 
-        # In attention_gluon_backward's order, for its producer (the last two are unused there).
-        descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, LSE)
-        buffers = (k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, probs_t, dscores_t)
+        # In attention_gluon_backward's order, for its producer (which uses the rings only).
+        descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc)
+        buffers = (k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, (probs_t, dscores_t), dq_smem)
         barriers = (kv_bars, q_full, q_empty, do_full, do_empty, tiles_full, tiles_empty)
         scalars = (batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale,
                    softmax_scale)
         gl.warp_specialize([
-            (_wide_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, False)),
-            (_wide_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, False)),
-            (attention_gluon_backward._dkdv_producer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, False)),
+            (_wide_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
+            (_wide_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
+            (attention_gluon_backward._dkdv_producer,
+             (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, DO_STAGES)),
         ], [4, 1], [240, 24])
 
 
@@ -242,34 +354,47 @@ def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad_out: torch.Te
             and all(attention_gluon.descriptor_ready(tensor) for tensor in (q, k, v, grad_out)))
 
 
+@functools.lru_cache(maxsize=None)
+def _dq_layout():
+    return gl.NVMMASharedLayout.get_default_for([64, 64], gl.float32)
+
+
 def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
-                  delta: torch.Tensor, causal: bool, softmax_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dk, dv) as attention_gluon_backward.backward_dkdv without dq_sum, at width 256. Inputs
-    pass ``usable``; q's GPU is the current one."""
+                  delta: torch.Tensor, causal: bool, softmax_scale: float,
+                  dq_sum: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dk, dv) as attention_gluon_backward.backward_dkdv, at width 256; with ``dq_sum``
+    (attention_gluon_backward.dq_sum_buffer) dQ is also added into it by TMA reduce-adds, in an
+    order that varies from run to run. Inputs pass ``usable``; q's GPU is the current one."""
     batch, num_heads, seq_q, _ = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     descriptor = attention_gluon._descriptor
+    # Rows of (batch * heads * seq_q, head_dim), as attention_gluon_backward's: a block past a
+    # head's seq_q adds zeros to the next head's rows, columns past head_dim are clipped.
+    sums = attention_gluon_backward._placeholder(q.device, 128) if dq_sum is None else dq_sum
+    dq_desc = TensorDescriptor(sums, list(sums.shape), list(sums.stride()), [64, 64], _dq_layout())
     grid = (-(-seq_k // BLOCK_N), batch * num_kv_heads)
     fast(_attention_backward_dkdv_wide_kernel)[grid](
         descriptor(q, BLOCK_M, WIDTH), descriptor(k, BLOCK_N, WIDTH), descriptor(v, BLOCK_N, WIDTH),
         descriptor(grad_out, BLOCK_M, WIDTH), descriptor(dk, BLOCK_N, WIDTH), descriptor(dv, BLOCK_N, WIDTH),
-        lse, delta, seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads,
-        softmax_scale * attention_gluon.LOG2_E, softmax_scale, HEAD_DIM=WIDTH, CAUSAL=causal, num_warps=4,
-        maxnreg=MAX_REGISTERS)
+        lse, delta, dq_desc, seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads,
+        softmax_scale * attention_gluon.LOG2_E, softmax_scale, HEAD_DIM=WIDTH, CAUSAL=causal,
+        ATOMIC_DQ=dq_sum is not None, num_warps=4, maxnreg=MAX_REGISTERS)
     return dk, dv
 
 
-def compile_sm90(causal: bool, dtype: torch.dtype = torch.bfloat16):
+def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16):
     """The kernel compiled for sm90 without a GPU, as attention_gluon.compile_sm90."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
     block = f"tensordesc<{name}[1, 1, 64, {WIDTH}], {attention_gluon._shared_layout(64, WIDTH, dtype)!r}>"
     signature = {"q_desc": block, "k_desc": block, "v_desc": block, "do_desc": block, "dk_desc": block,
-                 "dv_desc": block, "LSE": "*fp32", "DELTA": "*fp32", "seq_q": "i32", "seq_k": "i32",
+                 "dv_desc": block, "LSE": "*fp32", "DELTA": "*fp32",
+                 "dq_desc": f"tensordesc<fp32[64, 64], {_dq_layout()!r}>", "seq_q": "i32", "seq_k": "i32",
                  "num_heads": "i32", "num_kv_heads": "i32", "group": "i32", "qk_scale": "fp32",
-                 "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "num_warps": "constexpr"}
-    constexprs = {"HEAD_DIM": WIDTH, "CAUSAL": causal, "num_warps": 4}
+                 "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "ATOMIC_DQ": "constexpr",
+                 "num_warps": "constexpr"}
+    constexprs = {"HEAD_DIM": WIDTH, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "num_warps": 4}
     return attention_gluon.compile_for_sm90(_attention_backward_dkdv_wide_kernel, signature, constexprs,
                                             MAX_REGISTERS)
 

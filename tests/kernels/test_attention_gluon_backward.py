@@ -58,7 +58,7 @@ COMPILE_CASES = [(width, causal, False) for width in attention_gluon_backward.WI
 ATOMIC_CASES = [(width, causal, True) for width in attention_gluon_backward.WIDTHS for causal in (True, False)]
 
 # Width 256: attention_gluon_backward_wide's kernel (backward_dkdv hands it that width).
-WIDE_CASES = [(256, causal, False) for causal in (True, False)]
+WIDE_CASES = [(256, causal, atomic_dq) for causal in (True, False) for atomic_dq in (False, True)]
 
 @pytest.fixture(scope="module")
 def compiled_sm90():
@@ -144,16 +144,6 @@ def test_usable_inputs():
     assert not attention_gluon_backward.usable(*[torch.zeros(1, 4, 64, 264, dtype=torch.bfloat16)] * 4)
     assert not attention_gluon_backward.usable(q, q, q, q.half())
     assert not attention_gluon_backward.usable(q, q, q, q.transpose(-1, -2))
-
-
-def test_dq_is_summed_only_at_the_widths_of_the_summing_kernel(monkeypatch):
-    """The wide kernel (width 256) does not sum dQ: sums_dq says so, and the routing never asks."""
-    monkeypatch.setattr(attention_gluon_backward, "SUMS_DQ", True)
-    assert [attention_gluon_backward.sums_dq(d) for d in (32, 40, 64, 96, 128, 136, 256)] == [True] * 5 + [False] * 2
-    wide = torch.zeros(1, 2, 64, 256, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="not summed"):
-        attention_gluon_backward.backward_dkdv(wide, wide, wide, wide, None, None, True, 1.0,
-                                               dq_sum=torch.zeros(128, 256))
 
 
 def test_not_taken_where_it_cannot_run(monkeypatch):
@@ -284,8 +274,8 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch, d
     seq = attention_module.GLUON_MIN_SEQ
     q, k, v = (t.requires_grad_() for t in gpu_inputs(2, 4, 4, seq, seq, head_dim, torch.bfloat16, 11))
     grad = torch.randn_like(q)
+    summed = not deterministic and attention_module.config_for(q, k).gluon_atomic_dq
     flash_attention(q, k, v, causal=True, deterministic=deterministic).backward(grad)
-    summed = not deterministic and attention_gluon_backward.sums_dq(head_dim)
     assert calls == [summed], f"flash_attention's Gluon backward calls at seq {seq}: {calls}"
     refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
     reference_attention(*refs, causal=True, dtype=torch.float32).backward(grad.float())
@@ -298,7 +288,8 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch, d
 @pytest.mark.parametrize("head_dim, causal, kv_heads, seq", [(128, True, 2, 777), (128, False, 4, 1024),
                                                                (64, True, 1, 1000), (112, False, 2, 1100),
                                                                (40, True, 4, 300), (80, False, 1, 640),
-                                                               (96, True, 4, 64)])
+                                                               (96, True, 4, 64), (256, True, 2, 777),
+                                                               (192, False, 1, 1000), (256, True, 4, 64)])
 def test_gpu_summed_dq_matches_float32_reference(head_dim, causal, kv_heads, seq, monkeypatch):
     """dQ summed in the kernel by TMA reduce-adds (gluon_atomic_dq), through flash_attention with
     deterministic=False, against float32 and, element by element, the deterministic Triton dQ (a
