@@ -19,9 +19,10 @@ program (dK/dV of a shared KV head sum their query heads inside one program), so
 ``deterministic=False`` (flash_attention's default, as FlashAttention's) a config may trade that for
 two fewer matrix products per block pair by summing dQ in float32 inside the dK/dV kernel: the
 Triton kernel's ``atomic_dq`` is off everywhere (measured slower); the Gluon kernel's
-``gluon_atomic_dq`` is on for Hopper from GLUON_MIN_SEQ keys at GLUON_SUMMED_DQ_HEAD_DIMS, so
-there dQ's last bits vary from run to run. (The training pass's shapes are below GLUON_MIN_SEQ:
-its eager and compiled paths run the same kernels.)
+``gluon_atomic_dq`` is on for Hopper from GLUON_MIN_SEQ keys at GLUON_SUMMED_DQ_HEAD_DIMS (and
+from GLUON_WIDE_MIN_SEQ in GLUON_SUMMED_DQ_BUCKETS), so there dQ's last bits vary from run to
+run. (The training pass's shapes are below both: its eager and compiled paths run the same
+kernels.)
 
 Head dims that are a power of two plus a smaller power of two of at least 16 are computed as a
 "main" slice plus a "tail" slice (80 = 64 + 16, 96 = 64 + 32) instead of padding to the next
@@ -1213,6 +1214,12 @@ GLUON_BACKWARD_BUCKETS = (128, 256)
 # 3.795 / 3.848 (the kernel computes it at width 128, the Triton one as 64 + 16); hd72 and hd88
 # unmeasured, hd32 (width 32) too; hd256 does not fit.
 GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 96, 104, 112, 120, 128)
+# And the whole 256 bucket (head_dim 136-256), where attention_gluon_backward_wide sums it (twelfth
+# session, same probe without alternation, b4 h32 s4096 causal unless said, backward alone ms,
+# Gluon dK/dV with the Triton dQ / summing dQ): 8.671 / 8.098, not causal 16.596 / 14.974, GQA
+# 4:1 8.430 / 8.182, s2048 2.463 / 2.266, s1024 0.763 / 0.707, s1024 not causal 1.231 / 1.118,
+# s16k (b1 h16) 16.918 / 14.808. Measured at 256 only; 160 and 192 checked for correctness.
+GLUON_SUMMED_DQ_BUCKETS = (256,)
 # Both Gluon kernels from this many keys. Forward+backward through flash_attention, hd128 causal
 # b4 h32, five rounds taking turns (ms, Triton only / Gluon forward / Gluon forward and dK/dV):
 # s1024 0.554-0.619 / 0.597-0.852 / 0.832-1.049: slower with either, though each kernel alone is
@@ -1220,6 +1227,10 @@ GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 96, 104, 112, 120, 128)
 # against 33); s2048 1.570-1.738 / 1.538-1.598 / 1.426-1.513; s4096 5.134-5.300 / 4.998-5.162 /
 # 4.788-5.095; s16k (b1 h16) 8.951-9.150 / 8.761-8.769 / 8.299-8.634.
 GLUON_MIN_SEQ = 2048
+# But the backward of the 256 bucket from this many keys (GLUON_BACKWARD_BUCKETS' and
+# GLUON_SUMMED_DQ_BUCKETS' measurements at s1024 above; at 512 keys the one-launch Triton
+# backward runs at b4 h32, and nothing smaller was measured).
+GLUON_WIDE_MIN_SEQ = 1024
 
 
 def select_config(capability: tuple[int, int] | None, head_dim: int,
@@ -1230,7 +1241,7 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
     return _select_config(capability, head_dim, seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ,
                           scores is not None and scores <= FUSED_BACKWARD_MAX_SCORES
                           and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ,
-                          seq_k is None or seq_k >= GLUON_MIN_SEQ)
+                          seq_k is None or seq_k >= GLUON_MIN_SEQ, seq_k is None or seq_k >= GLUON_WIDE_MIN_SEQ)
 
 
 _OF_Q = object()  # config_for's default capability: q's GPU's
@@ -1246,7 +1257,7 @@ def config_for(q: torch.Tensor, k: torch.Tensor, capability=_OF_Q) -> AttentionC
 
 @functools.lru_cache(maxsize=None)
 def _select_config(capability, head_dim: int, long_sequence: bool, small_call: bool = False,
-                   gluon_sequence: bool = False) -> AttentionConfig:
+                   gluon_sequence: bool = False, wide_sequence: bool = False) -> AttentionConfig:
     # Remembered: asked on every call (configs are frozen, so sharing them is safe).
     if capability is None:
         return _INTERPRETER_CONFIG
@@ -1261,9 +1272,11 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
     if family == "sm90" and gluon_sequence:
         if bucket in GLUON_FORWARD_BUCKETS or head_dim in GLUON_FORWARD_HEAD_DIMS:
             config = dataclasses.replace(config, gluon_forward=True)
+    # The 256 bucket's backward from GLUON_WIDE_MIN_SEQ keys, the others' from GLUON_MIN_SEQ.
+    if family == "sm90" and (wide_sequence if bucket == 256 else gluon_sequence):
         if bucket in GLUON_BACKWARD_BUCKETS:
             config = dataclasses.replace(config, gluon_backward=True)
-        if head_dim in GLUON_SUMMED_DQ_HEAD_DIMS:
+        if head_dim in GLUON_SUMMED_DQ_HEAD_DIMS or bucket in GLUON_SUMMED_DQ_BUCKETS:
             config = dataclasses.replace(config, gluon_atomic_dq=True)
     return config
 
@@ -1779,10 +1792,10 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     own programs, in its own kernel or beside dK/dV's in one, and dK/dV sum their query heads
     inside one program), so it is bitwise reproducible. False (the default): where the
     configuration says so, dQ is summed in float32 by atomic adds inside the dK/dV kernel
-    (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64 and 96-128, the Gluon kernel's
-    TMA reduce-adds: ``gluon_atomic_dq``), which saves two of the backward's seven matrix
-    products per block pair; its last bits then vary from run to run. ``config`` overrides the
-    per-architecture tiles (benchmarks and tuning only).
+    (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64 and 96-128 and from 1024 keys at
+    136-256, the Gluon kernels' TMA reduce-adds: ``gluon_atomic_dq``), which saves two of the
+    backward's seven matrix products per block pair; its last bits then vary from run to run.
+    ``config`` overrides the per-architecture tiles (benchmarks and tuning only).
     """
     validate_inputs(q, k, v, causal, softmax_scale)
     head_dim = q.shape[-1]
