@@ -78,6 +78,12 @@ SHAPES = (
     ("hd256-c-s512", 4, 32, 32, 512, 256, True),
     ("hd256-nc-s1024", 4, 32, 32, 1024, 256, False),
     ("hd256-c-s16k", 1, 16, 16, 16384, 256, True),
+    # the rest of the 256 bucket: the wide kernel computes them at width 256, the Triton
+    # kernels as 128 + a power-of-two tail (136, 160) or padded (224)
+    ("hd136-c", 4, 32, 32, 4096, 136, True),
+    ("hd160-c", 4, 32, 32, 4096, 160, True),
+    ("hd192-c", 4, 32, 32, 4096, 192, True),
+    ("hd224-c", 4, 32, 32, 4096, 224, True),
 )
 
 

@@ -156,6 +156,8 @@ def main() -> None:
     parser.add_argument("--ptxas", action="store_true",
                         help="no GPU: registers, spills and shared memory per kernel for sm90")
     parser.add_argument("--head-dims", type=int, nargs="+", default=[40, 64, 80, 112, 128, 256])
+    parser.add_argument("--deterministic", action="store_true",
+                        help="flash_attention(deterministic=True): dQ from its own kernel, not summed")
     args = parser.parse_args()
     if args.ptxas:
         ptxas_main(args.head_dims)
@@ -170,12 +172,12 @@ def main() -> None:
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     grad = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
     for _ in range(3):  # compile and warm up both
-        flash_attention(q, k, v, causal=True).backward(grad)
+        flash_attention(q, k, v, causal=True, deterministic=args.deterministic).backward(grad)
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad)
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_push("profiled")
-    flash_attention(q, k, v, causal=True).backward(grad)
+    flash_attention(q, k, v, causal=True, deterministic=args.deterministic).backward(grad)
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad)
     torch.cuda.synchronize()

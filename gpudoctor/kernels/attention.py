@@ -1200,7 +1200,7 @@ GLUON_FORWARD_HEAD_DIMS = (96,)
 # Triton one as 64 + 32 and 64 + 16), hd64 2.144 / 2.142. hd256 (head_dim 136-256) runs
 # attention_gluon_backward_wide's kernel (twelfth session, same probe and batch): backward alone
 # s4096 causal 10.854 / 8.701, not causal 20.735 / 16.360, GQA 4:1 10.781 / 8.459, s2048 3.074 /
-# 2.488, s16k (b1 h16) 20.421 / 16.960 (and s1024 0.939 / 0.770, below GLUON_MIN_SEQ).
+# 2.488, s16k (b1 h16) 20.421 / 16.960, s1024 0.939 / 0.770 (from GLUON_WIDE_MIN_SEQ there).
 GLUON_BACKWARD_BUCKETS = (128, 256)
 # sm90, deterministic=False: the Gluon kernel summing dQ in float32 (gluon_atomic_dq) from
 # GLUON_MIN_SEQ keys at these head dims. Measured on the H200 (docs/benchmarks.md, eleventh
@@ -1212,7 +1212,7 @@ GLUON_BACKWARD_BUCKETS = (128, 256)
 # 1.254, s16k (b1 h16) 8.884 / 7.292 / 7.386. 48, 56, 104 and 120 are not measured: taken
 # because they run at the same kernel width as their measured neighbours (64, 128). Not hd80:
 # 3.795 / 3.848 (the kernel computes it at width 128, the Triton one as 64 + 16); hd72 and hd88
-# unmeasured, hd32 (width 32) too; hd256 does not fit.
+# unmeasured, hd32 (width 32) too.
 GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 96, 104, 112, 120, 128)
 # And the whole 256 bucket (head_dim 136-256), where attention_gluon_backward_wide sums it (twelfth
 # session, same probe without alternation, b4 h32 s4096 causal unless said, backward alone ms,
@@ -1220,7 +1220,8 @@ GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 96, 104, 112, 120, 128)
 # 4:1 8.430 / 8.182, s2048 2.463 / 2.266, s1024 0.763 / 0.707, s1024 not causal 1.231 / 1.118,
 # s16k (b1 h16) 16.918 / 14.808. Measured at 256 only; 160 and 192 checked for correctness.
 GLUON_SUMMED_DQ_BUCKETS = (256,)
-# Both Gluon kernels from this many keys. Forward+backward through flash_attention, hd128 causal
+# Both Gluon kernels from this many keys (the 256 bucket's backward from GLUON_WIDE_MIN_SEQ,
+# below). Forward+backward through flash_attention, hd128 causal
 # b4 h32, five rounds taking turns (ms, Triton only / Gluon forward / Gluon forward and dK/dV):
 # s1024 0.554-0.619 / 0.597-0.852 / 0.832-1.049: slower with either, though each kernel alone is
 # faster there (cause not found: the host's time per backward call is 44 us with the Gluon kernel

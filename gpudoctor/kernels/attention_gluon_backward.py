@@ -46,7 +46,7 @@ if attention_gluon.available():
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 # Summing dQ in the kernel (backward_dkdv's dq_sum) goes through Triton 3.6 internals: a Triton
-# without them runs the kernel without it (attention.py asks SUMS_DQ before routing there).
+# without them runs the kernel without it (attention.py asks sums_dq before routing there).
 try:
     from triton._C.libtriton import gluon_ir as _gluon_ir
     from triton._C.libtriton import ir as _ir
@@ -70,9 +70,9 @@ CONSUMER_ROWS = 64
 BLOCK_M = 64  # query rows per block of the inner loop
 # Widths (head_dim rounded up to a power of two) this kernel compiles at without spills: dK and
 # dV of 64 key rows at 256 would take all of a warpgroup's registers, so backward_dkdv hands width
-# 256 to attention_gluon_backward_wide. Both sum dQ at every width.
+# 256 to attention_gluon_backward_wide. Both kernels can sum dQ.
 WIDTHS = (32, 64, 128)
-SUMMING_WIDTHS = WIDTHS + (256,)
+WIDE_WIDTH = 256
 # As attention_gluon: 12 warps x 32 x 168 fit the SM's 64 K registers; setmaxnreg then moves them
 # to the consumers (CONSUMER_REGISTERS) from the producer (24).
 MAX_REGISTERS = 168
@@ -346,15 +346,14 @@ if attention_gluon.available():
 def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad_out: torch.Tensor) -> bool:
     """backward_dkdv can run these inputs (the caller has checked they are on an sm90 GPU): this
     kernel's widths or the wide kernel's."""
-    return (attention_gluon.available()
-            and attention_gluon.kernel_width(q.shape[-1]) in WIDTHS + (attention_gluon_backward_wide.WIDTH,)
+    return (attention_gluon.available() and attention_gluon.kernel_width(q.shape[-1]) in WIDTHS + (WIDE_WIDTH,)
             and q.dtype == k.dtype == v.dtype == grad_out.dtype
             and all(attention_gluon.descriptor_ready(tensor) for tensor in (q, k, v, grad_out)))
 
 
 def sums_dq(head_dim: int) -> bool:
     """backward_dkdv takes a ``dq_sum`` at this head_dim (in a Triton that has what it needs)."""
-    return SUMS_DQ and attention_gluon.kernel_width(head_dim) in SUMMING_WIDTHS
+    return SUMS_DQ and attention_gluon.kernel_width(head_dim) in WIDTHS + (WIDE_WIDTH,)
 
 
 @functools.lru_cache(maxsize=None)
@@ -391,14 +390,16 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     (both float32, (batch * heads, seq_q)). With ``dq_sum`` (``dq_sum_buffer``) the kernel also
     adds each block's share of dQ into it by TMA reduce-adds: five matrix products per block
     instead of the seven that a separate dQ kernel makes it, in an order that varies from run to
-    run. Width 256 runs attention_gluon_backward_wide's kernel. Inputs
-    pass ``usable``; q's GPU is the current one."""
+    run. Width 256 runs attention_gluon_backward_wide's kernel. Inputs pass ``usable``; q's GPU
+    is the current one."""
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     width = attention_gluon.kernel_width(head_dim)
-    if width not in WIDTHS:
+    if width == WIDE_WIDTH:
         return attention_gluon_backward_wide.backward_dkdv(grad_out, q, k, v, lse, delta, causal, softmax_scale,
                                                            dq_sum)
+    if width not in WIDTHS:
+        raise ValueError(f"no Gluon backward at head_dim {head_dim}")
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     descriptor = attention_gluon._descriptor
@@ -417,7 +418,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
 def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16):
     """The kernel backward_dkdv runs at this width compiled for sm90 without a GPU, as
     attention_gluon.compile_sm90."""
-    if width not in WIDTHS:
+    if width == WIDE_WIDTH:
         return attention_gluon_backward_wide.compile_sm90(causal, atomic_dq, dtype)
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
     block = f"tensordesc<{name}[1, 1, 64, {width}], {attention_gluon._shared_layout(64, width, dtype)!r}>"

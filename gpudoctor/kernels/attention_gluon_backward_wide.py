@@ -53,7 +53,7 @@ if attention_gluon.available():
     )
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-WIDTH = 256
+WIDTH = attention_gluon_backward.WIDE_WIDTH
 BLOCK_N = 64  # key rows per program: 32 per consumer warpgroup for the scores
 BLOCK_M = 64  # query rows per block of the inner loop
 MAX_REGISTERS = attention_gluon_backward.MAX_REGISTERS
@@ -70,23 +70,24 @@ if attention_gluon.available():
         return scores, dprobs
 
     @gluon.jit
-    def _publish(scores, dprobs, lse_row, delta_row, qk_scale, start_m, my_keys, tiles, slot, phase,
-                 WARPGROUP: gl.constexpr, CAUSAL: gl.constexpr, PENDING: gl.constexpr,
-                 s_layout: gl.constexpr):
-        """P and dS from the issued S and dP (waiting for them, PENDING later products may stay
-        running), stored transposed into this warpgroup's half of the block's shared tiles, then
-        an arrival on the tiles' "full" barrier."""
-        probs_t, dscores_t, full, empty = tiles
+    def _probs(scores, lse_row, qk_scale, start_m, my_keys, CAUSAL: gl.constexpr, s_layout: gl.constexpr):
+        """P (float32) of this warpgroup's 32 keys for the block of queries from start_m."""
         rows: gl.constexpr = gl.SliceLayout(1, s_layout)
-        scores = warpgroup_mma_wait(PENDING + 1, deps=(scores,))
         probs = gl.exp2(scores * qk_scale - lse_row.load(rows)[:, None])
         if CAUSAL:  # query i sees keys up to i (aligned top-left, as the other kernels)
             queries = start_m + gl.arange(0, 64, layout=rows)
             keys = my_keys + gl.arange(0, 32, layout=gl.SliceLayout(0, s_layout))
             probs = gl.where(queries[:, None] >= keys[None, :], probs, 0.0)
-        dprobs = warpgroup_mma_wait(PENDING, deps=(dprobs,))
-        dscores = probs * (dprobs - delta_row.load(rows)[:, None])
-        # The tiles of two blocks ago, read by both warpgroups' products.
+        return probs
+
+    @gluon.jit
+    def _store_tiles(probs, dprobs, delta_row, tiles, slot, phase, WARPGROUP: gl.constexpr,
+                     s_layout: gl.constexpr):
+        """dS = P∘(dP − delta); Pᵀ and dSᵀ into this warpgroup's half of the slot's shared tiles
+        once both warpgroups' products have read them two blocks ago; then an arrival on the
+        tiles' "full" barrier."""
+        probs_t, dscores_t, full, empty = tiles
+        dscores = probs * (dprobs - delta_row.load(gl.SliceLayout(1, s_layout))[:, None])
         mbarrier.wait(empty.index(slot), phase ^ 1)
         dtype: gl.constexpr = probs_t.dtype
         probs_t.index(slot).slice(WARPGROUP * 32, 32, dim=0).permute((1, 0)).store(probs.to(dtype))
@@ -94,6 +95,17 @@ if attention_gluon.available():
         fence_async_shared()
         gl.thread_barrier()  # every lane's stores before the arrival
         mbarrier.arrive(full.index(slot), count=1)
+
+    @gluon.jit
+    def _publish(scores, dprobs, lse_row, delta_row, qk_scale, start_m, my_keys, tiles, slot, phase,
+                 WARPGROUP: gl.constexpr, CAUSAL: gl.constexpr, PENDING: gl.constexpr,
+                 s_layout: gl.constexpr):
+        """P and dS from the issued S and dP (waiting for them, PENDING later products may stay
+        running) into the block's shared tiles (_store_tiles)."""
+        scores = warpgroup_mma_wait(PENDING + 1, deps=(scores,))
+        probs = _probs(scores, lse_row, qk_scale, start_m, my_keys, CAUSAL, s_layout)
+        dprobs = warpgroup_mma_wait(PENDING, deps=(dprobs,))
+        _store_tiles(probs, dprobs, delta_row, tiles, slot, phase, WARPGROUP, s_layout)
 
     @gluon.jit
     def _issue_products(dk, dv, q, do, tiles, slot, phase, WARPGROUP: gl.constexpr):
@@ -118,13 +130,19 @@ if attention_gluon.available():
         attention_gluon_backward._tma_reduce_add(dq_desc, [dq_row, column], dq_smem)
 
     @gluon.jit
+    def _start_m(i, first_block, query_blocks):
+        """The first query row of the program's block i (blocks walk every query head of the KV
+        head in turn)."""
+        return (first_block + i % query_blocks) * 64
+
+    @gluon.jit
     def _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP: gl.constexpr):
         """What _reduce_dq needs for block i: the staging tile, the descriptor, the block's first
         row in dQ's (batch * heads * seq_q, head_dim) sums, the scale."""
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
         head = kv_head * group + i // query_blocks
-        start_m = (first_block + i % query_blocks) * 64
-        return dq_smem.index(WARPGROUP), dq_desc, (batch * num_heads + head) * seq_q + start_m, softmax_scale
+        return (dq_smem.index(WARPGROUP), dq_desc,
+                (batch * num_heads + head) * seq_q + _start_m(i, first_block, query_blocks), softmax_scale)
 
     @gluon.jit
     def _summing_step(dk, dv, i, next_start_m, my_k, my_v, keys, q_smem, do_smem, lse_smem, delta_smem, tiles,
@@ -158,14 +176,9 @@ if attention_gluon.available():
                               is_async=True)
         dv = warpgroup_mma_wait(3 if HAS_NEXT else 2, deps=(dv,))
         mbarrier.arrive(do_empty.index(0), count=1)
-        rows: gl.constexpr = gl.SliceLayout(1, s_layout)
         if HAS_NEXT:
             scores = warpgroup_mma_wait(2, deps=(scores,))
-            probs = gl.exp2(scores * qk_scale - lse_smem.index(next_slot).load(rows)[:, None])
-            if CAUSAL:
-                queries = next_start_m + gl.arange(0, 64, layout=rows)
-                key_ids = my_keys + gl.arange(0, 32, layout=gl.SliceLayout(0, s_layout))
-                probs = gl.where(queries[:, None] >= key_ids[None, :], probs, 0.0)
+            probs = _probs(scores, lse_smem.index(next_slot), qk_scale, next_start_m, my_keys, CAUSAL, s_layout)
         dk, first = warpgroup_mma_wait(0, deps=(dk, first))
         _reduce_dq(first, dq_parts, WARPGROUP * 128)
         second = warpgroup_mma(dscores, keys.slice(WARPGROUP * 128 + 64, 64, dim=1), zero_chunk, use_acc=False,
@@ -179,15 +192,8 @@ if attention_gluon.available():
             dprobs = warpgroup_mma(do, my_v.permute((1, 0)), gl.zeros([64, 32], gl.float32, s_layout),
                                    use_acc=False, is_async=True)
             dprobs = warpgroup_mma_wait(0, deps=(dprobs,))
-            dscores_next = probs * (dprobs - delta_smem.index(next_slot).load(rows)[:, None])
-            mbarrier.wait(tiles_empty.index(next_slot), next_phase ^ 1)
-            dtype: gl.constexpr = probs_t.dtype
-            probs_t.index(next_slot).slice(WARPGROUP * 32, 32, dim=0).permute((1, 0)).store(probs.to(dtype))
-            dscores_t.index(next_slot).slice(WARPGROUP * 32, 32, dim=0).permute((1, 0)).store(
-                dscores_next.to(dtype))
-            fence_async_shared()
-            gl.thread_barrier()
-            mbarrier.arrive(tiles_full.index(next_slot), count=1)
+            _store_tiles(probs, dprobs, delta_smem.index(next_slot), tiles, next_slot, next_phase, WARPGROUP,
+                         s_layout)
         return dk, dv
 
     @gluon.jit
@@ -229,49 +235,46 @@ if attention_gluon.available():
             scores, dprobs = _issue_scores(q, do, my_k, my_v, s_layout)
             _publish(scores, dprobs, lse_smem.index(0), delta_smem.index(0), qk_scale,
                      first_block * 64, my_keys, tiles, 0, 0, WARPGROUP, CAUSAL, 0, s_layout)
-        if ATOMIC_DQ and blocks > 0:
-            for i in range(blocks - 1):
-                following = i + 1
-                dk, dv = _summing_step(dk, dv, i, (first_block + following % query_blocks) * 64, my_k, my_v, keys,
-                                       q_smem, do_smem, lse_smem, delta_smem, tiles, barriers,
-                                       _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP), qk_scale, my_keys,
-                                       WARPGROUP, HEAD_DIM, CAUSAL, True, s_layout)
             last = blocks - 1
-            dk, dv = _summing_step(dk, dv, last, 0, my_k, my_v, keys, q_smem, do_smem, lse_smem, delta_smem, tiles,
-                                   barriers, _dq_parts(last, dq_smem, dq_desc, scalars, WARPGROUP), qk_scale,
-                                   my_keys, WARPGROUP, HEAD_DIM, CAUSAL, False, s_layout)
-            mbarrier.wait(tiles_empty.index(last % 2), (last // 2) & 1)  # as below
-        elif blocks > 0:
-            for i in range(blocks - 1):
-                slot = i % 2
-                phase = (i // 2) & 1
-                following = i + 1
-                next_slot = following % 2
-                next_phase = (following // 2) & 1
-                next_q = _tile(q_smem, next_slot, 64, HEAD_DIM)
-                next_do = _tile(do_smem, next_slot, 64, HEAD_DIM)
-                mbarrier.wait(q_full.index(next_slot), next_phase)
-                mbarrier.wait(do_full.index(next_slot), next_phase)
-                scores, dprobs = _issue_scores(next_q, next_do, my_k, my_v, s_layout)
-                dk, dv = _issue_products(dk, dv, _tile(q_smem, slot, 64, HEAD_DIM),
-                                         _tile(do_smem, slot, 64, HEAD_DIM), tiles, slot, phase, WARPGROUP)
-                start_m = (first_block + following % query_blocks) * 64
-                _publish(scores, dprobs, lse_smem.index(next_slot), delta_smem.index(next_slot), qk_scale,
-                         start_m, my_keys, tiles, next_slot, next_phase, WARPGROUP, CAUSAL, 2, s_layout)
+            if ATOMIC_DQ:
+                for i in range(last):
+                    dk, dv = _summing_step(dk, dv, i, _start_m(i + 1, first_block, query_blocks), my_k, my_v, keys,
+                                           q_smem, do_smem, lse_smem, delta_smem, tiles, barriers,
+                                           _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP), qk_scale, my_keys,
+                                           WARPGROUP, HEAD_DIM, CAUSAL, True, s_layout)
+                dk, dv = _summing_step(dk, dv, last, 0, my_k, my_v, keys, q_smem, do_smem, lse_smem, delta_smem,
+                                       tiles, barriers, _dq_parts(last, dq_smem, dq_desc, scalars, WARPGROUP),
+                                       qk_scale, my_keys, WARPGROUP, HEAD_DIM, CAUSAL, False, s_layout)
+            else:
+                for i in range(last):
+                    slot = i % 2
+                    phase = (i // 2) & 1
+                    next_slot = (i + 1) % 2
+                    next_phase = ((i + 1) // 2) & 1
+                    next_q = _tile(q_smem, next_slot, 64, HEAD_DIM)
+                    next_do = _tile(do_smem, next_slot, 64, HEAD_DIM)
+                    mbarrier.wait(q_full.index(next_slot), next_phase)
+                    mbarrier.wait(do_full.index(next_slot), next_phase)
+                    scores, dprobs = _issue_scores(next_q, next_do, my_k, my_v, s_layout)
+                    dk, dv = _issue_products(dk, dv, _tile(q_smem, slot, 64, HEAD_DIM),
+                                             _tile(do_smem, slot, 64, HEAD_DIM), tiles, slot, phase, WARPGROUP)
+                    _publish(scores, dprobs, lse_smem.index(next_slot), delta_smem.index(next_slot), qk_scale,
+                             _start_m(i + 1, first_block, query_blocks), my_keys, tiles, next_slot, next_phase,
+                             WARPGROUP, CAUSAL, 2, s_layout)
+                    dk, dv = warpgroup_mma_wait(0, deps=(dk, dv))
+                    mbarrier.arrive(tiles_empty.index(slot), count=1)
+                    mbarrier.arrive(q_empty.index(slot), count=1)
+                    mbarrier.arrive(do_empty.index(slot), count=1)
+                dk, dv = _issue_products(dk, dv, _tile(q_smem, last % 2, 64, HEAD_DIM),
+                                         _tile(do_smem, last % 2, 64, HEAD_DIM), tiles, last % 2, (last // 2) & 1,
+                                         WARPGROUP)
                 dk, dv = warpgroup_mma_wait(0, deps=(dk, dv))
-                mbarrier.arrive(tiles_empty.index(slot), count=1)
-                mbarrier.arrive(q_empty.index(slot), count=1)
-                mbarrier.arrive(do_empty.index(slot), count=1)
-            last = blocks - 1
-            dk, dv = _issue_products(dk, dv, _tile(q_smem, last % 2, 64, HEAD_DIM),
-                                     _tile(do_smem, last % 2, 64, HEAD_DIM), tiles, last % 2, (last // 2) & 1,
-                                     WARPGROUP)
-            dk, dv = warpgroup_mma_wait(0, deps=(dk, dv))
-            mbarrier.arrive(tiles_empty.index(last % 2), count=1)
-            mbarrier.arrive(q_empty.index(last % 2), count=1)
-            mbarrier.arrive(do_empty.index(last % 2), count=1)
+                mbarrier.arrive(tiles_empty.index(last % 2), count=1)
+                mbarrier.arrive(q_empty.index(last % 2), count=1)
+                mbarrier.arrive(do_empty.index(last % 2), count=1)
             # Both warpgroups' scores read all of K and V: wait for the other's last products
-            # (its last scores came before them) before K's and V's slots take dK and dV.
+            # (its last scores came before them) before K's and V's slots take dK and dV. (The
+            # dQ chunks read only this warpgroup's columns of K.)
             mbarrier.wait(tiles_empty.index(last % 2), (last // 2) & 1)
         dtype: gl.constexpr = q_desc.dtype
         keys.slice(WARPGROUP * 128, 128, dim=1).store((dk * softmax_scale).to(dtype))
@@ -358,13 +361,6 @@ if attention_gluon.available():
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer
 
 
-def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad_out: torch.Tensor) -> bool:
-    """The kernel can run these inputs (the caller has checked they are on an sm90 GPU)."""
-    return (attention_gluon.available() and attention_gluon.kernel_width(q.shape[-1]) == WIDTH
-            and q.dtype == k.dtype == v.dtype == grad_out.dtype
-            and all(attention_gluon.descriptor_ready(tensor) for tensor in (q, k, v, grad_out)))
-
-
 @functools.lru_cache(maxsize=None)
 def _dq_layout():
     return gl.NVMMASharedLayout.get_default_for([64, 64], gl.float32)
@@ -375,7 +371,8 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
                   dq_sum: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(dk, dv) as attention_gluon_backward.backward_dkdv, at width 256; with ``dq_sum``
     (attention_gluon_backward.dq_sum_buffer) dQ is also added into it by TMA reduce-adds, in an
-    order that varies from run to run. Inputs pass ``usable``; q's GPU is the current one."""
+    order that varies from run to run. Inputs pass attention_gluon_backward.usable; q's GPU is the
+    current one."""
     batch, num_heads, seq_q, _ = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
@@ -410,4 +407,4 @@ def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = tor
                                             MAX_REGISTERS)
 
 
-__all__ = ["usable", "backward_dkdv", "compile_sm90", "WIDTH"]
+__all__ = ["backward_dkdv", "compile_sm90", "WIDTH"]

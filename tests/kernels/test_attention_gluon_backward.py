@@ -1,10 +1,12 @@
-"""The warp-specialized Gluon dK/dV kernel on Hopper (gpudoctor.kernels.attention_gluon_backward).
+"""The warp-specialized Gluon dK/dV kernels on Hopper (gpudoctor.kernels.attention_gluon_backward,
+and attention_gluon_backward_wide at width 256).
 
-CPU (CI): the kernel compiles for sm90 at every width it runs at, with no local-memory traffic in
-its main loop (summing dQ at width 128: at most two reloaded scalars); which calls take it; that a
-config asking for it off Hopper runs the Triton kernels. Gluon has no interpreter, so its results are checked on the GPU (`pytest -m gpu`):
-against a float32 reference and the Triton backward at ragged and whole lengths, GQA,
-cross-attention lengths, both dtypes, and through flash_attention's autograd.
+CPU (CI): the kernels compile for sm90 at every width they run at, with no local-memory traffic
+in their main loops (summing dQ: at most two reloaded scalars at width 128, and spilled scalars
+but no accumulators at width 256); which calls take them; that a config asking for them off
+Hopper runs the Triton kernels. Gluon has no interpreter, so their results are checked on the GPU
+(`pytest -m gpu`): against a float32 reference and the Triton backward at ragged and whole
+lengths, GQA, cross-attention lengths, both dtypes, and through flash_attention's autograd.
 """
 
 import dataclasses
@@ -20,7 +22,8 @@ from gpudoctor.kernels.attention import flash_attention, reference_attention, se
 # Compiled in a child process (gluonhelpers.compiled_in_child). The SASS
 # (nvdisasm, shipped with Triton) says where local memory is touched: ptxas may spill the few
 # scalars the epilogue needs around the loop (32 bytes at width 128, causal), never inside it
-# (except the summing kernel at width 128: test_summing_dq_compiles_for_sm90_within_shared_memory).
+# (except the summing kernels: test_summing_dq_compiles_for_sm90_within_shared_memory and
+# test_wide_kernel_compiles_for_sm90_without_local_memory).
 _COMPILE = """
 import json, os, re, subprocess, sys, tempfile
 import torch
@@ -245,7 +248,7 @@ def _check(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype, layout
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
-@pytest.mark.parametrize("head_dim", [32, 40, 64, 96, 112, 128, 160, 256])
+@pytest.mark.parametrize("head_dim", [32, 40, 64, 96, 112, 128, 136, 160, 256])
 def test_gpu_matches_float32_reference(head_dim, causal, dtype):
     """Ragged (777: odd, a partial last query and key block) and whole lengths, GQA 4:2."""
     if not hopper():
@@ -276,8 +279,8 @@ def test_gpu_strided_layout_read_in_place():
 @pytest.mark.parametrize("deterministic", [True, False], ids=["deterministic", "summing-dq"])
 def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch, deterministic, head_dim):
     """The shipped config at GLUON_MIN_SEQ keys: the kernel with dQ from the Triton dQ kernel
-    (deterministic=True) or summing it (the default, deterministic=False; not at width 256, whose
-    kernel does not sum dQ)."""
+    (deterministic=True) or summing it (the default, deterministic=False, where the config sums
+    dQ at that head_dim)."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     calls = []
@@ -298,18 +301,18 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch, d
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("head_dim, causal, kv_heads, seq", [(128, True, 2, 777), (128, False, 4, 1024),
-                                                               (64, True, 1, 1000), (112, False, 2, 1100),
-                                                               (40, True, 4, 300), (80, False, 1, 640),
-                                                               (96, True, 4, 64), (256, True, 2, 777),
-                                                               (192, False, 1, 1000), (256, True, 4, 64)])
-def test_gpu_summed_dq_matches_float32_reference(head_dim, causal, kv_heads, seq, monkeypatch):
+@pytest.mark.parametrize("head_dim, causal, kv_heads, seq, dtype", [
+    (128, True, 2, 777, torch.bfloat16), (128, False, 4, 1024, torch.bfloat16), (64, True, 1, 1000, torch.bfloat16),
+    (112, False, 2, 1100, torch.bfloat16), (40, True, 4, 300, torch.bfloat16), (80, False, 1, 640, torch.bfloat16),
+    (96, True, 4, 64, torch.bfloat16), (256, True, 2, 777, torch.bfloat16), (192, False, 1, 1000, torch.bfloat16),
+    (256, True, 4, 64, torch.bfloat16), (256, False, 2, 555, torch.float16), (136, True, 4, 300, torch.float16)])
+def test_gpu_summed_dq_matches_float32_reference(head_dim, causal, kv_heads, seq, dtype, monkeypatch):
     """dQ summed in the kernel by TMA reduce-adds (gluon_atomic_dq), through flash_attention with
     deterministic=False, against float32 and, element by element, the deterministic Triton dQ (a
     lost or doubled 64-row share shows there though hardly in a norm); dK and dV as without."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
-    q, k, v = gpu_inputs(2, 4, kv_heads, seq, seq, head_dim, torch.bfloat16, seq + head_dim)
+    q, k, v = gpu_inputs(2, 4, kv_heads, seq, seq, head_dim, dtype, seq + head_dim)
     grad = torch.randn_like(q)
     # fused_backward off: at these sizes the one-launch Triton backward would win the routing.
     config = dataclasses.replace(attention_module.config_for(q, k), gluon_backward=True, gluon_atomic_dq=True,
