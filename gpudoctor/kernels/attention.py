@@ -1202,6 +1202,11 @@ GLUON_FORWARD_HEAD_DIMS = (96,)
 # s4096 causal 10.854 / 8.701, not causal 20.735 / 16.360, GQA 4:1 10.781 / 8.459, s2048 3.074 /
 # 2.488, s16k (b1 h16) 20.421 / 16.960, s1024 0.939 / 0.770 (from GLUON_WIDE_MIN_SEQ there).
 GLUON_BACKWARD_BUCKETS = (128, 256)
+# But in the 256 bucket from this head_dim: the wide kernel computes every head_dim at width 256,
+# the Triton kernels 136-160 as 128 + a power-of-two tail (same probe, s4096 causal, backward ms,
+# Triton / Gluon with the Triton dQ): hd136 8.958 / 9.051, hd160 8.676 / 8.507, hd192 9.223 /
+# 8.235, hd224 11.218 / 9.546. 144-152 unmeasured.
+GLUON_BACKWARD_MIN_WIDE_HEAD_DIM = 160
 # sm90, deterministic=False: the Gluon kernel summing dQ in float32 (gluon_atomic_dq) from
 # GLUON_MIN_SEQ keys at these head dims. Measured on the H200 (docs/benchmarks.md, eleventh
 # session; bench/attention_gluon_backward_probe.py --alternate 3, b4 h32 s4096 bf16 causal unless
@@ -1218,7 +1223,10 @@ GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 96, 104, 112, 120, 128)
 # session, same probe without alternation, b4 h32 s4096 causal unless said, backward alone ms,
 # Gluon dK/dV with the Triton dQ / summing dQ): 8.671 / 8.098, not causal 16.596 / 14.974, GQA
 # 4:1 8.430 / 8.182, s2048 2.463 / 2.266, s1024 0.763 / 0.707, s1024 not causal 1.231 / 1.118,
-# s16k (b1 h16) 16.918 / 14.808. Measured at 256 only; 160 and 192 checked for correctness.
+# s16k (b1 h16) 16.918 / 14.808; and against the Triton backward (Triton / summing): hd136 8.958 /
+# 6.741, hd160 8.676 / 6.849, hd192 9.223 / 7.215, hd224 11.218 / 7.898. Forward+backward, three
+# rounds taking turns (fastest, Gluon dK/dV / summing / cuDNN): hd256 11.089 / 10.756 / 10.301,
+# not causal 20.168 / 19.013 / 18.271, hd192 10.270 / 9.535 / 8.651.
 GLUON_SUMMED_DQ_BUCKETS = (256,)
 # Both Gluon kernels from this many keys (the 256 bucket's backward from GLUON_WIDE_MIN_SEQ,
 # below). Forward+backward through flash_attention, hd128 causal
@@ -1275,7 +1283,7 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
             config = dataclasses.replace(config, gluon_forward=True)
     # The 256 bucket's backward from GLUON_WIDE_MIN_SEQ keys, the others' from GLUON_MIN_SEQ.
     if family == "sm90" and (wide_sequence if bucket == 256 else gluon_sequence):
-        if bucket in GLUON_BACKWARD_BUCKETS:
+        if bucket in GLUON_BACKWARD_BUCKETS and (bucket != 256 or head_dim >= GLUON_BACKWARD_MIN_WIDE_HEAD_DIM):
             config = dataclasses.replace(config, gluon_backward=True)
         if head_dim in GLUON_SUMMED_DQ_HEAD_DIMS or bucket in GLUON_SUMMED_DQ_BUCKETS:
             config = dataclasses.replace(config, gluon_atomic_dq=True)

@@ -129,7 +129,9 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     assert not select_config((9, 0), 96, 4096).gluon_backward  # measured slower than the split kernels
     assert not select_config((9, 0), 64, 4096).gluon_backward
     assert select_config((9, 0), 256, 4096).gluon_backward  # attention_gluon_backward_wide
-    assert select_config((9, 0), 136, 2048).gluon_backward  # the 256 bucket
+    assert select_config((9, 0), 160, 2048).gluon_backward  # the 256 bucket from 160
+    assert not select_config((9, 0), 136, 4096).gluon_backward  # measured level with the Triton one
+    assert select_config((9, 0), 136, 4096).gluon_atomic_dq  # summing, it is faster there too
     assert select_config((9, 0), 256, 1024).gluon_backward  # from GLUON_WIDE_MIN_SEQ there
     assert not select_config((9, 0), 256, 512).gluon_backward
     assert not select_config((9, 0), 256, 1024).gluon_forward  # the forward from GLUON_MIN_SEQ
