@@ -1228,17 +1228,19 @@ GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 96, 104, 112, 120, 128)
 # rounds taking turns (fastest, Gluon dK/dV / summing / cuDNN): hd256 11.089 / 10.756 / 10.301,
 # not causal 20.168 / 19.013 / 18.271, hd192 10.270 / 9.535 / 8.651.
 GLUON_SUMMED_DQ_BUCKETS = (256,)
-# Both Gluon kernels from this many keys (the 256 bucket's backward from GLUON_WIDE_MIN_SEQ,
-# below). Forward+backward through flash_attention, hd128 causal
+# Both Gluon kernels from this many keys (the 256 bucket's from GLUON_WIDE_MIN_SEQ, below). Forward+backward through flash_attention, hd128 causal
 # b4 h32, five rounds taking turns (ms, Triton only / Gluon forward / Gluon forward and dK/dV):
 # s1024 0.554-0.619 / 0.597-0.852 / 0.832-1.049: slower with either, though each kernel alone is
 # faster there (cause not found: the host's time per backward call is 44 us with the Gluon kernel
 # against 33); s2048 1.570-1.738 / 1.538-1.598 / 1.426-1.513; s4096 5.134-5.300 / 4.998-5.162 /
 # 4.788-5.095; s16k (b1 h16) 8.951-9.150 / 8.761-8.769 / 8.299-8.634.
 GLUON_MIN_SEQ = 2048
-# But the backward of the 256 bucket from this many keys (GLUON_BACKWARD_BUCKETS' and
-# GLUON_SUMMED_DQ_BUCKETS' measurements at s1024 above; at 512 keys the one-launch Triton
-# backward runs at b4 h32, and nothing smaller was measured).
+# But the 256 bucket's kernels from this many keys: GLUON_BACKWARD_BUCKETS' and
+# GLUON_SUMMED_DQ_BUCKETS' measurements at s1024 above, and forward+backward at s1024 taking
+# turns (twelfth session, --alternate 5, b4 h32, fastest ms, Triton forward / Gluon forward, both
+# with the summing backward; cuDNN): hd256 causal 1.054 / 0.999 (0.954), not causal 1.563 /
+# 1.477 (1.488), hd192 causal 0.932 / 0.887 (0.822). At 512 keys the one-launch Triton backward
+# runs at b4 h32; nothing smaller was measured.
 GLUON_WIDE_MIN_SEQ = 1024
 
 
@@ -1278,11 +1280,10 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
         config = dataclasses.replace(config, tma=HOST_DESCRIPTORS)
     if family == "sm90" and small_call:
         config = dataclasses.replace(config, fused_backward=True)
-    if family == "sm90" and gluon_sequence:
+    # The 256 bucket's Gluon kernels from GLUON_WIDE_MIN_SEQ keys, the others' from GLUON_MIN_SEQ.
+    if family == "sm90" and (wide_sequence if bucket == 256 else gluon_sequence):
         if bucket in GLUON_FORWARD_BUCKETS or head_dim in GLUON_FORWARD_HEAD_DIMS:
             config = dataclasses.replace(config, gluon_forward=True)
-    # The 256 bucket's backward from GLUON_WIDE_MIN_SEQ keys, the others' from GLUON_MIN_SEQ.
-    if family == "sm90" and (wide_sequence if bucket == 256 else gluon_sequence):
         if bucket in GLUON_BACKWARD_BUCKETS and (bucket != 256 or head_dim >= GLUON_BACKWARD_MIN_WIDE_HEAD_DIM):
             config = dataclasses.replace(config, gluon_backward=True)
         if head_dim in GLUON_SUMMED_DQ_HEAD_DIMS or bucket in GLUON_SUMMED_DQ_BUCKETS:

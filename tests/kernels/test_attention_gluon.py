@@ -83,6 +83,8 @@ def test_descriptor_ready_layouts():
 def test_selected_on_hopper_for_long_sequences_in_the_measured_buckets():
     assert select_config((9, 0), 128, 4096).gluon_forward
     assert select_config((9, 0), 256, 2048).gluon_forward
+    assert select_config((9, 0), 256, 1024).gluon_forward  # the 256 bucket from GLUON_WIDE_MIN_SEQ
+    assert not select_config((9, 0), 256, 512).gluon_forward
     assert not select_config((9, 0), 128, 1024).gluon_forward  # forward+backward measured slower
     assert select_config((9, 0), 112, 4096).gluon_forward  # the 128 bucket
     assert not select_config((9, 0), 128, 256).gluon_forward  # host-bound: the Triton forward
