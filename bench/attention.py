@@ -108,13 +108,12 @@ def measure(provider, batch, heads, seq, head_dim, causal, mode, config=None, kv
     return {"ms": milliseconds, "tflops": flops / milliseconds / 1e9}
 
 
-def check_against_sdpa(batch, heads, seq, head_dim, causal):
+def check_against_sdpa(batch, heads, seq, head_dim, causal, kv_heads=None, dtype=torch.bfloat16):
     """Relative error of our output against SDPA-flash on the benchmark's own shape."""
-    q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16)
-               for _ in range(3))
+    q, k, v = make_inputs(batch, heads, kv_heads or heads, seq, head_dim, "fwd", 1, dtype)
     ours = flash_attention(q, k, v, causal=causal).float()
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        theirs = scaled_dot_product_attention(q, k, v, is_causal=causal).float()
+        theirs = scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=q.shape[1] != k.shape[1]).float()
     return ((ours - theirs).norm() / theirs.norm()).item()
 
 
@@ -617,6 +616,8 @@ def main(argv=None):
     parser.add_argument("--seqs", type=int, nargs="+", default=[1024, 4096, 16384])
     parser.add_argument("--tokens", type=int, default=16384, help="batch * seq per shape")
     parser.add_argument("--heads", type=int, default=32)
+    parser.add_argument("--kv-heads", type=int, help="grouped-query attention: KV heads (default: --heads)")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="bf16", help="the main table's inputs")
     parser.add_argument("--sweep", action="store_true", help="also time whole-config candidates")
     parser.add_argument("--sweep-seconds", type=float, default=240, help="timing budget")
     parser.add_argument("--check-seconds", type=float, default=300, help="compile-and-check budget")
@@ -651,7 +652,8 @@ def main(argv=None):
         for seq in args.seqs:
             batch = max(1, args.tokens // seq)
             for causal in (True, False):
-                error = check_against_sdpa(batch, args.heads, seq, head_dim, causal)
+                error = check_against_sdpa(batch, args.heads, seq, head_dim, causal, args.kv_heads,
+                                           DTYPES[args.dtype])
                 for mode in ("fwd", "fwd+bwd"):
                     variants = [(p, None) for p in providers]
                     if head_dim % 64:  # the head_dim split against plain padding, measured
@@ -659,9 +661,10 @@ def main(argv=None):
                         variants.append(("triton-padded", replace(base, split_head_dim=False)))
                     for provider, config in variants:
                         row = measure(provider, batch, args.heads, seq, head_dim, causal, mode,
-                                      config)
+                                      config, args.kv_heads, DTYPES[args.dtype])
                         row.update(provider=provider, head_dim=head_dim, seq=seq, batch=batch,
-                                   heads=args.heads, causal=causal, mode=mode)
+                                   heads=args.heads, kv_heads=args.kv_heads or args.heads, dtype=args.dtype,
+                                   causal=causal, mode=mode)
                         if provider == "triton":
                             row["rel_err_vs_sdpa_flash"] = error
                         rows.append(row)
