@@ -78,8 +78,32 @@ WIDE_WIDTH = 256
 MAX_REGISTERS = 168
 CONSUMER_REGISTERS = 240
 
+# Causal programs in the order of their work, heaviest first, within groups of this many KV heads
+# (0: launch order). A causal program's key block sees every query block from its diagonal on, so
+# key block 0 has the most; in launch order (key blocks fastest, then heads) the last heads'
+# heaviest programs start last and the GPU idles waiting for them, most with grouped-query
+# attention (fewer, longer programs). Groups keep the heads in flight few enough for their Q and dO
+# to stay in L2.
+LONGEST_FIRST_HEADS = 8
+
 if attention_gluon.available():
     _tile = attention_gluon._tile
+
+    @gluon.jit
+    def _key_block(BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, HEAD_GROUP: gl.constexpr):
+        """(first key row, batch * kv_heads index) of this program (LONGEST_FIRST_HEADS)."""
+        start_n = gl.program_id(0) * BLOCK_N
+        batch_kv_head = gl.program_id(1)
+        if CAUSAL and HEAD_GROUP > 0:
+            key_blocks = gl.num_programs(0)
+            linear = gl.program_id(1) * key_blocks + gl.program_id(0)  # the launch order
+            group = linear // (HEAD_GROUP * key_blocks)
+            first_head = group * HEAD_GROUP
+            heads_here = gl.minimum(gl.num_programs(1) - first_head, HEAD_GROUP)
+            within = linear - group * HEAD_GROUP * key_blocks
+            start_n = (within // heads_here) * BLOCK_N
+            batch_kv_head = first_head + within % heads_here
+        return start_n, batch_kv_head
 
     @gluon.jit
     def _publish_ds(dscores_t, dq_parts, WARPGROUP: gl.constexpr):
@@ -280,10 +304,9 @@ if attention_gluon.available():
     def _attention_backward_dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc,
                                            seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale, softmax_scale,
                                            HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
-                                           num_warps: gl.constexpr):
+                                           HEAD_GROUP: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
-        start_n = gl.program_id(0) * 128
-        batch_kv_head = gl.program_id(1)
+        start_n, batch_kv_head = _key_block(128, CAUSAL, HEAD_GROUP)
         batch = batch_kv_head // num_kv_heads
         kv_head = batch_kv_head % num_kv_heads
         if CAUSAL:
@@ -410,8 +433,8 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         descriptor(dv, CONSUMER_ROWS, width), lse, delta,
         _dq_descriptor(_placeholder(q.device, width) if dq_sum is None else dq_sum, width),
         seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads, softmax_scale * attention_gluon.LOG2_E,
-        softmax_scale, HEAD_DIM=width, CAUSAL=causal, ATOMIC_DQ=dq_sum is not None, num_warps=4,
-        maxnreg=MAX_REGISTERS)
+        softmax_scale, HEAD_DIM=width, CAUSAL=causal, ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS,
+        num_warps=4, maxnreg=MAX_REGISTERS)
     return dk, dv
 
 
@@ -427,8 +450,9 @@ def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch
                  "dq_desc": f"tensordesc<fp32[{BLOCK_M}, {width // 2}], {_dq_layout(width)!r}>", "seq_q": "i32", "seq_k": "i32",
                  "num_heads": "i32", "num_kv_heads": "i32", "group": "i32", "qk_scale": "fp32",
                  "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "ATOMIC_DQ": "constexpr",
-                 "num_warps": "constexpr"}
-    constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "num_warps": 4}
+                 "HEAD_GROUP": "constexpr", "num_warps": "constexpr"}
+    constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "HEAD_GROUP": LONGEST_FIRST_HEADS,
+                  "num_warps": 4}
     return attention_gluon.compile_for_sm90(_attention_backward_dkdv_ws_kernel, signature, constexprs, MAX_REGISTERS)
 
 

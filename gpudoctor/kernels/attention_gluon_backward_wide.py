@@ -299,10 +299,10 @@ if attention_gluon.available():
     def _attention_backward_dkdv_wide_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA,
                                              dq_desc, seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale,
                                              softmax_scale, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
-                                             ATOMIC_DQ: gl.constexpr, num_warps: gl.constexpr):
+                                             ATOMIC_DQ: gl.constexpr, HEAD_GROUP: gl.constexpr,
+                                             num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
-        start_n = gl.program_id(0) * 64
-        batch_kv_head = gl.program_id(1)
+        start_n, batch_kv_head = attention_gluon_backward._key_block(64, CAUSAL, HEAD_GROUP)
         batch = batch_kv_head // num_kv_heads
         kv_head = batch_kv_head % num_kv_heads
         if CAUSAL:
@@ -388,7 +388,8 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         descriptor(grad_out, BLOCK_M, WIDTH), descriptor(dk, BLOCK_N, WIDTH), descriptor(dv, BLOCK_N, WIDTH),
         lse, delta, dq_desc, seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads,
         softmax_scale * attention_gluon.LOG2_E, softmax_scale, HEAD_DIM=WIDTH, CAUSAL=causal,
-        ATOMIC_DQ=dq_sum is not None, num_warps=4, maxnreg=MAX_REGISTERS)
+        ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=attention_gluon_backward.LONGEST_FIRST_HEADS, num_warps=4,
+        maxnreg=MAX_REGISTERS)
     return dk, dv
 
 
@@ -401,8 +402,9 @@ def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = tor
                  "dq_desc": f"tensordesc<fp32[64, 64], {_dq_layout()!r}>", "seq_q": "i32", "seq_k": "i32",
                  "num_heads": "i32", "num_kv_heads": "i32", "group": "i32", "qk_scale": "fp32",
                  "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "ATOMIC_DQ": "constexpr",
-                 "num_warps": "constexpr"}
-    constexprs = {"HEAD_DIM": WIDTH, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "num_warps": 4}
+                 "HEAD_GROUP": "constexpr", "num_warps": "constexpr"}
+    constexprs = {"HEAD_DIM": WIDTH, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq,
+                  "HEAD_GROUP": attention_gluon_backward.LONGEST_FIRST_HEADS, "num_warps": 4}
     return attention_gluon.compile_for_sm90(_attention_backward_dkdv_wide_kernel, signature, constexprs,
                                             MAX_REGISTERS)
 
