@@ -82,8 +82,13 @@ CONSUMER_REGISTERS = 240
 # (0: launch order). A causal program's key block sees every query block from its diagonal on, so
 # key block 0 has the most; in launch order (key blocks fastest, then heads) the last heads'
 # heaviest programs start last and the GPU idles waiting for them, most with grouped-query
-# attention (fewer, longer programs). Groups keep the heads in flight few enough for their Q and dO
-# to stay in L2.
+# attention (fewer, longer programs). Groups keep the heads in flight few. Measured on the H200
+# (docs/benchmarks.md, twelfth session; bench/attention_gluon_backward_order.py, b4 h32 s4096
+# causal bf16, kernel ms, fastest of 3 taking turns, launch order / groups of 8, summing dQ and
+# not): hd128 2.839 / 2.827 and 1.888 / 1.873, GQA 4:1 3.016 / 2.894 and 1.887 / 1.732, GQA 8:1
+# 3.499 / 3.287 and 2.104 / 1.894, hd64 1.826 / 1.815 and 1.233 / 1.190, hd64 GQA 8:1 2.138 /
+# 1.839 and 1.436 / 1.190; hd128 s16k (b1 h16) 5.345 / 5.426 and 3.589 / 3.598. The wide kernel
+# keeps the launch order (attention_gluon_backward_wide.LONGEST_FIRST_HEADS).
 LONGEST_FIRST_HEADS = 8
 
 if attention_gluon.available():

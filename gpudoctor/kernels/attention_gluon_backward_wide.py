@@ -57,6 +57,11 @@ WIDTH = attention_gluon_backward.WIDE_WIDTH
 BLOCK_N = 64  # key rows per program: 32 per consumer warpgroup for the scores
 BLOCK_M = 64  # query rows per block of the inner loop
 MAX_REGISTERS = attention_gluon_backward.MAX_REGISTERS
+# Causal programs in launch order (attention_gluon_backward.LONGEST_FIRST_HEADS): heaviest first in
+# groups of 8 KV heads was slower here summing dQ (H200, twelfth session, b4 h32 s4096 causal,
+# kernel ms, launch order / groups of 8 / of 2: 7.767 / 7.892 / 7.700, GQA 8:1 8.546 / 8.781 /
+# 8.622), though faster without (GQA 8:1 5.131 / 4.869 / 4.846).
+LONGEST_FIRST_HEADS = 0
 
 if attention_gluon.available():
     _tile = attention_gluon._tile
@@ -388,7 +393,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         descriptor(grad_out, BLOCK_M, WIDTH), descriptor(dk, BLOCK_N, WIDTH), descriptor(dv, BLOCK_N, WIDTH),
         lse, delta, dq_desc, seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads,
         softmax_scale * attention_gluon.LOG2_E, softmax_scale, HEAD_DIM=WIDTH, CAUSAL=causal,
-        ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=attention_gluon_backward.LONGEST_FIRST_HEADS, num_warps=4,
+        ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS, num_warps=4,
         maxnreg=MAX_REGISTERS)
     return dk, dv
 
@@ -404,7 +409,7 @@ def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = tor
                  "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "ATOMIC_DQ": "constexpr",
                  "HEAD_GROUP": "constexpr", "num_warps": "constexpr"}
     constexprs = {"HEAD_DIM": WIDTH, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq,
-                  "HEAD_GROUP": attention_gluon_backward.LONGEST_FIRST_HEADS, "num_warps": 4}
+                  "HEAD_GROUP": LONGEST_FIRST_HEADS, "num_warps": 4}
     return attention_gluon.compile_for_sm90(_attention_backward_dkdv_wide_kernel, signature, constexprs,
                                             MAX_REGISTERS)
 
