@@ -1229,11 +1229,12 @@ GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 96, 104, 112, 120, 128)
 # not causal 20.168 / 19.013 / 18.271, hd192 10.270 / 9.535 / 8.651.
 GLUON_SUMMED_DQ_BUCKETS = (256,)
 # Both Gluon kernels from this many keys (the 256 bucket's from GLUON_WIDE_MIN_SEQ, below).
-# Forward+backward through flash_attention, hd128 causal b4 h32, five rounds taking turns (ms, Triton only / Gluon forward / Gluon forward and dK/dV):
-# s1024 0.554-0.619 / 0.597-0.852 / 0.832-1.049: slower with either, though each kernel alone is
-# faster there (cause not found: the host's time per backward call is 44 us with the Gluon kernel
-# against 33); s2048 1.570-1.738 / 1.538-1.598 / 1.426-1.513; s4096 5.134-5.300 / 4.998-5.162 /
-# 4.788-5.095; s16k (b1 h16) 8.951-9.150 / 8.761-8.769 / 8.299-8.634.
+# Forward+backward through flash_attention, hd128 causal b4 h32, five rounds taking turns (ms,
+# Triton only / Gluon forward / Gluon forward and dK/dV): s1024 0.554-0.619 / 0.597-0.852 /
+# 0.832-1.049: slower with either, though each kernel alone is faster there (cause not found: the
+# host's time per backward call is 44 us with the Gluon kernel against 33); s2048 1.570-1.738 /
+# 1.538-1.598 / 1.426-1.513; s4096 5.134-5.300 / 4.998-5.162 / 4.788-5.095; s16k (b1 h16)
+# 8.951-9.150 / 8.761-8.769 / 8.299-8.634.
 GLUON_MIN_SEQ = 2048
 # But the 256 bucket's kernels from this many keys: GLUON_BACKWARD_BUCKETS' and
 # GLUON_SUMMED_DQ_BUCKETS' measurements at s1024 above, and forward+backward at s1024 taking
