@@ -1215,10 +1215,14 @@ GLUON_BACKWARD_MIN_WIDE_HEAD_DIM = 160
 # hd112 not causal 9.035 / 7.348 / 7.351, hd96 4.190 / 4.009 / 3.996, hd64 2.880 / 2.762 / 2.593,
 # hd64 not causal 5.100 / 4.943 / 4.605, hd40 2.870 / 2.740 / 2.528, s2048 1.552 / 1.315 /
 # 1.254, s16k (b1 h16) 8.884 / 7.292 / 7.386. 48, 56, 104 and 120 are not measured: taken
-# because they run at the same kernel width as their measured neighbours (64, 128). Not hd80:
-# 3.795 / 3.848 (the kernel computes it at width 128, the Triton one as 64 + 16); hd72 and hd88
-# unmeasured, hd32 (width 32) too.
-GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 96, 104, 112, 120, 128)
+# because they run at the same kernel width as their measured neighbours (64, 128). hd72 and hd88
+# too (twelfth session, the same alternation, Triton only / Gluon summing dQ with the Triton
+# forward / cuDNN): hd72 3.933 / 3.860 / 3.770, not causal 7.147 / 6.687 / 6.775, hd88 4.385 /
+# 4.108 / 4.024, not causal 7.898 / 7.096 / 7.046; the summing kernel was faster than Triton only
+# in every round at both. Not hd80, level or slower in both sessions (the kernel computes it at
+# width 128, the Triton one as 64 + 16): 3.795 / 3.848 (eleventh), 3.564 / 3.756 and not causal
+# 6.678 / 6.636 (twelfth). hd32 (width 32) is unmeasured.
+GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 72, 88, 96, 104, 112, 120, 128)
 # And the whole 256 bucket (head_dim 136-256), where attention_gluon_backward_wide sums it (twelfth
 # session, same probe without alternation, b4 h32 s4096 causal unless said, backward alone ms,
 # Gluon dK/dV with the Triton dQ / summing dQ): 8.671 / 8.098, not causal 16.596 / 14.974, GQA
@@ -1803,7 +1807,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     own programs, in its own kernel or beside dK/dV's in one, and dK/dV sum their query heads
     inside one program), so it is bitwise reproducible. False (the default): where the
     configuration says so, dQ is summed in float32 by atomic adds inside the dK/dV kernel
-    (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64 and 96-128 and from 1024 keys at
+    (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64, 72, 88 and 96-128 and from 1024 keys at
     136-256, the Gluon kernels' TMA reduce-adds: ``gluon_atomic_dq``), which saves two of the
     backward's seven matrix products per block pair; its last bits then vary from run to run.
     ``config`` overrides the per-architecture tiles (benchmarks and tuning only).

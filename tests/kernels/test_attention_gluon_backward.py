@@ -142,13 +142,14 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     assert not select_config(None, 128, 4096).gluon_backward
 
 
-@pytest.mark.parametrize("head_dim, summed", [(128, True), (112, True), (96, True), (64, True), (40, True),
-                                              (80, False), (88, False), (32, False), (136, True), (192, True),
-                                              (256, True)])
+@pytest.mark.parametrize("head_dim, summed", [(128, True), (112, True), (96, True), (88, True), (72, True),
+                                              (64, True), (40, True), (80, False), (32, False), (136, True),
+                                              (192, True), (256, True)])
 def test_summing_dq_selected_on_hopper_at_the_measured_head_dims(head_dim, summed):
     """deterministic=False runs a kernel summing dQ where it was measured faster end to end
-    (hd40, 64, 96, 112, 128 from 2048 keys; hd256 from 1024) and at the head dims of the same
-    kernel widths between them; not hd80 (measured slower) or hd32 (unmeasured)."""
+    (hd40, 64, 72, 88, 96, 112, 128 from 2048 keys; hd136-256 from 1024) and at the head dims of
+    the same kernel widths between them; not hd80 (measured level or slower) or hd32
+    (unmeasured)."""
     assert select_config((9, 0), head_dim, 4096).gluon_atomic_dq == summed
     assert select_config((9, 0), head_dim).gluon_atomic_dq == summed
     assert select_config((9, 0), head_dim, 1024).gluon_atomic_dq == (summed and head_dim > 128)
@@ -310,7 +311,8 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch, d
     (128, True, 2, 777, torch.bfloat16), (128, False, 4, 1024, torch.bfloat16), (64, True, 1, 1000, torch.bfloat16),
     (112, False, 2, 1100, torch.bfloat16), (40, True, 4, 300, torch.bfloat16), (80, False, 1, 640, torch.bfloat16),
     (96, True, 4, 64, torch.bfloat16), (256, True, 2, 777, torch.bfloat16), (192, False, 1, 1000, torch.bfloat16),
-    (256, True, 4, 64, torch.bfloat16), (256, False, 2, 555, torch.float16), (136, True, 4, 300, torch.float16)])
+    (256, True, 4, 64, torch.bfloat16), (256, False, 2, 555, torch.float16), (136, True, 4, 300, torch.float16),
+    (72, True, 2, 1000, torch.bfloat16), (88, False, 4, 777, torch.float16)])
 def test_gpu_summed_dq_matches_float32_reference(head_dim, causal, kv_heads, seq, dtype, monkeypatch):
     """dQ summed in the kernel by TMA reduce-adds (gluon_atomic_dq), through flash_attention with
     deterministic=False, against float32 and, element by element, the deterministic Triton dQ (a
