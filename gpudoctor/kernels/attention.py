@@ -1218,8 +1218,8 @@ GLUON_BACKWARD_MIN_WIDE_HEAD_DIM = 160
 # because they run at the same kernel width as their measured neighbours (64, 128). hd72 and hd88
 # too (twelfth session, the same alternation, Triton only / Gluon summing dQ with the Triton
 # forward / cuDNN): hd72 3.933 / 3.860 / 3.770, not causal 7.147 / 6.687 / 6.775, hd88 4.385 /
-# 4.108 / 4.024, not causal 7.898 / 7.096 / 7.046; the summing kernel was faster than Triton only
-# in every round at both. Not hd80, level or slower in both sessions (the kernel computes it at
+# 4.108 / 4.024, not causal 7.898 / 7.096 / 7.046; faster than Triton only in every round but one
+# (hd72 not causal: 6.687, 7.666, 7.063 against 7.147-7.155). Not hd80, level or slower in both sessions (the kernel computes it at
 # width 128, the Triton one as 64 + 16): 3.795 / 3.848 (eleventh), 3.564 / 3.756 and not causal
 # 6.678 / 6.636 (twelfth). hd32 (width 32) is unmeasured.
 GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 72, 88, 96, 104, 112, 120, 128)
