@@ -1205,7 +1205,9 @@ GLUON_BACKWARD_BUCKETS = (128, 256)
 # But in the 256 bucket from this head_dim: the wide kernel computes every head_dim at width 256,
 # the Triton kernels 136-160 as 128 + a power-of-two tail (same probe, s4096 causal, backward ms,
 # Triton / Gluon with the Triton dQ): hd136 8.958 / 9.051, hd160 8.676 / 8.507, hd192 9.223 /
-# 8.235, hd224 11.218 / 9.546. 144-152 unmeasured.
+# 8.235, hd224 11.218 / 9.546; forward+backward taking turns (--alternate 3, fastest ms, Gluon
+# forward with the Triton backward / with the Gluon one and the Triton dQ): hd144 10.264 /
+# 10.277, hd152 11.379 / 11.495.
 GLUON_BACKWARD_MIN_WIDE_HEAD_DIM = 160
 # sm90, deterministic=False: the Gluon kernel summing dQ in float32 (gluon_atomic_dq) from
 # GLUON_MIN_SEQ keys at these head dims. Measured on the H200 (docs/benchmarks.md, eleventh
