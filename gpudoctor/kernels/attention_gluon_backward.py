@@ -95,8 +95,11 @@ if attention_gluon.available():
     _tile = attention_gluon._tile
 
     @gluon.jit
-    def _key_block(BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, HEAD_GROUP: gl.constexpr):
-        """(first key row, batch * kv_heads index) of this program (LONGEST_FIRST_HEADS)."""
+    def _program_keys(num_kv_heads, seq_q, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
+                      HEAD_GROUP: gl.constexpr):
+        """(first key row, batch, KV head, first query block, query blocks per query head) of this
+        program: a grid of (key blocks, batch * KV heads), causal programs heaviest first within
+        groups of HEAD_GROUP KV heads (LONGEST_FIRST_HEADS); query blocks are 64 rows."""
         start_n = gl.program_id(0) * BLOCK_N
         batch_kv_head = gl.program_id(1)
         if CAUSAL and HEAD_GROUP > 0:
@@ -108,7 +111,20 @@ if attention_gluon.available():
             within = linear - group * HEAD_GROUP * key_blocks
             start_n = (within // heads_here) * BLOCK_N
             batch_kv_head = first_head + within % heads_here
-        return start_n, batch_kv_head
+        if CAUSAL:
+            # Query blocks above this key block's diagonal see none of its keys (causal masks are
+            # aligned top-left, as the other kernels'); past seq_q there is nothing to walk.
+            first_block = start_n // 64
+        else:
+            first_block = 0
+        query_blocks = gl.maximum(gl.cdiv(seq_q, 64) - first_block, 0)
+        return start_n, batch_kv_head // num_kv_heads, batch_kv_head % num_kv_heads, first_block, query_blocks
+
+    @gluon.jit
+    def _start_m(i, first_block, query_blocks):
+        """The first query row of the program's block i (the blocks walk every query head of the
+        KV head in turn, 64 rows each)."""
+        return (first_block + i % query_blocks) * 64
 
     @gluon.jit
     def _publish_ds(dscores_t, dq_parts, WARPGROUP: gl.constexpr):
@@ -217,7 +233,7 @@ if attention_gluon.available():
         for i in range(group * query_blocks):
             slot = i % 2
             phase = (i // 2) & 1
-            start_m = (first_block + i % query_blocks) * BLOCK_M
+            start_m = _start_m(i, first_block, query_blocks)
             q = _tile(q_smem, slot, BLOCK_M, HEAD_DIM)
             do = _tile(do_smem, slot, BLOCK_M, HEAD_DIM)
             mbarrier.wait(q_full.index(slot), phase)
@@ -283,7 +299,7 @@ if attention_gluon.available():
             # A new barrier counts as phase 1 complete: each slot's first fill does not wait.
             phase = ((i // 2) & 1) ^ 1
             head = kv_head * group + i // query_blocks
-            start_m = (first_block + i % query_blocks) * 64
+            start_m = _start_m(i, first_block, query_blocks)
             queries = start_m + offsets
             rows = (batch * num_heads + head).to(gl.int64) * seq_q
             # lse = +inf past seq_q: those queries' Pᵀ is exactly 0 (their Q and dO are zero-filled).
@@ -311,16 +327,8 @@ if attention_gluon.available():
                                            HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
                                            HEAD_GROUP: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
-        start_n, batch_kv_head = _key_block(128, CAUSAL, HEAD_GROUP)
-        batch = batch_kv_head // num_kv_heads
-        kv_head = batch_kv_head % num_kv_heads
-        if CAUSAL:
-            # Query blocks above this key block's diagonal see none of its keys (causal masks are
-            # aligned top-left, as the other kernels'); past seq_q there is nothing to walk.
-            first_block = start_n // 64
-        else:
-            first_block = 0
-        query_blocks = gl.maximum(gl.cdiv(seq_q, 64) - first_block, 0)
+        start_n, batch, kv_head, first_block, query_blocks = _program_keys(num_kv_heads, seq_q, 128, CAUSAL,
+                                                                           HEAD_GROUP)
 
         k_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], v_desc.layout)

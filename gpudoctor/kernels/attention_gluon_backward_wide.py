@@ -134,11 +134,7 @@ if attention_gluon.available():
         gl.thread_barrier()
         attention_gluon_backward._tma_reduce_add(dq_desc, [dq_row, column], dq_smem)
 
-    @gluon.jit
-    def _start_m(i, first_block, query_blocks):
-        """The first query row of the program's block i (blocks walk every query head of the KV
-        head in turn)."""
-        return (first_block + i % query_blocks) * 64
+    _start_m = attention_gluon_backward._start_m
 
     @gluon.jit
     def _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP: gl.constexpr):
@@ -307,14 +303,8 @@ if attention_gluon.available():
                                              ATOMIC_DQ: gl.constexpr, HEAD_GROUP: gl.constexpr,
                                              num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
-        start_n, batch_kv_head = attention_gluon_backward._key_block(64, CAUSAL, HEAD_GROUP)
-        batch = batch_kv_head // num_kv_heads
-        kv_head = batch_kv_head % num_kv_heads
-        if CAUSAL:
-            first_block = start_n // 64  # query blocks above the diagonal see none of these keys
-        else:
-            first_block = 0
-        query_blocks = gl.maximum(gl.cdiv(seq_q, 64) - first_block, 0)
+        start_n, batch, kv_head, first_block, query_blocks = attention_gluon_backward._program_keys(
+            num_kv_heads, seq_q, 64, CAUSAL, HEAD_GROUP)
 
         k_smem = gl.allocate_shared_memory(dtype, [1, 1, 1, 64, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [1, 1, 1, 64, HEAD_DIM], v_desc.layout)
