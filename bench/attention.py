@@ -632,6 +632,8 @@ def main(argv=None):
     parser.add_argument("--check-worker", help=argparse.SUPPRESS)
     parser.add_argument("--check-dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.kv_heads is not None and (args.kv_heads < 1 or args.heads % args.kv_heads):
+        parser.error(f"--kv-heads {args.kv_heads} must divide --heads {args.heads}")
     names = [name for name in args.shapes.split(",") if name]
     if args.round:  # read by the check workers too (they inherit the environment)
         os.environ["ATTENTION_SWEEP_ROUND"] = args.round
