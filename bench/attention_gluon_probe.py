@@ -56,7 +56,17 @@ from attention_ws_common import (  # noqa: E402
 )
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gpudoctor.kernels.attention_gluon import _masked_softmax, _query_block  # noqa: E402 - the shipped kernel's
+from gpudoctor.kernels.attention_gluon import _key_blocks, _masked_softmax  # noqa: E402 - the shipped kernel's
+
+
+@gluon.jit
+def _query_block(seq_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """(first query row, key blocks) of this program's query block, causal ones longest first."""
+    if CAUSAL:
+        start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
+    else:
+        start_m = gl.program_id(0) * BLOCK_M
+    return start_m, _key_blocks(start_m, seq_k, BLOCK_M, BLOCK_N, CAUSAL)
 
 
 @gluon.jit

@@ -58,6 +58,9 @@ BLOCK_N = {32: 128, 64: 128, 128: 128, 256: 64}
 # warpgroup 240 and the producer 24 (the kernel's warp_specialize call).
 MAX_REGISTERS = 168
 DTYPES = (torch.float16, torch.bfloat16)
+# One program per SM, each looping over its units of work (_unit), the next tile's Q and first K/V
+# blocks loading while the last one finishes; False: one program per unit (benches' A/B).
+PERSISTENT = True
 
 if gluon is not None:
 
@@ -90,16 +93,40 @@ if gluon is not None:
         return probs, new_max, correction, row_sum
 
     @gluon.jit
-    def _query_block(seq_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-        """(first query row, key blocks to visit) of this program's query block."""
+    def _key_blocks(start_m, seq_k, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+        """Key blocks the query block from row ``start_m`` visits (at least one: key 0)."""
         if CAUSAL:
-            # Longest first, as the Triton forward: the last query block sees the most keys.
-            start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
             key_end = gl.minimum(start_m + BLOCK_M, seq_k)
         else:
-            start_m = gl.program_id(0) * BLOCK_M
             key_end = seq_k
-        return start_m, gl.cdiv(key_end, BLOCK_N)
+        return gl.cdiv(key_end, BLOCK_N)
+
+    @gluon.jit
+    def _unit(unit, query_blocks, CAUSAL: gl.constexpr):
+        """(batch x head, first query block, query blocks) of a unit of work. Causal units pair a
+        head's query block i with block query_blocks-1-i, heaviest first, so that every unit holds
+        the same number of key blocks (give or take one) and a static schedule balances itself; a
+        head's units are consecutive, so programs running at once share its K and V in L2."""
+        if CAUSAL:
+            per_head = (query_blocks + 1) // 2
+            pair = unit % per_head
+            first = query_blocks - 1 - pair
+            count = 2 - (first == pair).to(gl.int32)  # the middle block of an odd count is alone
+        else:
+            per_head = query_blocks
+            first = unit % per_head
+            count = 1
+        return unit // per_head, first, count
+
+    @gluon.jit
+    def _query_tile(batch_head, first, index, query_blocks, num_heads, kv_group_size, seq_k,
+                    BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+        """(batch, head, KV head, first query row, key blocks) of a unit's tile ``index`` (0 or 1:
+        the paired block query_blocks-1-first)."""
+        block = first + index * (query_blocks - 1 - 2 * first)
+        start_m = block * 128  # BLOCK_M
+        return (batch_head // num_heads, batch_head % num_heads, (batch_head % num_heads) // kv_group_size,
+                start_m, _key_blocks(start_m, seq_k, 128, BLOCK_N, CAUSAL))
 
     @gluon.jit
     def _tile(ring, slot, ROWS: gl.constexpr, HEAD_DIM: gl.constexpr):
@@ -107,12 +134,15 @@ if gluon is not None:
         return ring.index(slot).reshape([ROWS, HEAD_DIM])
 
     @gluon.jit
-    def _consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-                  BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr):
-        q_desc, k_desc, v_desc, o_desc, LSE = descs
+    def _consumer_tile(descs, buffers, barriers, tile, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+                       BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
+                       Q_SLOTS: gl.constexpr):
+        """One warpgroup's 64 query rows of one tile; ``tile`` is (batch, head, batch x head,
+        first query row, key blocks, key blocks consumed before, tiles done before)."""
+        q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, qk_scale = descs
         q_smem, k_smem, v_smem = buffers
-        q_bars, k_full, k_empty, v_full, v_empty = barriers
-        batch, head, batch_head, seq_q, seq_k, start_m, blocks, qk_scale = scalars
+        q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
+        batch, head, batch_head, start_m, blocks, it, done = tile
         ROWS: gl.constexpr = 64
         dtype: gl.constexpr = q_desc.dtype
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -122,28 +152,33 @@ if gluon is not None:
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
         o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
         my_start = start_m + WARPGROUP * ROWS
-        my_q = _tile(q_smem, WARPGROUP, ROWS, HEAD_DIM)
-        mbarrier.expect(q_bars.index(WARPGROUP), q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [batch, head, my_start, 0], q_bars.index(WARPGROUP),
-                                        q_smem.index(WARPGROUP))
+        q_slot = done % Q_SLOTS
+        my_slot = q_slot * 2 + WARPGROUP
+        my_q = _tile(q_smem, my_slot, ROWS, HEAD_DIM)
         zero_scores = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
         acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout)
-        mbarrier.wait(q_bars.index(WARPGROUP), 0)
+        mbarrier.wait(q_full.index(q_slot), (done // Q_SLOTS) & 1)
 
-        mbarrier.wait(k_full.index(0), 0)
-        s = warpgroup_mma(my_q, _tile(k_smem, 0, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
+        mbarrier.wait(k_full.index(it % 2), (it // 2) & 1)
+        s = warpgroup_mma(my_q, _tile(k_smem, it % 2, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
                           use_acc=False, is_async=True)
+        if Q_SLOTS > 1:
+            # The previous tile's output store has had this product's time to drain: its slot
+            # goes back to the producer for the tile after this one.
+            if done > 0:
+                tma.store_wait(pendings=0)
+                mbarrier.arrive(q_empty.index((done - 1) % Q_SLOTS), count=1)
         s = warpgroup_mma_wait(0, deps=(s,))
-        mbarrier.arrive(k_empty.index(0), count=1)
+        mbarrier.arrive(k_empty.index(it % 2), count=1)
         probs, row_max, correction, row_sum = _masked_softmax(
             s, 0.0, 0.0, my_start, 0, seq_k, qk_scale, ROWS, BLOCK_N, CAUSAL, CHECK_N, True, s_layout)
         for j in range(1, blocks):
-            slot = j % 2
+            slot = (it + j) % 2
             previous = 1 - slot
-            mbarrier.wait(k_full.index(slot), (j // 2) & 1)
+            mbarrier.wait(k_full.index(slot), ((it + j) // 2) & 1)
             s = warpgroup_mma(my_q, _tile(k_smem, slot, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
                               use_acc=False, is_async=True)
-            mbarrier.wait(v_full.index(previous), ((j - 1) // 2) & 1)
+            mbarrier.wait(v_full.index(previous), ((it + j - 1) // 2) & 1)
             p = gl.convert_layout(probs.to(dtype), p_layout)
             acc = warpgroup_mma(p, _tile(v_smem, previous, BLOCK_N, HEAD_DIM), acc, is_async=True)
             # Q·K_jᵀ was issued first: waiting for all but one product leaves P_{j-1}·V_{j-1} on the
@@ -156,7 +191,7 @@ if gluon is not None:
             acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(v_empty.index(previous), count=1)
             acc = acc * gl.convert_layout(correction, o_rows)[:, None]
-        last = blocks - 1
+        last = it + blocks - 1
         mbarrier.wait(v_full.index(last % 2), (last // 2) & 1)
         p = gl.convert_layout(probs.to(dtype), p_layout)
         acc = warpgroup_mma(p, _tile(v_smem, last % 2, BLOCK_N, HEAD_DIM), acc, is_async=True)
@@ -166,70 +201,105 @@ if gluon is not None:
         out = acc / gl.convert_layout(row_sum, o_rows)[:, None]
         my_q.store(out.to(dtype))  # this warpgroup's Q slot is free: its last Q·Kᵀ is done
         fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [batch, head, my_start, 0], q_smem.index(WARPGROUP))
+        tma.async_copy_shared_to_global(o_desc, [batch, head, my_start, 0], q_smem.index(my_slot))
         rows = my_start + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
         gl.store(LSE + batch_head.to(gl.int64) * seq_q + rows, row_max + gl.log2(row_sum), mask=rows < seq_q)
+        if Q_SLOTS == 1:  # the next tile's Q waits for this store
+            tma.store_wait(pendings=0)
+            mbarrier.arrive(q_empty.index(0), count=1)
+
+    @gluon.jit
+    def _consumer(descs, buffers, barriers, schedule, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+                  BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr):
+        num_units, query_blocks, num_heads, kv_group_size = schedule
+        seq_k = descs[6]
+        it = 0  # key blocks consumed: the K/V rings' position
+        done = 0  # tiles done: the Q ring's
+        for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
+            batch_head, first, count = _unit(unit, query_blocks, CAUSAL)
+            for index in range(count):
+                batch, head, kv_head, start_m, blocks = _query_tile(
+                    batch_head, first, index, query_blocks, num_heads, kv_group_size, seq_k, BLOCK_N, CAUSAL)
+                _consumer_tile(descs, buffers, barriers, (batch, head, batch_head, start_m, blocks, it, done),
+                               WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS)
+                it += blocks
+                done += 1
         tma.store_wait(pendings=0)
 
     @gluon.jit
-    def _second_consumer(descs, buffers, barriers, scalars, kv_head, HEAD_DIM: gl.constexpr,
-                         BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr):
-        _consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N)
+    def _second_consumer(descs, buffers, barriers, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                         CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr):
+        _consumer(descs, buffers, barriers, schedule, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS)
 
     @gluon.jit
-    def _producer(descs, buffers, barriers, scalars, kv_head, HEAD_DIM: gl.constexpr,
-                  BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr):
-        q_desc, k_desc, v_desc, o_desc, LSE = descs
+    def _load_block(desc, ring, full, empty, index, coordinates):
+        """K or V block ``index`` (counted over the program's tiles) into its slot of a two-slot ring
+        once both consumers have released the block before it there. A new barrier counts as phase
+        1 complete: each slot's first fill does not wait; the same holds for the Q ring."""
+        slot = index % 2
+        mbarrier.wait(empty.index(slot), ((index // 2) & 1) ^ 1)
+        mbarrier.expect(full.index(slot), desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(desc, coordinates, full.index(slot), ring.index(slot))
+
+    @gluon.jit
+    def _producer(descs, buffers, barriers, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                  CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr):
+        q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, qk_scale = descs
         q_smem, k_smem, v_smem = buffers
-        q_bars, k_full, k_empty, v_full, v_empty = barriers
-        batch, head, batch_head, seq_q, seq_k, start_m, blocks, qk_scale = scalars
-        for j in range(blocks):
-            slot = j % 2
-            # A new barrier counts as phase 1 complete: each slot's first fill does not wait.
-            phase = ((j // 2) & 1) ^ 1
-            mbarrier.wait(k_empty.index(slot), phase)
-            mbarrier.expect(k_full.index(slot), k_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(k_desc, [batch, kv_head, j * BLOCK_N, 0], k_full.index(slot),
-                                            k_smem.index(slot))
-            mbarrier.wait(v_empty.index(slot), phase)
-            mbarrier.expect(v_full.index(slot), v_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(v_desc, [batch, kv_head, j * BLOCK_N, 0], v_full.index(slot),
-                                            v_smem.index(slot))
+        q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
+        num_units, query_blocks, num_heads, kv_group_size = schedule
+        it = 0
+        done = 0
+        for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
+            batch_head, first, count = _unit(unit, query_blocks, CAUSAL)
+            for index in range(count):
+                batch, head, kv_head, start_m, blocks = _query_tile(
+                    batch_head, first, index, query_blocks, num_heads, kv_group_size, seq_k, BLOCK_N, CAUSAL)
+                for j in range(blocks):
+                    _load_block(k_desc, k_smem, k_full, k_empty, it + j, [batch, kv_head, j * BLOCK_N, 0])
+                    if j == 0:  # after the first K block, which can load while the last tile ends
+                        q_slot = done % Q_SLOTS
+                        mbarrier.wait(q_empty.index(q_slot), ((done // Q_SLOTS) & 1) ^ 1)
+                        mbarrier.expect(q_full.index(q_slot), 2 * q_desc.block_type.nbytes)
+                        for half in gl.static_range(2):
+                            tma.async_copy_global_to_shared(q_desc, [batch, head, start_m + half * 64, 0],
+                                                            q_full.index(q_slot), q_smem.index(q_slot * 2 + half))
+                    _load_block(v_desc, v_smem, v_full, v_empty, it + j, [batch, kv_head, j * BLOCK_N, 0])
+                it += blocks
+                done += 1
 
     @gluon.jit
     def _attention_forward_ws_kernel(q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, num_heads,
-                                     kv_group_size, qk_scale, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-                                     CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, num_warps: gl.constexpr):
+                                     kv_group_size, qk_scale, num_units, query_blocks, HEAD_DIM: gl.constexpr,
+                                     BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
+                                     Q_SLOTS: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
-        start_m, blocks = _query_block(seq_k, 128, BLOCK_N, CAUSAL)
-        batch_head = gl.program_id(1)
-        batch = batch_head // num_heads
-        head = batch_head % num_heads
-        kv_head = head // kv_group_size
-
-        q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], q_desc.layout)
+        q_smem = gl.allocate_shared_memory(dtype, [2 * Q_SLOTS, 1, 1, 64, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, HEAD_DIM], v_desc.layout)
-        q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        q_full = gl.allocate_shared_memory(gl.int64, [Q_SLOTS, 1], mbarrier.MBarrierLayout())
+        q_empty = gl.allocate_shared_memory(gl.int64, [Q_SLOTS, 1], mbarrier.MBarrierLayout())
         k_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         k_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         v_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         v_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(Q_SLOTS):
+            mbarrier.init(q_full.index(i), count=1)
+            mbarrier.init(q_empty.index(i), count=2)  # both consumers
         for i in gl.static_range(2):
-            mbarrier.init(q_bars.index(i), count=1)
             mbarrier.init(k_full.index(i), count=1)
-            mbarrier.init(k_empty.index(i), count=2)  # both consumers
+            mbarrier.init(k_empty.index(i), count=2)
             mbarrier.init(v_full.index(i), count=1)
             mbarrier.init(v_empty.index(i), count=2)
 
-        descs = (q_desc, k_desc, v_desc, o_desc, LSE)
+        descs = (q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, qk_scale)
         buffers = (q_smem, k_smem, v_smem)
-        barriers = (q_bars, k_full, k_empty, v_full, v_empty)
-        scalars = (batch, head, batch_head, seq_q, seq_k, start_m, blocks, qk_scale)
+        barriers = (q_full, q_empty, k_full, k_empty, v_full, v_empty)
+        schedule = (num_units, query_blocks, num_heads, kv_group_size)
         gl.warp_specialize([
-            (_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N)),
-            (_second_consumer, (descs, buffers, barriers, scalars, kv_head, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N)),
-            (_producer, (descs, buffers, barriers, scalars, kv_head, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N)),
+            (_consumer, (descs, buffers, barriers, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS)),
+            (_second_consumer, (descs, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS)),
+            (_producer, (descs, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (MAX_REGISTERS)
 
 
@@ -269,6 +339,28 @@ def _descriptor(tensor: torch.Tensor, rows: int, width: int):
                             _shared_layout(rows, width, tensor.dtype))
 
 
+_SM_COUNTS: dict[int, int] = {}
+
+
+def _sm_count(device: torch.device) -> int:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _SM_COUNTS:
+        _SM_COUNTS[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _SM_COUNTS[index]
+
+
+def q_slots(width: int) -> int:
+    """Q tiles in shared memory: two (the next tile's Q loads while this one runs) where they fit
+    beside two slots each of K and V, else one."""
+    return 2 if width <= 128 else 1
+
+
+def units(seq_q: int, batch_heads: int, causal: bool) -> int:
+    """Units of work (_unit): causal ones pair a head's query blocks i and last-i."""
+    query_blocks = -(-seq_q // BLOCK_M)
+    return batch_heads * ((query_blocks + 1) // 2 if causal else query_blocks)
+
+
 def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                       softmax_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) as attention.attention_forward returns them: out contiguous like q, lse the
@@ -280,12 +372,13 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     block_n = BLOCK_N[width]
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
-    grid = (-(-seq_q // BLOCK_M), batch * num_heads)
-    fast(_attention_forward_ws_kernel)[grid](
+    num_units = units(seq_q, batch * num_heads, causal)
+    programs = min(num_units, _sm_count(q.device)) if PERSISTENT else num_units
+    fast(_attention_forward_ws_kernel)[(programs,)](
         _descriptor(q, CONSUMER_ROWS, width), _descriptor(k, block_n, width), _descriptor(v, block_n, width),
         _descriptor(out, CONSUMER_ROWS, width), lse, seq_q, seq_k, num_heads, num_heads // num_kv_heads,
-        softmax_scale * LOG2_E, HEAD_DIM=width, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
-        num_warps=4, maxnreg=MAX_REGISTERS)
+        softmax_scale * LOG2_E, num_units, -(-seq_q // BLOCK_M), HEAD_DIM=width, BLOCK_N=block_n, CAUSAL=causal,
+        CHECK_N=seq_k % block_n != 0, Q_SLOTS=q_slots(width), num_warps=4, maxnreg=MAX_REGISTERS)
     return out, lse
 
 
@@ -313,9 +406,10 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
     kv_type = f"tensordesc<{name}[1, 1, {block_n}, {width}], {_shared_layout(block_n, width, dtype)!r}>"
     signature = {"q_desc": q_type, "k_desc": kv_type, "v_desc": kv_type, "o_desc": q_type, "LSE": "*fp32",
                  "seq_q": "i32", "seq_k": "i32", "num_heads": "i32", "kv_group_size": "i32", "qk_scale": "fp32",
-                 "HEAD_DIM": "constexpr", "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "CHECK_N": "constexpr",
-                 "num_warps": "constexpr"}
-    constexprs = {"HEAD_DIM": width, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n, "num_warps": 4}
+                 "num_units": "i32", "query_blocks": "i32", "HEAD_DIM": "constexpr", "BLOCK_N": "constexpr",
+                 "CAUSAL": "constexpr", "CHECK_N": "constexpr", "Q_SLOTS": "constexpr", "num_warps": "constexpr"}
+    constexprs = {"HEAD_DIM": width, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n,
+                  "Q_SLOTS": q_slots(width), "num_warps": 4}
     return compile_for_sm90(_attention_forward_ws_kernel, signature, constexprs, MAX_REGISTERS)
 
 
