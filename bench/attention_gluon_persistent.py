@@ -5,7 +5,7 @@ and log-sum-exp (each tile's work is the same, only which program does it change
 the fastest of ROUNDS forward timings, and forward+backward through flash_attention with the Triton
 forward / the Gluon one (persistent), each with the shipped backward, beside cuDNN's.
 
-  python bench/attention_gluon_persistent.py [--rounds 3] [--shapes hd128-s1024 ...] [--json OUT]
+  python bench/attention_gluon_persistent.py [--rounds 3] [--shapes hd128-s1024 ...] [--dtype fp16] [--json OUT]
 """
 
 from __future__ import annotations
@@ -33,6 +33,23 @@ SHAPES = (
     ("hd256-s1024", 16, 32, 32, 1024, 256, True),
     ("hd256-s1024-nc", 16, 32, 32, 1024, 256, False),
     ("hd256-s4096", 4, 32, 32, 4096, 256, True),
+    # the training pass's shape, and the head dims the first run left out
+    ("hd80-s256", 4, 32, 32, 256, 80, True),
+    ("hd128-s256", 4, 32, 32, 256, 128, True),
+    ("hd64-s512", 32, 32, 32, 512, 64, True),
+    ("hd32-s1024", 16, 32, 32, 1024, 32, True),
+    ("hd32-s4096", 4, 32, 32, 4096, 32, True),
+    ("hd48-s1024", 16, 32, 32, 1024, 48, True),
+    ("hd72-s1024", 16, 32, 32, 1024, 72, True),
+    ("hd80-s1024", 16, 32, 32, 1024, 80, True),
+    ("hd80-s4096", 4, 32, 32, 4096, 80, True),
+    ("hd80-s4096-nc", 4, 32, 32, 4096, 80, False),
+    ("hd88-s4096", 4, 32, 32, 4096, 88, True),
+    ("hd112-s1024-nc", 16, 32, 32, 1024, 112, False),
+    ("hd64-gqa8-s4096", 4, 32, 4, 4096, 64, True),
+    ("hd128-gqa8-s4096", 4, 32, 4, 4096, 128, True),
+    ("hd160-s1024", 16, 32, 32, 1024, 160, True),
+    ("hd192-s4096", 4, 32, 32, 4096, 192, True),
 )
 
 
@@ -40,6 +57,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shapes", nargs="*", help=f"of {[shape[0] for shape in SHAPES]}")
+    parser.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     unknown = set(args.shapes or ()) - {shape[0] for shape in SHAPES}
@@ -61,6 +79,7 @@ def main(argv=None) -> int:
     def time_ms(run):
         return triton.testing.do_bench(run, warmup=25, rep=100, return_mode="median")
 
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     rows = []
     print("forward ms (fastest of rounds) and forward+backward ms; x = cuDNN's time / ours")
     print(f"{'shape':<17} {'fwd tri':>8} {'one/unit':>8} {'persist':>8} {'cudnn':>8} {'x tri':>6} {'x pers':>6}"
@@ -69,10 +88,10 @@ def main(argv=None) -> int:
         if args.shapes and name not in args.shapes:
             continue
         generator = torch.Generator(device="cuda").manual_seed(seq + head_dim)
-        q = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16, generator=generator)
-        k, v = (torch.randn(batch, kv_heads, seq, head_dim, device="cuda", dtype=torch.bfloat16,
-                            generator=generator) for _ in range(2))
-        grad = torch.randn(q.shape, device="cuda", dtype=torch.bfloat16, generator=generator)
+        q = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=dtype, generator=generator)
+        k, v = (torch.randn(batch, kv_heads, seq, head_dim, device="cuda", dtype=dtype, generator=generator)
+                for _ in range(2))
+        grad = torch.randn(q.shape, device="cuda", dtype=dtype, generator=generator)
         scale = head_dim ** -0.5
         shipped = config_for(q, k)
         triton_config = dataclasses.replace(shipped, gluon_forward=False)
@@ -132,7 +151,7 @@ def main(argv=None) -> int:
         if args.json:
             with open(args.json, "w") as handle:
                 json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                           "triton": triton.__version__, "rounds": args.rounds, "rows": rows}, handle, indent=1)
+                           "triton": triton.__version__, "dtype": args.dtype, "rounds": args.rounds, "rows": rows}, handle, indent=1)
     return 0
 
 
