@@ -50,6 +50,11 @@ SHAPES = (
     ("hd128-gqa8-s4096", 4, 32, 4, 4096, 128, True),
     ("hd160-s1024", 16, 32, 32, 1024, 160, True),
     ("hd192-s4096", 4, 32, 32, 4096, 192, True),
+    # fewer programs: batch 4 at 1024 keys, where the tenth session's forward made a step slower
+    ("hd128-s1024-b4", 4, 32, 32, 1024, 128, True),
+    ("hd64-s1024-b4", 4, 32, 32, 1024, 64, True),
+    ("hd256-s512", 16, 32, 32, 512, 256, True),
+    ("hd96-s512", 32, 32, 32, 512, 96, True),
 )
 
 

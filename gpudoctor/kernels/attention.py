@@ -1179,18 +1179,24 @@ DESCRIPTOR_MIN_SEQ = 1024
 # session), while the same kernel on the table's stages passed.
 FUSED_BACKWARD_MAX_SCORES = 4 * 32 * 512 * 512
 FUSED_BACKWARD_MAX_SEQ = 1024
-# sm90: the warp-specialized Gluon forward (attention_gluon.py) for these head_dim buckets from
-# GLUON_MIN_SEQ keys. Measured on the H200 (docs/benchmarks.md, ninth session;
-# bench/attention_gluon_probe.py, b4 h32 s4096 bf16, forward ms, Triton forward / Gluon in the
-# same run): hd128 causal 1.209 / 1.002, not causal 2.124 / 1.769, GQA 4:1 1.199 / 0.989; hd256
-# causal 2.238 / 1.833.
-GLUON_FORWARD_BUCKETS = (128, 256)
-# And at head_dim 96 (computed at width 128), where it pays beside the Gluon backward summing dQ
-# (eleventh session, b4 h32 s4096 causal, forward+backward ms over two runs of three rounds,
-# Triton forward / Gluon forward, both with the summing backward: 4.045-4.092 / 3.948-4.047).
-# Not the rest of the 96 bucket: hd80's forward is level (3.795-3.852 / 3.815-3.845 with the
-# Triton backward), hd72 and hd88 are unmeasured.
-GLUON_FORWARD_HEAD_DIMS = (96,)
+# sm90: the warp-specialized Gluon forward (attention_gluon.py, persistent) from this head_dim and
+# GLUON_FORWARD_MIN_SEQ keys, outside the one-launch backward's small calls. Measured on the H200
+# (docs/benchmarks.md, thirteenth session; bench/attention_gluon_persistent.py, three rounds
+# taking turns, causal bf16 unless said, forward ms, Triton / Gluon / cuDNN):
+# hd128 s512 (b32 h32) 0.323 / 0.215 / 0.194, s1024 (b16) 0.442 / 0.309 / 0.316, not causal
+# 0.596 / 0.475 / 0.486, s4096 (b4) 1.220 / 0.990 / 1.023, GQA 8:1 s4096 1.201 / 1.007 / 1.013;
+# hd112 s1024 not causal 0.631 / 0.495 / 0.499; hd96 s1024 0.325 / 0.290 / 0.304; hd88 s4096
+# 1.016 / 0.964 / 1.018; hd80 s1024 0.303 / 0.291 / 0.300, s4096 0.920 / 0.895 / 0.971; hd72
+# s1024 0.316 / 0.295 / 0.307; hd64 s512 0.159 / 0.150 / 0.131, s1024 0.233 / 0.210 / 0.204,
+# s4096 0.702 / 0.645 / 0.646; hd48 s1024 0.232 / 0.210 / 0.202; hd40 s4096 0.732 / 0.648 /
+# 0.646; hd160 s1024 0.681 / 0.562 / 0.454; hd192 s4096 2.007 / 1.773 / 1.436; hd256 s1024 0.756
+# / 0.620 / 0.577, s4096 2.223 / 1.894 / 1.807. Not hd32 (width 32): s1024 0.189 / 0.187 / 0.200,
+# s4096 0.554 / 0.592 / 0.623. Not at 256 keys (b4 h32: the training pass's shape), where the
+# forward alone is level (hd80 0.018 / 0.017 / 0.018) but forward+backward was slower (0.175 /
+# 0.221 ms at hd80, 0.249 / 0.269 at hd128): those calls are host-bound; 512 keys was measured at
+# hd64 and hd128 only, the other head dims from 1024.
+GLUON_FORWARD_MIN_HEAD_DIM = 40
+GLUON_FORWARD_MIN_SEQ = 512
 # sm90: the warp-specialized Gluon dK/dV kernel (attention_gluon_backward.py) for these buckets
 # from GLUON_MIN_SEQ keys. Measured on the H200 (docs/benchmarks.md, tenth session;
 # bench/attention_gluon_backward_probe.py, b4 h32 bf16, ms, Triton dK/dV / Gluon in the same run):
@@ -1234,15 +1240,15 @@ GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 72, 88, 96, 104, 112, 120, 128)
 # rounds taking turns (fastest, Gluon dK/dV / summing / cuDNN): hd256 11.089 / 10.756 / 10.301,
 # not causal 20.168 / 19.013 / 18.271, hd192 10.270 / 9.535 / 8.651.
 GLUON_SUMMED_DQ_BUCKETS = (256,)
-# Both Gluon kernels from this many keys (the 256 bucket's from GLUON_WIDE_MIN_SEQ, below).
-# Forward+backward through flash_attention, hd128 causal b4 h32, five rounds taking turns (ms,
-# Triton only / Gluon forward / Gluon forward and dK/dV): s1024 0.554-0.619 / 0.597-0.852 /
+# The Gluon dK/dV kernels from this many keys (the 256 bucket's from GLUON_WIDE_MIN_SEQ, below).
+# Forward+backward through flash_attention, hd128 causal b4 h32, five rounds taking turns (tenth
+# session, before the forward was persistent; ms, Triton only / Gluon forward / Gluon forward and dK/dV): s1024 0.554-0.619 / 0.597-0.852 /
 # 0.832-1.049: slower with either, though each kernel alone is faster there (cause not found: the
 # host's time per backward call is 44 us with the Gluon kernel against 33); s2048 1.570-1.738 /
 # 1.538-1.598 / 1.426-1.513; s4096 5.134-5.300 / 4.998-5.162 / 4.788-5.095; s16k (b1 h16)
 # 8.951-9.150 / 8.761-8.769 / 8.299-8.634.
 GLUON_MIN_SEQ = 2048
-# But the 256 bucket's kernels from this many keys: GLUON_BACKWARD_BUCKETS' and
+# But the 256 bucket's backward from this many keys: GLUON_BACKWARD_BUCKETS' and
 # GLUON_SUMMED_DQ_BUCKETS' measurements at s1024 above, and forward+backward at s1024 taking
 # turns (twelfth session, --alternate 5, b4 h32, fastest ms, Triton forward / Gluon forward, both
 # with the summing backward; cuDNN): hd256 causal 1.054 / 0.999 (0.954), not causal 1.563 /
@@ -1259,7 +1265,8 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
     return _select_config(capability, head_dim, seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ,
                           scores is not None and scores <= FUSED_BACKWARD_MAX_SCORES
                           and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ,
-                          seq_k is None or seq_k >= GLUON_MIN_SEQ, seq_k is None or seq_k >= GLUON_WIDE_MIN_SEQ)
+                          seq_k is None or seq_k >= GLUON_MIN_SEQ, seq_k is None or seq_k >= GLUON_WIDE_MIN_SEQ,
+                          seq_k is None or seq_k >= GLUON_FORWARD_MIN_SEQ)
 
 
 _OF_Q = object()  # config_for's default capability: q's GPU's
@@ -1275,7 +1282,8 @@ def config_for(q: torch.Tensor, k: torch.Tensor, capability=_OF_Q) -> AttentionC
 
 @functools.lru_cache(maxsize=None)
 def _select_config(capability, head_dim: int, long_sequence: bool, small_call: bool = False,
-                   gluon_sequence: bool = False, wide_sequence: bool = False) -> AttentionConfig:
+                   gluon_sequence: bool = False, wide_sequence: bool = False,
+                   forward_sequence: bool = False) -> AttentionConfig:
     # Remembered: asked on every call (configs are frozen, so sharing them is safe).
     if capability is None:
         return _INTERPRETER_CONFIG
@@ -1287,10 +1295,10 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
         config = dataclasses.replace(config, tma=HOST_DESCRIPTORS)
     if family == "sm90" and small_call:
         config = dataclasses.replace(config, fused_backward=True)
-    # The 256 bucket's Gluon kernels from GLUON_WIDE_MIN_SEQ keys, the others' from GLUON_MIN_SEQ.
+    if family == "sm90" and forward_sequence and not small_call and head_dim >= GLUON_FORWARD_MIN_HEAD_DIM:
+        config = dataclasses.replace(config, gluon_forward=True)
+    # The 256 bucket's Gluon backward from GLUON_WIDE_MIN_SEQ keys, the others' from GLUON_MIN_SEQ.
     if family == "sm90" and (wide_sequence if bucket == 256 else gluon_sequence):
-        if bucket in GLUON_FORWARD_BUCKETS or head_dim in GLUON_FORWARD_HEAD_DIMS:
-            config = dataclasses.replace(config, gluon_forward=True)
         if bucket in GLUON_BACKWARD_BUCKETS and (bucket != 256 or head_dim >= GLUON_BACKWARD_MIN_WIDE_HEAD_DIM):
             config = dataclasses.replace(config, gluon_backward=True)
         if head_dim in GLUON_SUMMED_DQ_HEAD_DIMS or bucket in GLUON_SUMMED_DQ_BUCKETS:

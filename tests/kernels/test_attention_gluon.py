@@ -105,19 +105,16 @@ def test_descriptor_ready_layouts():
                                                 .view(2, 4, 64, 128))  # start 2 bytes past 16
 
 
-def test_selected_on_hopper_for_long_sequences_in_the_measured_buckets():
-    assert select_config((9, 0), 128, 4096).gluon_forward
-    assert select_config((9, 0), 256, 2048).gluon_forward
-    assert select_config((9, 0), 256, 1024).gluon_forward  # the 256 bucket from GLUON_WIDE_MIN_SEQ
-    assert not select_config((9, 0), 256, 512).gluon_forward
-    assert not select_config((9, 0), 128, 1024).gluon_forward  # forward+backward measured slower
-    assert select_config((9, 0), 112, 4096).gluon_forward  # the 128 bucket
-    assert not select_config((9, 0), 128, 256).gluon_forward  # host-bound: the Triton forward
-    assert not select_config((9, 0), 128, 256, 4 * 32 * 256 * 256).gluon_forward
-    assert not select_config((9, 0), 64, 4096).gluon_forward
-    assert select_config((9, 0), 96, 4096).gluon_forward  # measured beside the summing backward
-    assert not select_config((9, 0), 96, 1024).gluon_forward
-    assert not select_config((9, 0), 80, 4096).gluon_forward  # level with the Triton forward
+def test_selected_on_hopper_from_512_keys_at_head_dim_40_and_up():
+    for head_dim in (40, 64, 72, 80, 96, 112, 128, 160, 192, 256):
+        assert select_config((9, 0), head_dim, 4096).gluon_forward, head_dim
+        assert select_config((9, 0), head_dim, 1024).gluon_forward, head_dim
+        assert select_config((9, 0), head_dim, 512).gluon_forward, head_dim
+        assert not select_config((9, 0), head_dim, 256).gluon_forward, head_dim  # host-bound there
+    assert not select_config((9, 0), 32, 4096).gluon_forward  # width 32: the Triton forward is faster
+    # The one-launch backward's small calls are host-bound: the Triton forward.
+    assert not select_config((9, 0), 128, 512, 4 * 32 * 512 * 512).gluon_forward
+    assert select_config((9, 0), 128, 512, 32 * 32 * 512 * 512).gluon_forward
     assert not select_config((8, 0), 128, 4096).gluon_forward
     assert not select_config(None, 128, 4096).gluon_forward
 
