@@ -94,6 +94,12 @@ SHAPES = (
     ("hd120-c", 4, 32, 32, 4096, 120, True),
     ("hd144-c", 4, 32, 32, 4096, 144, True),
     ("hd152-c", 4, 32, 32, 4096, 152, True),
+    # below GLUON_MIN_SEQ with more programs, and batch 4 at 1024 keys at hd64 (thirteenth session)
+    ("hd128-c-s1024-b16", 16, 32, 32, 1024, 128, True),
+    ("hd128-nc-s1024-b16", 16, 32, 32, 1024, 128, False),
+    ("hd128-c-s512-b32", 32, 32, 32, 512, 128, True),
+    ("hd64-c-s1024-b16", 16, 32, 32, 1024, 64, True),
+    ("hd64-c-s1024", 4, 32, 32, 1024, 64, True),
 )
 
 
