@@ -1248,6 +1248,17 @@ GLUON_SUMMED_DQ_BUCKETS = (256,)
 # 1.538-1.598 / 1.426-1.513; s4096 5.134-5.300 / 4.998-5.162 / 4.788-5.095; s16k (b1 h16)
 # 8.951-9.150 / 8.761-8.769 / 8.299-8.634.
 GLUON_MIN_SEQ = 2048
+# And from GLUON_MANY_SCORES_MIN_SEQ keys in calls of at least GLUON_MANY_SCORES scores (batch x
+# heads x seq_q x seq_k), where the GPU's work outweighs the host's (thirteenth session, the
+# persistent Gluon forward throughout, bench/attention_gluon_backward_probe.py --alternate 3,
+# causal bf16 unless said, forward+backward ms over three rounds, Gluon forward with the Triton
+# backward / with the Gluon one summing dQ / cuDNN): hd128 s1024 b16 h32 (2^29 scores) 1.900-1.915
+# / 1.675-1.693 / 1.669-1.964, not causal 2.679-2.715 / 2.295-2.424 / 2.311-2.679; s512 b32 (2^28)
+# 1.391-1.460 / 1.274-1.288 / 1.241-1.409; hd64 s1024 b16 1.060-1.171 / 1.055-1.058 /
+# 1.026-1.038. At b4 (2^27) the Gluon backward stays slower: hd128 s1024 0.514-0.570 /
+# 0.507-0.737, hd64 0.305-0.635 / 0.595-0.722 (host-bound rounds that vary twofold).
+GLUON_MANY_SCORES = 2 ** 28
+GLUON_MANY_SCORES_MIN_SEQ = 512
 # But the 256 bucket's backward from this many keys: GLUON_BACKWARD_BUCKETS' and
 # GLUON_SUMMED_DQ_BUCKETS' measurements at s1024 above, and forward+backward at s1024 taking
 # turns (twelfth session, --alternate 5, b4 h32, fastest ms, Triton forward / Gluon forward, both
@@ -1260,12 +1271,15 @@ GLUON_WIDE_MIN_SEQ = 1024
 def select_config(capability: tuple[int, int] | None, head_dim: int,
                   seq_k: int | None = None, scores: int | None = None) -> AttentionConfig:
     """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``;
-    ``seq_k`` (keys per head; None: long) picks the descriptor kernels or not on sm90, and with
-    ``scores`` (batch x heads x seq_q x seq_k; None: large) the one-launch backward or not."""
+    ``seq_k`` (keys per head; None: long) picks the descriptor kernels and the Gluon ones or not on
+    sm90, and with ``scores`` (batch x heads x seq_q x seq_k; None: large) the one-launch backward
+    or not, and the Gluon backward below GLUON_MIN_SEQ keys or not."""
     return _select_config(capability, head_dim, seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ,
                           scores is not None and scores <= FUSED_BACKWARD_MAX_SCORES
                           and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ,
-                          seq_k is None or seq_k >= GLUON_MIN_SEQ, seq_k is None or seq_k >= GLUON_WIDE_MIN_SEQ,
+                          seq_k is None or seq_k >= GLUON_MIN_SEQ
+                          or (seq_k >= GLUON_MANY_SCORES_MIN_SEQ and (scores is None or scores >= GLUON_MANY_SCORES)),
+                          seq_k is None or seq_k >= GLUON_WIDE_MIN_SEQ,
                           seq_k is None or seq_k >= GLUON_FORWARD_MIN_SEQ)
 
 
