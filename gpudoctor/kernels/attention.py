@@ -1777,9 +1777,12 @@ def _pad_head_dim(tensor: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def _padded_forward(q, k, v, causal: bool, softmax_scale: float, config: AttentionConfig):
-    """(q, k, v as the kernels ran them, out, lse, out cut back to head_dim)."""
+    """(q, k, v as the kernels ran them, out, lse, out cut back to head_dim). The Gluon forward
+    reads every head_dim unpadded (TMA zero-fills past it): padding there only cost copies (hd40
+    at 512 keys, b32 h32: 0.46 ms forward through flash_attention against 0.15 for the kernel on
+    the unpadded inputs, thirteenth session)."""
     head_dim = q.shape[-1]
-    width = padded_width(head_dim, config)
+    width = head_dim if config.gluon_forward and _gluon_runs(q, k, v) else padded_width(head_dim, config)
     if width != head_dim:
         q, k, v = (_pad_head_dim(t, width) for t in (q, k, v))
     out, lse = attention_forward(q, k, v, causal, softmax_scale, config)
@@ -1789,7 +1792,8 @@ def _padded_forward(q, k, v, causal: bool, softmax_scale: float, config: Attenti
 class _FlashAttentionFunction(torch.autograd.Function):
     """On the pointer kernels, head dims that neither are a power of two nor split (40, 72, 112,
     136, ...) run on inputs zero-padded to the next power of two: zero columns add nothing to
-    q k^T, and the extra output and gradient columns (zeros) are cut off. Measured on the H200
+    q k^T, and the extra output and gradient columns (zeros) are cut off (after the Gluon
+    forward, which reads them unpadded, the backward pads them itself). Measured on the H200
     (issue 18): the in-kernel column mask (``MAIN_PADDED``) ran hd40 at 104 TFLOP/s
     forward+backward against 337 for hd64, so the copies cost far less than the masked loads.
     The descriptor kernels need neither: the copy engine zero-fills past head_dim."""
@@ -1809,6 +1813,9 @@ class _FlashAttentionFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         q, k, v, out, lse = ctx.saved_tensors
+        width = padded_width(ctx.head_dim, ctx.config)
+        if q.shape[-1] != width:  # the forward ran unpadded (Gluon): the backward's kernels may not
+            q, k, v, out = (_pad_head_dim(t, width) for t in (q, k, v, out))
         if q.shape[-1] != ctx.head_dim:
             grad_out = _pad_head_dim(grad_out, q.shape[-1])
         dq, dk, dv = attention_backward(grad_out, q, k, v, out, lse, ctx.causal,

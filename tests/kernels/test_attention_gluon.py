@@ -225,3 +225,32 @@ def test_gpu_persistent_programs_match_one_program_per_unit(head_dim, causal, dt
     persistent = attention_gluon.attention_forward(q, k, v, causal, scale)
     assert torch.equal(one_per_unit[0], persistent[0]) and torch.equal(one_per_unit[1], persistent[1])
     _check_forward(q, k, v, causal, {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fused_backward", [True, False], ids=["fused-backward", "three-launch-backward"])
+@pytest.mark.parametrize("head_dim", [40, 72, 112])
+def test_gpu_unpadded_forward_before_a_padding_backward(head_dim, fused_backward, monkeypatch):
+    """At 512 keys the Triton kernels run on pointers, on inputs zero-padded to a power of two;
+    the Gluon forward reads them unpadded, and the backward pads what it needs itself."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    widths = []
+    original = attention_gluon.attention_forward
+    monkeypatch.setattr(attention_gluon, "attention_forward",
+                        lambda *args: widths.append(args[0].shape[-1]) or original(*args))
+    q, k, v = (t.requires_grad_() for t in gpu_inputs(2, 4, 2, 512, 512, head_dim, torch.bfloat16, head_dim))
+    config = dataclasses.replace(select_config((9, 0), head_dim, 512), gluon_forward=True,
+                                 fused_backward=fused_backward)
+    assert attention_module.padded_width(head_dim, config) != head_dim
+    grad = torch.randn_like(q)
+    out = flash_attention(q, k, v, causal=True, config=config)
+    out.backward(grad)
+    assert widths == [head_dim]
+    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    expected = reference_attention(*refs, causal=True, dtype=torch.float32)
+    expected.backward(grad.float())
+    for ours, theirs in zip([out, q.grad, k.grad, v.grad], [expected, *[t.grad for t in refs]]):
+        assert ours.shape == theirs.shape
+        error = ((ours.float() - theirs).norm() / theirs.norm()).item()
+        assert error < 3e-2, error
