@@ -1162,6 +1162,13 @@ def _architecture_family(capability: tuple[int, int]) -> str:
 # DESCRIPTOR_MIN_SEQ keys the host-side descriptors' set-up dominates (the training pass's
 # shape, seq 256: 0.099 ms forward against 0.019); the threshold itself was not swept.
 DESCRIPTOR_MIN_SEQ = 1024
+# And from this many keys outside the one-launch backward's small calls: there the GPU's work
+# outweighs the set-up, and the pointer kernels' zero-padded copies cost more than the kernels
+# (thirteenth session, b32 h32 s512 causal bf16, forward+backward through flash_attention, fastest
+# of three rounds taking turns, ms, pointers / descriptors, both with the shipped Gluon kernels;
+# cuDNN): hd40 1.309 / 0.816 (0.677), hd72 2.086 / 1.103 (0.990), hd112 2.458 / 1.203 (1.169), not
+# causal 2.681 / 1.435 (1.477), hd256 3.236 / 3.144 (2.730).
+DESCRIPTOR_MIN_SEQ_LARGE_CALLS = 512
 # sm90: the whole backward in one launch (fused_backward) for calls whose attention matrices
 # (batch x heads x seq_q x seq_k elements) are at most this big, where a step is host-bound (two
 # launches, a delta buffer and their Python fewer). Measured on the H200 (docs/benchmarks.md,
@@ -1256,9 +1263,15 @@ GLUON_MIN_SEQ = 2048
 # / 1.675-1.693 / 1.669-1.964, not causal 2.679-2.715 / 2.295-2.424 / 2.311-2.679; s512 b32 (2^28)
 # 1.391-1.460 / 1.274-1.288 / 1.241-1.409; hd64 s1024 b16 1.060-1.171 / 1.055-1.058 /
 # 1.026-1.038. At b4 (2^27) the Gluon backward stays slower: hd128 s1024 0.514-0.570 /
-# 0.507-0.737, hd64 0.305-0.635 / 0.595-0.722 (host-bound rounds that vary twofold).
+# 0.507-0.737, hd64 0.305-0.635 / 0.595-0.722 (host-bound rounds that vary twofold). At b32 h32
+# s512 (2^28; flash_attention on descriptors, DESCRIPTOR_MIN_SEQ_LARGE_CALLS; fastest of three
+# rounds, Triton backward / Gluon summing dQ; cuDNN): hd40 0.950 / 0.748 (0.677), hd72 1.144 /
+# 1.103 (0.990), hd112 1.343 / 1.203 (1.169), hd128 1.387 / 1.272 (1.236); but not hd64, which the
+# Triton kernels run unpadded and unsplit (0.769-0.774 / 0.794-0.795 (0.773-0.779), not causal
+# 0.930 / 0.982 (0.932)): GLUON_MANY_SCORES_NOT.
 GLUON_MANY_SCORES = 2 ** 28
 GLUON_MANY_SCORES_MIN_SEQ = 512
+GLUON_MANY_SCORES_NOT = (64,)
 # But the 256 bucket's backward from this many keys: GLUON_BACKWARD_BUCKETS' and
 # GLUON_SUMMED_DQ_BUCKETS' measurements at s1024 above, and forward+backward at s1024 taking
 # turns (twelfth session, --alternate 5, b4 h32, fastest ms, Triton forward / Gluon forward, both
@@ -1274,11 +1287,14 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
     ``seq_k`` (keys per head; None: long) picks the descriptor kernels and the Gluon ones or not on
     sm90, and with ``scores`` (batch x heads x seq_q x seq_k; None: large) the one-launch backward
     or not, and the Gluon backward below GLUON_MIN_SEQ keys or not."""
-    return _select_config(capability, head_dim, seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ,
-                          scores is not None and scores <= FUSED_BACKWARD_MAX_SCORES
-                          and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ,
-                          seq_k is None or seq_k >= GLUON_MIN_SEQ
-                          or (seq_k >= GLUON_MANY_SCORES_MIN_SEQ and (scores is None or scores >= GLUON_MANY_SCORES)),
+    small_call = (scores is not None and scores <= FUSED_BACKWARD_MAX_SCORES
+                  and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
+    many_scores = (seq_k is not None and seq_k >= GLUON_MANY_SCORES_MIN_SEQ
+                   and (scores is None or scores >= GLUON_MANY_SCORES) and head_dim not in GLUON_MANY_SCORES_NOT)
+    return _select_config(capability, head_dim,
+                          seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ
+                          or (seq_k >= DESCRIPTOR_MIN_SEQ_LARGE_CALLS and not small_call),
+                          small_call, seq_k is None or seq_k >= GLUON_MIN_SEQ or many_scores,
                           seq_k is None or seq_k >= GLUON_WIDE_MIN_SEQ,
                           seq_k is None or seq_k >= GLUON_FORWARD_MIN_SEQ)
 

@@ -175,14 +175,16 @@ DESCRIPTOR_MODES = {"device-descriptors": DEVICE_DESCRIPTORS, "host-descriptors"
 
 
 def test_sm90_takes_the_descriptor_kernels_where_they_measured_faster():
-    """Padded head dims and 256 at long sequences; short sequences, other head dims and other
-    GPUs keep the pointer kernels."""
+    """Padded head dims and 256 at long sequences, and from 512 keys outside small calls; short
+    sequences, other head dims and other GPUs keep the pointer kernels."""
     pointers = attention_module.POINTERS
     assert select_config((9, 0), 72, 4096).tma == HOST_DESCRIPTORS
     assert select_config((9, 0), 112, 1024).tma == HOST_DESCRIPTORS
     assert select_config((9, 0), 256, 4096).tma == HOST_DESCRIPTORS
     assert select_config((9, 0), 72).tma == HOST_DESCRIPTORS  # sequence unknown: long
     assert select_config((9, 0), 72, 256).tma == pointers  # the training pass's length
+    assert select_config((9, 0), 72, 512, 32 * 32 * 512 * 512).tma == HOST_DESCRIPTORS  # large calls from 512
+    assert select_config((9, 0), 72, 512, 4 * 32 * 512 * 512).tma == pointers  # the one-launch backward's
     for head_dim in (64, 80, 96, 128, 144, 192):
         assert select_config((9, 0), head_dim, 4096).tma == pointers, head_dim
     for capability in ((8, 0), (8, 6), (7, 5), (10, 0), (12, 0)):

@@ -240,8 +240,8 @@ def test_gpu_unpadded_forward_before_a_padding_backward(head_dim, fused_backward
     monkeypatch.setattr(attention_gluon, "attention_forward",
                         lambda *args: widths.append(args[0].shape[-1]) or original(*args))
     q, k, v = (t.requires_grad_() for t in gpu_inputs(2, 4, 2, 512, 512, head_dim, torch.bfloat16, head_dim))
-    config = dataclasses.replace(select_config((9, 0), head_dim, 512), gluon_forward=True,
-                                 fused_backward=fused_backward)
+    config = dataclasses.replace(select_config((9, 0), head_dim, 512, 2 * 4 * 512 * 512), gluon_forward=True,
+                                 fused_backward=fused_backward)  # a small call's config: on pointers
     assert attention_module.padded_width(head_dim, config) != head_dim
     grad = torch.randn_like(q)
     out = flash_attention(q, k, v, causal=True, config=config)
