@@ -629,14 +629,17 @@ def test_delta_in_dq_launches_no_delta_kernel(device, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_gpu_tensors_on_a_gpu_that_is_not_the_current_one(device):
+@pytest.mark.parametrize("shape", [(1, 4, 2, 130, 130, 80), (1, 8, 2, 2048, 2048, 128)],
+                         ids=["triton", "gluon-on-hopper"])
+def test_gpu_tensors_on_a_gpu_that_is_not_the_current_one(device, shape):
     """Triton launches on the current device; tensors on cuda:1 while cuda:0 is current must
-    still be computed on cuda:1 (as SDPA does), forward and backward."""
+    still be computed on cuda:1 (as SDPA does), forward and backward. The second shape takes the
+    Gluon kernels on Hopper (persistent: one program per SM of cuda:1)."""
     if device != "cuda" or torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs")
     seed = _fresh_seed()
     torch.cuda.set_device(0)
-    q, k, v, grad_out = _make_inputs(1, 4, 2, 130, 130, 80, torch.float16, "cuda:1", seed)
+    q, k, v, grad_out = _make_inputs(*shape, torch.float16, "cuda:1", seed)
     out = flash_attention(q, k, v, causal=True)
     out.backward(grad_out)
     torch.cuda.synchronize(1)
