@@ -13,16 +13,24 @@ each program (128 query rows of one head) is three partitions:
 - one producer warp: K and V blocks into two-slot rings in shared memory by TMA, each slot
   refilled once both consumers have arrived on its "empty" barrier.
 
+It is persistent: one program per SM (PERSISTENT), each looping over units of work, so that the
+next tile's Q and first K/V blocks load while the last tile finishes, instead of a program's
+start and end leaving the SM idle (at 1024 keys a causal tile holds four key blocks on average). A causal unit pairs a head's query blocks i and last-i, so
+every unit holds the same work and a static schedule balances; a head's units are consecutive, so
+programs running at once share its K and V in L2. Q has two slots where they fit (width <= 128):
+the output goes out through the slot its tile's Q held, which the producer refills for the tile
+after next once that store has drained.
+
 Loads and stores go through 4-D host-side TMA descriptors over (batch, heads, seq, head_dim):
 rows past a sequence's end and columns past head_dim are zero-filled on load and clipped on
 store, so ragged lengths and head dims that are not a power of two need no copies; the key
 columns past seq_k are masked in the last block. It writes the base-2 log-sum-exp the backward
 kernels read (attention.py), in their layout.
 
-Measured on the H200 (bench/attention_gluon_probe.py, docs/benchmarks.md, ninth session):
-1.19-1.22x the Triton forward at head_dim 128 and 256 (1.00-1.06x cuDNN at 128, 0.98-0.99x at 256).
-FlashAttention-3's ping-pong between the consumers (taking turns to issue their products) made no
-difference there and is left out.
+Measured on the H200 (docs/benchmarks.md): one program per tile, 1.19-1.22x the Triton forward at
+head_dim 128 and 256 (ninth session); persistent, 0.96-1.08x cuDNN at head_dim 40-128 from 1024
+keys and 0.86-0.93x causal at 512 (thirteenth session; 0.60-0.94x for the Triton forward there). FlashAttention-3's ping-pong
+between the consumers (taking turns to issue their products) made no difference and is left out.
 """
 
 from __future__ import annotations
