@@ -19,7 +19,8 @@ program (dK/dV of a shared KV head sum their query heads inside one program), so
 ``deterministic=False`` (flash_attention's default, as FlashAttention's) a config may trade that for
 two fewer matrix products per block pair by summing dQ in float32 inside the dK/dV kernel: the
 Triton kernel's ``atomic_dq`` is off everywhere (measured slower); the Gluon kernel's
-``gluon_atomic_dq`` is on for Hopper from GLUON_MIN_SEQ keys at GLUON_SUMMED_DQ_HEAD_DIMS (and
+``gluon_atomic_dq`` is on for Hopper from GLUON_MIN_SEQ keys at GLUON_SUMMED_DQ_HEAD_DIMS (from
+GLUON_MANY_SCORES_MIN_SEQ in calls of GLUON_MANY_SCORES scores, but not at GLUON_MANY_SCORES_NOT;
 from GLUON_WIDE_MIN_SEQ in GLUON_SUMMED_DQ_BUCKETS), so there dQ's last bits vary from run to
 run. (The training pass's shapes are below both: its eager and compiled paths run the same
 kernels.)
@@ -1201,7 +1202,8 @@ FUSED_BACKWARD_MAX_SEQ = 1024
 # s4096 0.554 / 0.592 / 0.623. Not at 256 keys (b4 h32: the training pass's shape), where the
 # forward alone is level (hd80 0.018 / 0.017 / 0.018) but forward+backward was slower (0.175 /
 # 0.221 ms at hd80, 0.249 / 0.269 at hd128): those calls are host-bound; 512 keys was measured at
-# hd64 and hd128 only, the other head dims from 1024.
+# hd64, 96, 128 and 256 only (hd96 0.219 / 0.207 / 0.193, hd256 b16 0.274 / 0.210 / 0.191), the
+# other head dims from 1024.
 GLUON_FORWARD_MIN_HEAD_DIM = 40
 GLUON_FORWARD_MIN_SEQ = 512
 # sm90: the warp-specialized Gluon dK/dV kernel (attention_gluon_backward.py) for these buckets
@@ -1268,7 +1270,7 @@ GLUON_MIN_SEQ = 2048
 # rounds, Triton backward / Gluon summing dQ; cuDNN): hd40 0.950 / 0.748 (0.677), hd72 1.144 /
 # 1.103 (0.990), hd112 1.343 / 1.203 (1.169), hd128 1.387 / 1.272 (1.236); but not hd64, which the
 # Triton kernels run unpadded and unsplit (0.769-0.774 / 0.794-0.795 (0.773-0.779), not causal
-# 0.930 / 0.982 (0.932)): GLUON_MANY_SCORES_NOT.
+# 0.930 / 0.982 (0.932)): GLUON_MANY_SCORES_NOT, at 1024 keys too (level there, above).
 GLUON_MANY_SCORES = 2 ** 28
 GLUON_MANY_SCORES_MIN_SEQ = 512
 GLUON_MANY_SCORES_NOT = (64,)
@@ -1830,7 +1832,7 @@ class _FlashAttentionFunction(torch.autograd.Function):
     def backward(ctx, grad_out):
         q, k, v, out, lse = ctx.saved_tensors
         width = padded_width(ctx.head_dim, ctx.config)
-        if q.shape[-1] != width:  # the forward ran unpadded (Gluon): the backward's kernels may not
+        if q.shape[-1] != width:  # the forward ran unpadded (Gluon); the pointer kernels' column masks are slow
             q, k, v, out = (_pad_head_dim(t, width) for t in (q, k, v, out))
         if q.shape[-1] != ctx.head_dim:
             grad_out = _pad_head_dim(grad_out, q.shape[-1])
@@ -1854,8 +1856,9 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     own programs, in its own kernel or beside dK/dV's in one, and dK/dV sum their query heads
     inside one program), so it is bitwise reproducible. False (the default): where the
     configuration says so, dQ is summed in float32 by atomic adds inside the dK/dV kernel
-    (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64, 72, 88 and 96-128 and from 1024 keys at
-    136-256, the Gluon kernels' TMA reduce-adds: ``gluon_atomic_dq``), which saves two of the
+    (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64, 72, 88 and 96-128, from 512 in calls
+    of 2^28 scores or more but at 64, and from 1024 keys at 136-256, the Gluon kernels' TMA
+    reduce-adds: ``gluon_atomic_dq``), which saves two of the
     backward's seven matrix products per block pair; its last bits then vary from run to run.
     ``config`` overrides the per-architecture tiles (benchmarks and tuning only).
     """

@@ -5,19 +5,20 @@ Why not Triton's own language: there the compiler schedules the tensor-core prod
 Q·Kᵀ at once, so the tensor cores idle while the softmax runs (ncu on the H200: 51 % tensor-pipe
 activity for the Triton forward against cuDNN's 68 %), and Triton 3.6's automatic warp
 specialization gave at most 8 % with wrong results at three stages (docs/benchmarks.md). Here
-each program (128 query rows of one head) is three partitions:
+each program works through tiles of 128 query rows of one head, in three partitions:
 
 - two consumer warpgroups of 64 query rows each: the online softmax and both products, Q·K_jᵀ
   issued together with P_{j-1}·V_{j-1} and waited for alone, so the second runs on the tensor
   cores during block j's softmax; P stays in registers as the product's A operand;
-- one producer warp: K and V blocks into two-slot rings in shared memory by TMA, each slot
-  refilled once both consumers have arrived on its "empty" barrier.
+- one producer warp: each tile's Q, and K and V blocks into two-slot rings, in shared memory by
+  TMA, each slot refilled once both consumers have arrived on its "empty" barrier.
 
 It is persistent: one program per SM (PERSISTENT), each looping over units of work, so that the
 next tile's Q and first K/V blocks load while the last tile finishes, instead of a program's
-start and end leaving the SM idle (at 1024 keys a causal tile holds four key blocks on average). A causal unit pairs a head's query blocks i and last-i, so
-every unit holds the same work and a static schedule balances; a head's units are consecutive, so
-programs running at once share its K and V in L2. Q has two slots where they fit (width <= 128):
+start and end leaving the SM idle (at 1024 keys a causal tile holds four key blocks on average).
+A causal unit pairs a head's query blocks i and last-i, so every unit holds the same work and a
+static schedule balances; a head's units are consecutive, so programs running at once share its
+K and V in L2. Q has two slots where they fit (width <= 128):
 the output goes out through the slot its tile's Q held, which the producer refills for the tile
 after next once that store has drained.
 
@@ -28,7 +29,7 @@ columns past seq_k are masked in the last block. It writes the base-2 log-sum-ex
 kernels read (attention.py), in their layout.
 
 Measured on the H200 (docs/benchmarks.md): one program per tile, 1.19-1.22x the Triton forward at
-head_dim 128 and 256 (ninth session); persistent, 0.96-1.08x cuDNN at head_dim 40-128 from 1024
+head_dim 128 and 256 (ninth session); persistent, 0.96-1.09x cuDNN at head_dim 40-128 from 1024
 keys and 0.86-0.93x causal at 512 (thirteenth session; 0.60-0.94x for the Triton forward there). FlashAttention-3's ping-pong
 between the consumers (taking turns to issue their products) made no difference and is left out.
 """
@@ -56,11 +57,11 @@ except ImportError:  # pragma: no cover - an older Triton: the Triton kernels ru
     gluon = None
 
 LOG2_E = 1.4426950408889634
-BLOCK_M = 128  # query rows per program: two consumer warpgroups of 64
+BLOCK_M = 128  # query rows per tile: two consumer warpgroups of 64
 CONSUMER_ROWS = 64
 # Key rows per block, by the head_dim the kernel computes at (head_dim rounded up to a power of
-# two): sized so that Q (128 rows) and two slots each of K and V fit sm90's 227 KB of shared
-# memory and one consumer's registers (scores, P and the output accumulator) fit 240.
+# two): sized so that Q (q_slots tiles of 128 rows) and two slots each of K and V fit sm90's 227
+# KB of shared memory and one consumer's registers (scores, P and the output accumulator) fit 240.
 BLOCK_N = {32: 128, 64: 128, 128: 128, 256: 64}
 # Registers: 12 warps x 32 threads x 168 = the SM's 64 K; setmaxnreg then gives each consumer
 # warpgroup 240 and the producer 24 (the kernel's warp_specialize call).
