@@ -21,6 +21,35 @@ needs_gluon = pytest.mark.skipif(not attention_gluon.available() and not os.envi
 _REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+# Functions the compile scripts (run by compiled_in_child) start with: a kernel's SASS, and the
+# loops around its tensor-core products.
+SASS_TOOLS = r"""
+import os, re, subprocess, tempfile
+from triton.backends.nvidia.compiler import get_ptxas
+
+
+def sass_of(ptx):
+    ptxas = get_ptxas(90).path
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "kernel.ptx")
+        open(path, "w").write(ptx)
+        subprocess.run([ptxas, "-arch=sm_90a", path, "-o", path + ".cubin"], check=True, timeout=300)
+        return subprocess.run([os.path.join(os.path.dirname(ptxas), "nvdisasm"), "-c", path + ".cubin"],
+                              capture_output=True, text=True, timeout=300, check=True).stdout.splitlines()
+
+
+def product_loops(sass, products):
+    # The loop around each tensor-core product: the smallest span from a label to a branch back
+    # to it that holds the product (larger spans: the warp-specialize dispatch, and the cold
+    # paths of barrier waits placed after the kernel's end that jump back into the loop).
+    labels = {match.group(1): i for i, line in enumerate(sass) if (match := re.match(r"^(\.L_x_\d+):", line))}
+    spans = [(labels[match.group(1)], i) for i, line in enumerate(sass)
+             if (match := re.search(r"BRA `\((\.L_x_\d+)\)", line)) and labels.get(match.group(1), i) < i]
+    return {min((span for span in spans if span[0] < p < span[1]), key=lambda span: span[1] - span[0])
+            for p in products}
+"""
+
+
 def compiled_in_child(script: str, cases: list) -> dict:
     """{case: the row ``script`` printed for it}: ``script`` runs with the JSON of ``cases`` as its
     argument and prints one JSON list of rows, in their order, as its last line. In a child process

@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 import torch
-from gluonhelpers import compiled_in_child, gpu_inputs, hopper, needs_gluon
+from gluonhelpers import SASS_TOOLS, compiled_in_child, gpu_inputs, hopper, needs_gluon
 
 from gpudoctor.kernels import attention as attention_module
 from gpudoctor.kernels import attention_gluon
@@ -18,30 +18,19 @@ from gpudoctor.kernels.attention import flash_attention, reference_attention, se
 
 # Compiled in a child process (gluonhelpers.compiled_in_child). The SASS (nvdisasm, shipped with
 # Triton) says where local memory is touched.
-_COMPILE = """
-import json, os, re, subprocess, sys, tempfile
+_COMPILE = SASS_TOOLS + """
+import json, sys
 import torch
-from triton.backends.nvidia.compiler import get_ptxas
 from gpudoctor.kernels import attention_gluon
 rows = []
 for width, causal, check_n, dtype in json.loads(sys.argv[1]):
     compiled = attention_gluon.compile_sm90(width, causal, check_n, getattr(torch, dtype))
     ptx = compiled.asm["ptx"]
-    ptxas = get_ptxas(90).path
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "kernel.ptx")
-        open(path, "w").write(ptx)
-        subprocess.run([ptxas, "-arch=sm_90a", path, "-o", path + ".cubin"], check=True, timeout=300)
-        sass = subprocess.run([os.path.join(os.path.dirname(ptxas), "nvdisasm"), "-c", path + ".cubin"],
-                              capture_output=True, text=True, timeout=300, check=True).stdout.splitlines()
+    sass = sass_of(ptx)
     products = [i for i, line in enumerate(sass) if "HGMMA" in line]
-    # Loops: spans from a label to a branch back to it. The key-block loops are the innermost
-    # ones holding a tensor-core product (outside them: the tile loop's first and last products).
-    labels = {match.group(1): i for i, line in enumerate(sass) if (match := re.match(r"^(\\.L_x_\\d+):", line))}
-    spans = [(labels[match.group(1)], i) for i, line in enumerate(sass)
-             if (match := re.search(r"BRA `\\((\\.L_x_\\d+)\\)", line)) and labels.get(match.group(1), i) < i]
-    loops = {min((span for span in spans if span[0] < p < span[1]), key=lambda span: span[1] - span[0])
-             for p in products}
+    # The key-block loops are the innermost loops holding both products (outside them: the tile
+    # loop's first and last products).
+    loops = product_loops(sass, products)
     # Q·Kᵀ reads both operands from shared memory, P·V takes P from registers.
     def holds_both(loop):
         inside = [sass[p] for p in products if loop[0] < p < loop[1]]

@@ -13,7 +13,7 @@ import dataclasses
 
 import pytest
 import torch
-from gluonhelpers import compiled_in_child, gpu_inputs, hopper, needs_gluon
+from gluonhelpers import SASS_TOOLS, compiled_in_child, gpu_inputs, hopper, needs_gluon
 
 from gpudoctor.kernels import attention as attention_module
 from gpudoctor.kernels import attention_gluon, attention_gluon_backward
@@ -24,31 +24,16 @@ from gpudoctor.kernels.attention import flash_attention, reference_attention, se
 # scalars the epilogue needs around the loop (32 bytes at width 128, causal), never inside it
 # (except the summing kernels: test_summing_dq_compiles_for_sm90_within_shared_memory and
 # test_wide_kernel_compiles_for_sm90_without_local_memory).
-_COMPILE = """
-import json, os, re, subprocess, sys, tempfile
-import torch
-from triton.backends.nvidia.compiler import get_ptxas
+_COMPILE = SASS_TOOLS + """
+import json, sys
 from gpudoctor.kernels import attention_gluon_backward
 rows = []
 for width, causal, atomic_dq in json.loads(sys.argv[1]):
     compiled = attention_gluon_backward.compile_sm90(width, causal, atomic_dq)
     ptx = compiled.asm["ptx"]
-    ptxas = get_ptxas(90).path
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "kernel.ptx")
-        open(path, "w").write(ptx)
-        subprocess.run([ptxas, "-arch=sm_90a", path, "-o", path + ".cubin"], check=True, timeout=300)
-        sass = subprocess.run([os.path.join(os.path.dirname(ptxas), "nvdisasm"), "-c", path + ".cubin"],
-                              capture_output=True, text=True, timeout=300, check=True).stdout.splitlines()
+    sass = sass_of(ptx)
     products = [i for i, line in enumerate(sass) if "HGMMA" in line]
-    # The loop around each tensor-core product: the smallest span from a label to a branch back
-    # to it that holds the product (larger spans: the warp-specialize dispatch, and the cold
-    # paths of barrier waits placed after the kernel's end that jump back into the loop).
-    labels = {match.group(1): i for i, line in enumerate(sass) if (match := re.match(r"^(\\.L_x_\\d+):", line))}
-    spans = [(labels[match.group(1)], i) for i, line in enumerate(sass)
-             if (match := re.search(r"BRA `\\((\\.L_x_\\d+)\\)", line)) and labels.get(match.group(1), i) < i]
-    loops = sorted({min((span for span in spans if span[0] < p < span[1]), key=lambda span: span[1] - span[0])
-                    for p in products})
+    loops = sorted(product_loops(sass, products))
     in_loop = [line.strip() for start, end in loops for line in sass[start:end] if re.search(r"\\b(LDL|STL)\\b", line)]
     rows.append({"local_in_loop": in_loop, "loops": len(loops), "products": len(products), "warps": compiled.metadata.num_warps,
                  "shared": compiled.metadata.shared,
