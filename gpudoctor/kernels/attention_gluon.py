@@ -40,7 +40,7 @@ import functools
 
 import torch
 
-from .launch import fast
+from .launch import fast, sm_count
 
 try:  # Gluon's Hopper modules: Triton >= 3.5
     from triton.experimental import gluon
@@ -348,16 +348,6 @@ def _descriptor(tensor: torch.Tensor, rows: int, width: int):
                             _shared_layout(rows, width, tensor.dtype))
 
 
-_SM_COUNTS: dict[int, int] = {}
-
-
-def _sm_count(device: torch.device) -> int:
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _SM_COUNTS:
-        _SM_COUNTS[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return _SM_COUNTS[index]
-
-
 def q_slots(width: int) -> int:
     """Q tiles in shared memory: two (the next tile's Q loads while this one runs) where they fit
     beside two slots each of K and V, else one."""
@@ -382,7 +372,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
     num_units = units(seq_q, batch * num_heads, causal)
-    programs = min(num_units, _sm_count(q.device)) if PERSISTENT else num_units
+    programs = min(num_units, sm_count(q.device)) if PERSISTENT else num_units
     fast(_attention_forward_ws_kernel)[(programs,)](
         _descriptor(q, CONSUMER_ROWS, width), _descriptor(k, block_n, width), _descriptor(v, block_n, width),
         _descriptor(out, CONSUMER_ROWS, width), lse, seq_q, seq_k, num_heads, num_heads // num_kv_heads,

@@ -27,6 +27,7 @@ the kernel is launched the normal way.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -195,3 +196,12 @@ def fast(kernel):
     if launcher is None:
         launcher = _LAUNCHERS[id(kernel)] = FastLauncher(kernel)
     return launcher
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device: torch.device) -> int:
+    """SMs of a tensor's device, for persistent grids (remembered: asked on every call); on the
+    CPU interpreter a few, so that the kernels' loops over tiles still get exercised."""
+    if device.type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device).multi_processor_count

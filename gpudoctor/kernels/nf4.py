@@ -45,6 +45,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .launch import sm_count
+
 __all__ = ["NF4State", "quantize_nf4", "dequantize_nf4", "NF4_CODE", "create_dynamic_map"]
 
 # bitsandbytes functional.get_4bit_type("nf4") (== csrc/kernels.cu nf4_dequantization_lut).
@@ -630,13 +632,6 @@ def _nf4_dequant_persistent_kernel(
                           BF16_RNE_BY_HAND, False, LUT_BY_ASM, PACKED_VECTOR_BYTES, STORE_CACHE, "", False)
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device: torch.device) -> int:
-    if device.type != "cuda":
-        return 4  # the CPU interpreter: a few programs, so the loop and the tail split get exercised
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -784,7 +779,7 @@ def dequantize_nf4(
     if persistent and not decode_in_output_layout:
         # (the persistent kernel reads the 16-entry table; the pair table is a one-tile option)
         n_tiles = triton.cdiv(n_elements, tile_elements)
-        grid = (max(1, min(n_tiles, programs_per_sm * _sm_count(packed_bytes.device))),)
+        grid = (max(1, min(n_tiles, programs_per_sm * sm_count(packed_bytes.device))),)
         _nf4_dequant_persistent_kernel[grid](*args, FOR_LOOP=not _interpreting(), **common)
         return out
     grid = (triton.cdiv(n_elements, tile_elements),)
