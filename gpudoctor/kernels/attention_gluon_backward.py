@@ -393,17 +393,18 @@ def sums_dq(head_dim: int) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _dq_layout(width: int):
-    # A warpgroup's share: half of dQ's columns (_dq_share).
-    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, width // 2], gl.float32)
+def _dq_layout(columns: int):
+    # One reduce-add's box: BLOCK_M rows of ``columns`` (here a warpgroup's share, half of dQ's
+    # columns: _dq_share; in the wide kernel a 64-column chunk).
+    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, columns], gl.float32)
 
 
-def _dq_descriptor(dq_sum: torch.Tensor, width: int):
+def _dq_descriptor(dq_sum: torch.Tensor, columns: int):
     # Rows of (batch * heads * seq_q, head_dim): a block running past a head's seq_q adds exact
     # zeros to the next head's first rows (those queries' dS is 0: their lse reads +inf), and a
-    # share's columns past head_dim are clipped.
-    return TensorDescriptor(dq_sum, list(dq_sum.shape), list(dq_sum.stride()), [BLOCK_M, width // 2],
-                            _dq_layout(width))
+    # box's columns past head_dim are clipped.
+    return TensorDescriptor(dq_sum, list(dq_sum.shape), list(dq_sum.stride()), [BLOCK_M, columns],
+                            _dq_layout(columns))
 
 
 @functools.lru_cache(maxsize=None)
@@ -444,7 +445,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         descriptor(q, BLOCK_M, width), descriptor(k, CONSUMER_ROWS, width), descriptor(v, CONSUMER_ROWS, width),
         descriptor(grad_out, BLOCK_M, width), descriptor(dk, CONSUMER_ROWS, width),
         descriptor(dv, CONSUMER_ROWS, width), lse, delta,
-        _dq_descriptor(_placeholder(q.device, width) if dq_sum is None else dq_sum, width),
+        _dq_descriptor(_placeholder(q.device, width) if dq_sum is None else dq_sum, width // 2),
         seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads, softmax_scale * attention_gluon.LOG2_E,
         softmax_scale, HEAD_DIM=width, CAUSAL=causal, ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS,
         num_warps=4, maxnreg=MAX_REGISTERS)
@@ -456,17 +457,26 @@ def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch
     attention_gluon.compile_sm90."""
     if width == WIDE_WIDTH:
         return attention_gluon_backward_wide.compile_sm90(causal, atomic_dq, dtype)
+    return compile_dkdv_kernel(_attention_backward_dkdv_ws_kernel, width, causal, atomic_dq, dtype, width // 2,
+                               LONGEST_FIRST_HEADS)
+
+
+def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype: torch.dtype, dq_columns: int,
+                        head_group: int):
+    """A dK/dV kernel of this module's signature (or the wide one's, the same) compiled for sm90
+    as backward_dkdv launches it: 64-row boxes at ``width``, dQ reduce-adds of ``dq_columns``."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
     block = f"tensordesc<{name}[1, 1, 64, {width}], {attention_gluon._shared_layout(64, width, dtype)!r}>"
     signature = {"q_desc": block, "k_desc": block, "v_desc": block, "do_desc": block, "dk_desc": block,
                  "dv_desc": block, "LSE": "*fp32", "DELTA": "*fp32",
-                 "dq_desc": f"tensordesc<fp32[{BLOCK_M}, {width // 2}], {_dq_layout(width)!r}>", "seq_q": "i32", "seq_k": "i32",
+                 "dq_desc": f"tensordesc<fp32[{BLOCK_M}, {dq_columns}], {_dq_layout(dq_columns)!r}>",
+                 "seq_q": "i32", "seq_k": "i32",
                  "num_heads": "i32", "num_kv_heads": "i32", "group": "i32", "qk_scale": "fp32",
                  "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "ATOMIC_DQ": "constexpr",
                  "HEAD_GROUP": "constexpr", "num_warps": "constexpr"}
-    constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "HEAD_GROUP": LONGEST_FIRST_HEADS,
+    constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "HEAD_GROUP": head_group,
                   "num_warps": 4}
-    return attention_gluon.compile_for_sm90(_attention_backward_dkdv_ws_kernel, signature, constexprs, MAX_REGISTERS)
+    return attention_gluon.compile_for_sm90(kernel, signature, constexprs, MAX_REGISTERS)
 
 
 # Last: the wide kernel reuses this module's producer warp.

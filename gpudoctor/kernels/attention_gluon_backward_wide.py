@@ -34,8 +34,6 @@ Measured on the H200 (docs/benchmarks.md, twelfth session; b4 h32 s4096 causal):
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from . import attention_gluon, attention_gluon_backward
@@ -51,11 +49,11 @@ if attention_gluon.available():
         warpgroup_mma,
         warpgroup_mma_wait,
     )
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 WIDTH = attention_gluon_backward.WIDE_WIDTH
 BLOCK_N = 64  # key rows per program: 32 per consumer warpgroup for the scores
 BLOCK_M = 64  # query rows per block of the inner loop
+DQ_CHUNK = 64  # dQ columns per TMA reduce-add: two chunks of a warpgroup's 128
 MAX_REGISTERS = attention_gluon_backward.MAX_REGISTERS
 # Causal programs in launch order (attention_gluon_backward.LONGEST_FIRST_HEADS): heaviest first in
 # groups of 8 KV heads was slower here summing dQ (H200, twelfth session, b4 h32 s4096 causal,
@@ -356,11 +354,6 @@ if attention_gluon.available():
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer
 
 
-@functools.lru_cache(maxsize=None)
-def _dq_layout():
-    return gl.NVMMASharedLayout.get_default_for([64, 64], gl.float32)
-
-
 def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
                   delta: torch.Tensor, causal: bool, softmax_scale: float,
                   dq_sum: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -376,7 +369,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     # Rows of (batch * heads * seq_q, head_dim), as attention_gluon_backward's: a block past a
     # head's seq_q adds zeros to the next head's rows, columns past head_dim are clipped.
     sums = attention_gluon_backward._placeholder(q.device, 128) if dq_sum is None else dq_sum
-    dq_desc = TensorDescriptor(sums, list(sums.shape), list(sums.stride()), [64, 64], _dq_layout())
+    dq_desc = attention_gluon_backward._dq_descriptor(sums, DQ_CHUNK)
     grid = (-(-seq_k // BLOCK_N), batch * num_kv_heads)
     fast(_attention_backward_dkdv_wide_kernel)[grid](
         descriptor(q, BLOCK_M, WIDTH), descriptor(k, BLOCK_N, WIDTH), descriptor(v, BLOCK_N, WIDTH),
@@ -390,18 +383,8 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
 
 def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16):
     """The kernel compiled for sm90 without a GPU, as attention_gluon.compile_sm90."""
-    name = "bf16" if dtype == torch.bfloat16 else "fp16"
-    block = f"tensordesc<{name}[1, 1, 64, {WIDTH}], {attention_gluon._shared_layout(64, WIDTH, dtype)!r}>"
-    signature = {"q_desc": block, "k_desc": block, "v_desc": block, "do_desc": block, "dk_desc": block,
-                 "dv_desc": block, "LSE": "*fp32", "DELTA": "*fp32",
-                 "dq_desc": f"tensordesc<fp32[64, 64], {_dq_layout()!r}>", "seq_q": "i32", "seq_k": "i32",
-                 "num_heads": "i32", "num_kv_heads": "i32", "group": "i32", "qk_scale": "fp32",
-                 "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "ATOMIC_DQ": "constexpr",
-                 "HEAD_GROUP": "constexpr", "num_warps": "constexpr"}
-    constexprs = {"HEAD_DIM": WIDTH, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq,
-                  "HEAD_GROUP": LONGEST_FIRST_HEADS, "num_warps": 4}
-    return attention_gluon.compile_for_sm90(_attention_backward_dkdv_wide_kernel, signature, constexprs,
-                                            MAX_REGISTERS)
+    return attention_gluon_backward.compile_dkdv_kernel(_attention_backward_dkdv_wide_kernel, WIDTH, causal,
+                                                        atomic_dq, dtype, DQ_CHUNK, LONGEST_FIRST_HEADS)
 
 
 __all__ = ["backward_dkdv", "compile_sm90", "WIDTH"]
