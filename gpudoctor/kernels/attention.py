@@ -50,8 +50,8 @@ import torch
 import triton
 import triton.language as tl
 
-from . import attention_gluon, attention_gluon_backward
-from .launch import fast
+from . import attention_gluon, attention_gluon_backward, attention_plan
+from .launch import fast, fast_launch_enabled, recording
 
 try:  # host-side tensor descriptors: Triton 3.4+
     from triton.tools.tensor_descriptor import TensorDescriptor as _HostDescriptor
@@ -1807,40 +1807,66 @@ def _padded_forward(q, k, v, causal: bool, softmax_scale: float, config: Attenti
     return q, k, v, out, lse, (out if width == head_dim else out[..., :head_dim].contiguous())
 
 
+class _Call:
+    """One flash_attention call's decisions on the general path: the options and the config.
+    ``forward`` runs the forward (pointer kernels: on inputs zero-padded where they need it),
+    ``backward`` the backward; attention_plan.Plan, remembered per signature of the inputs, has
+    the same two methods and replays what this one launched."""
+
+    __slots__ = ("causal", "softmax_scale", "config", "deterministic", "head_dim")
+
+    def __init__(self, causal: bool, softmax_scale: float, config: AttentionConfig, deterministic: bool,
+                 head_dim: int):
+        self.causal, self.softmax_scale, self.config = causal, softmax_scale, config
+        self.deterministic, self.head_dim = deterministic, head_dim
+
+    def forward(self, q, k, v):
+        """(the tensors the backward needs: q, k, v as the kernels ran them, out, lse; the
+        output at head_dim)."""
+        q, k, v, out, lse, result = _padded_forward(q, k, v, self.causal, self.softmax_scale, self.config)
+        return (q, k, v, out, lse), result
+
+    def backward(self, grad_out, q, k, v, out, lse):
+        """(dq, dk, dv) at head_dim. On the pointer kernels, head dims that neither are a power
+        of two nor split (40, 72, 112, 136, ...) run zero-padded to the next power of two: zero
+        columns add nothing to q k^T, and the extra gradient columns (zeros) are cut off. After
+        the Gluon forward, which read them unpadded, they are padded here. Measured on the H200
+        (issue 18): the in-kernel column mask (``MAIN_PADDED``) ran hd40 at 104 TFLOP/s
+        forward+backward against 337 for hd64, so the copies cost far less than the masked
+        loads. The descriptor kernels need neither: the copy engine zero-fills past head_dim."""
+        width = padded_width(self.head_dim, self.config)
+        if q.shape[-1] != width:  # the forward ran unpadded (Gluon); the pointer kernels' column masks are slow
+            q, k, v, out = (_pad_head_dim(t, width) for t in (q, k, v, out))
+        if q.shape[-1] != self.head_dim:
+            grad_out = _pad_head_dim(grad_out, q.shape[-1])
+        dq, dk, dv = attention_backward(grad_out, q, k, v, out, lse, self.causal,
+                                        self.softmax_scale, self.config, self.deterministic)
+        if q.shape[-1] != self.head_dim:
+            dq, dk, dv = (t[..., :self.head_dim] for t in (dq, dk, dv))
+        return dq, dk, dv
+
+
 class _FlashAttentionFunction(torch.autograd.Function):
-    """On the pointer kernels, head dims that neither are a power of two nor split (40, 72, 112,
-    136, ...) run on inputs zero-padded to the next power of two: zero columns add nothing to
-    q k^T, and the extra output and gradient columns (zeros) are cut off (after the Gluon
-    forward, which reads them unpadded, the backward pads them itself). Measured on the H200
-    (issue 18): the in-kernel column mask (``MAIN_PADDED``) ran hd40 at 104 TFLOP/s
-    forward+backward against 337 for hd64, so the copies cost far less than the masked loads.
-    The descriptor kernels need neither: the copy engine zero-fills past head_dim."""
+    """The autograd node: ``call`` (a _Call, or a remembered attention_plan.Plan) does the work."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, softmax_scale, config, deterministic):
-        head_dim = q.shape[-1]
-        q, k, v, out, lse, result = _padded_forward(q, k, v, causal, softmax_scale, config)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.causal = causal
-        ctx.softmax_scale = softmax_scale
-        ctx.config = config
-        ctx.deterministic = deterministic
-        ctx.head_dim = head_dim
+    def forward(ctx, q, k, v, call):
+        saved, result = call.forward(q, k, v)
+        ctx.save_for_backward(*saved)
+        ctx.call = call
         return result
 
     @staticmethod
     def backward(ctx, grad_out):
-        q, k, v, out, lse = ctx.saved_tensors
-        width = padded_width(ctx.head_dim, ctx.config)
-        if q.shape[-1] != width:  # the forward ran unpadded (Gluon); the pointer kernels' column masks are slow
-            q, k, v, out = (_pad_head_dim(t, width) for t in (q, k, v, out))
-        if q.shape[-1] != ctx.head_dim:
-            grad_out = _pad_head_dim(grad_out, q.shape[-1])
-        dq, dk, dv = attention_backward(grad_out, q, k, v, out, lse, ctx.causal,
-                                        ctx.softmax_scale, ctx.config, ctx.deterministic)
-        if q.shape[-1] != ctx.head_dim:
-            dq, dk, dv = (t[..., :ctx.head_dim] for t in (dq, dk, dv))
-        return dq, dk, dv, None, None, None, None
+        return (*ctx.call.backward(grad_out, *ctx.saved_tensors), None)
+
+
+def _run(call, q, k, v) -> torch.Tensor:
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return _FlashAttentionFunction.apply(q, k, v, call)
+    # Nothing to differentiate: no autograd node (its set-up is a tenth of a small call's host
+    # time, and small calls are host-bound: docs/benchmarks.md).
+    return call.forward(q, k, v)[1]
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
@@ -1861,7 +1887,15 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     reduce-adds: ``gluon_atomic_dq``), which saves two of the
     backward's seven matrix products per block pair; its last bits then vary from run to run.
     ``config`` overrides the per-architecture tiles (benchmarks and tuning only).
+
+    A call whose inputs have the signature of an earlier call (shapes, strides, dtypes, devices,
+    alignment, options) and that ran as one direct launch each way replays those launches
+    (attention_plan.py): small calls are host-bound.
     """
+    key = attention_plan.signature(q, k, v, causal, softmax_scale, deterministic) if config is None else None
+    plan = attention_plan.find(key)
+    if plan is not None:
+        return _run(plan, q, k, v)
     validate_inputs(q, k, v, causal, softmax_scale)
     head_dim = q.shape[-1]
     if softmax_scale is None:
@@ -1871,12 +1905,15 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     # Decided here, before padding: the pointer kernels need padded inputs where the
     # descriptor kernels do not.
     config = usable_config(config, q, k, v)
-    if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
-        # Nothing to differentiate: no autograd node (its set-up is a tenth of a small call's
-        # host time, and small calls are host-bound: docs/benchmarks.md).
-        return _padded_forward(q, k, v, bool(causal), float(softmax_scale), config)[-1]
-    return _FlashAttentionFunction.apply(q, k, v, bool(causal), float(softmax_scale), config,
-                                         bool(deterministic))
+    call = _Call(bool(causal), float(softmax_scale), config, bool(deterministic), head_dim)
+    # Device-side descriptors need Triton's allocator set at each launch: not replayed.
+    if (key is None or not q.is_cuda or config.tma == DEVICE_DESCRIPTORS or not fast_launch_enabled()
+            or attention_plan.seen(key)):
+        return _run(call, q, k, v)
+    with recording() as launches:
+        result = _run(call, q, k, v)
+    attention_plan.remember(key, call, launches, q, k, v, result)
+    return result
 
 
 def reference_attention(q, k, v, causal: bool = True, softmax_scale: float | None = None,

@@ -157,7 +157,7 @@ def timer_for(q, k, v, causal: bool, softmax_scale: float) -> Callable[[Attentio
     the caller's (sequence capped at TUNING_SEQ_CAP; batch 1): median of 3 after a warm-up."""
     import torch
 
-    from .attention import _FlashAttentionFunction
+    from .attention import flash_attention
 
     seq = min(q.shape[2], TUNING_SEQ_CAP)
     shape_q = (1, q.shape[1], seq, q.shape[3])
@@ -169,7 +169,7 @@ def timer_for(q, k, v, causal: bool, softmax_scale: float) -> Callable[[Attentio
         grad = torch.randn(shape_q, device=q.device, dtype=q.dtype)
 
         def once():
-            out = _FlashAttentionFunction.apply(*inputs, causal, softmax_scale, config, False)
+            out = flash_attention(*inputs, causal=causal, softmax_scale=softmax_scale, config=config)
             (out * grad).sum().backward()  # a scalar: see train/matrix_attention.py's _backward
 
         once()  # compiles

@@ -27,6 +27,8 @@ the kernel is launched the normal way.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import os
 
@@ -132,36 +134,63 @@ class FastLauncher:
                        for name, value in kwargs.items()]))
 
     def launch(self, grid, args: tuple, kwargs: dict) -> None:
+        recorder = _RECORDER.get()
         # Triton's launch: a pre-run hook (JITFunction.add_pre_run_hook) sees every launch; a
         # callable grid is computed from the bound arguments, which only JITFunction.run has.
         if not fast_launch_enabled() or getattr(self.kernel, "pre_run_hooks", None) or callable(grid):
-            self.kernel[grid](*args, **kwargs)
+            self._through_triton(recorder, grid, args, kwargs)
             return
         device = _driver.active.get_current_device()
         key = self.key(device, args, kwargs)
         try:
             entry = self._compiled.get(key)
         except TypeError:  # an unhashable argument (a Triton-language host TensorDescriptor): Triton's way
-            self.kernel[grid](*args, **kwargs)
+            self._through_triton(recorder, grid, args, kwargs)
             return
         if entry is None:
             compiled = self.kernel[grid](*args, **kwargs)
             if not (all(type(a) in _PLAIN or isinstance(a, _Tensor) or type(a) is _GluonDescriptor for a in args)
                     and all(type(value) in _PLAIN for value in kwargs.values())):
+                if recorder is not None:
+                    recorder.append(Recorded(None, args))
                 return  # not kept: the key would hold the object (by identity) alive
             if len(self._compiled) >= MAX_ENTRIES:
                 self._compiled.clear()
-            self._compiled[key] = self._entry(compiled, args, kwargs)
+            entry = self._compiled[key] = self._entry(compiled, args, kwargs)
+            if recorder is not None:
+                recorder.append(Recorded(self._replay(entry, device, key, grid, args, kwargs), args))
             return
         if entry is False:  # this specialization cannot take the direct path
-            self.kernel[grid](*args, **kwargs)
+            self._through_triton(recorder, grid, args, kwargs)
             return
+        if recorder is not None:
+            recorder.append(Recorded(self._replay(entry, device, key, grid, args, kwargs), args))
         compiled, trailing = entry
         grid_1 = grid[1] if len(grid) > 1 else 1
         grid_2 = grid[2] if len(grid) > 2 else 1
         stream = _driver.active.get_current_stream(device)
         compiled.run(grid[0], grid_1, grid_2, stream, compiled.function, compiled.packed_metadata,
                      None, None, None, *args, *trailing)
+
+    def _through_triton(self, recorder, grid, args: tuple, kwargs: dict) -> None:
+        if recorder is not None:
+            recorder.append(Recorded(None, args))
+        self.kernel[grid](*args, **kwargs)
+
+    def _replay(self, entry, device: int, key: tuple, grid, args: tuple, kwargs: dict):
+        """The Replay of this launch (the compiled kernel ``entry`` holds), or None where its
+        arguments after the leading tensors are not all plain values."""
+        if entry is False:
+            return None
+        leading = 0
+        while leading < len(args) and isinstance(args[leading], _Tensor):
+            leading += 1
+        rest = args[leading:]
+        if not all(type(a) in _PLAIN for a in rest):
+            return None
+        compiled, trailing = entry
+        grid = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
+        return Replay(compiled, grid, device, key[1], key[2], leading, rest + trailing)
 
     def _entry(self, compiled, args: tuple, kwargs: dict):
         """(compiled kernel, the values of the parameters after the positional ones, in declared
@@ -180,6 +209,60 @@ class FastLauncher:
         if any(name not in kwargs for name in rest):
             return False
         return compiled, tuple(kwargs[name] for name in rest)
+
+
+class Replay:
+    """One launch made again with other leading tensors (same dtypes and 16-byte alignment, in the
+    same order), every other argument as it was: the compiled kernel's launcher called straight,
+    without building FastLauncher's key. Whoever keeps a Replay answers for it: the leading
+    tensors have the recorded dtypes and 16-byte alignment, and every other value the launch
+    depended on is the same (attention.py keys its replays by the inputs' shapes, strides,
+    dtypes, alignment and the call's options, which fix every integer argument). It holds no
+    tensor. Where the direct launch is no longer allowed (``usable``: a launch hook, TRITON_DEBUG
+    or another device current), the caller goes its normal way."""
+
+    __slots__ = ("compiled", "grid", "device", "debug", "instrumentation", "leading", "rest")
+
+    def __init__(self, compiled, grid, device, debug, instrumentation, leading, rest):
+        self.compiled, self.grid, self.device = compiled, grid, device
+        self.debug, self.instrumentation, self.leading, self.rest = debug, instrumentation, leading, rest
+
+    def usable(self) -> bool:
+        """The direct launch may serve a call now (see fast_launch_enabled; the knobs Triton
+        compiles by as when recorded; the recorded device current)."""
+        return (fast_launch_enabled() and _knobs.runtime.debug == self.debug
+                and _knobs.compilation.instrumentation_mode == self.instrumentation
+                and _driver.active.get_current_device() == self.device)
+
+    def __call__(self, *tensors) -> None:
+        compiled, grid = self.compiled, self.grid
+        compiled.run(grid[0], grid[1], grid[2], _driver.active.get_current_stream(self.device),
+                     compiled.function, compiled.packed_metadata, None, None, None, *tensors, *self.rest)
+
+
+class Recorded:
+    """A launch seen while ``recording()``: its Replay (None where it went through Triton's own
+    launch, or cannot be replayed) and the arguments it was given."""
+
+    __slots__ = ("replay", "arguments")
+
+    def __init__(self, replay: Replay | None, arguments: tuple):
+        self.replay, self.arguments = replay, arguments
+
+
+_RECORDER: contextvars.ContextVar = contextvars.ContextVar("gpudoctor_launch_recorder", default=None)
+
+
+@contextlib.contextmanager
+def recording():
+    """Inside, every FastLauncher launch on this thread is appended to the yielded list as a
+    ``Recorded`` (for attention.py's per-signature plans)."""
+    launches: list = []
+    token = _RECORDER.set(launches)
+    try:
+        yield launches
+    finally:
+        _RECORDER.reset(token)
 
 
 _LAUNCHERS: dict = {}

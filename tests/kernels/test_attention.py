@@ -15,6 +15,7 @@ import torch
 import dataclasses
 
 from gpudoctor.kernels import attention as attention_module
+from gpudoctor.kernels import attention_plan
 from gpudoctor.kernels.attention import (
     DEVICE_DESCRIPTORS,
     HOST_DESCRIPTORS,
@@ -245,9 +246,11 @@ def test_forward_without_grad_matches_reference(head_dim, device):
 
 def _launches(monkeypatch, kernel_name: str) -> list:
     """The grids the kernel ``kernel_name`` of the attention module is launched on from now on
-    (it still runs)."""
+    (it still runs). Plans remembered by earlier calls are dropped: they would replay the launches
+    without the spy."""
     launched = []
     real = getattr(attention_module, kernel_name)
+    attention_plan.forget()
 
     class Spy:
         def __getitem__(self, grid):

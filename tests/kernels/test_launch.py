@@ -351,6 +351,70 @@ def test_a_tensor_given_by_keyword_is_not_kept(direct):
     assert alive() is None and not launcher._compiled
 
 
+def test_recording_gives_a_replay_of_each_direct_launch(direct):
+    """While recording, a launch that is (or becomes) a cached direct launch yields a Replay: the
+    same compiled kernel, with other leading tensors and every later argument as recorded."""
+    kernel = _Kernel(["X", "Y", "n", "scale", "BLOCK"], constexprs=[4])
+    launcher = launch.FastLauncher(kernel)
+    x, y = torch.zeros(16), torch.ones(16)
+    with launch.recording() as launches:
+        launcher[(3, 2)](x, y, 5, 0.5, BLOCK=4)  # compiled through Triton, kept
+        launcher[(3, 2)](x, y, 5, 0.5, BLOCK=4)  # direct
+    assert len(launches) == 2 and all(r.replay is not None for r in launches)
+    assert launches[0].arguments == (x, y, 5, 0.5)
+    replay = launches[1].replay
+    assert replay.leading == 2 and replay.usable()
+    x2, y2 = torch.zeros(32), torch.ones(32)
+    replay(x2, y2)
+    grid_and_stream, arguments = kernel.compiled.launches[-1][:4], kernel.compiled.launches[-1][9:]
+    assert grid_and_stream == (3, 2, 1, 7) and arguments == (x2, y2, 5, 0.5, 4)
+    with launch.recording() as later:
+        pass
+    launcher[(3, 2)](x, y, 5, 0.5, BLOCK=4)
+    assert later == [] and len(launches) == 2  # nothing recorded outside
+
+
+def test_recording_gives_no_replay_where_the_direct_launch_cannot_repeat_it(direct):
+    """Triton's own launch (a pre-run hook) and a tensor after a plain argument: no Replay."""
+    kernel = _Kernel(["X", "n", "Y"])
+    launcher = launch.FastLauncher(kernel)
+    x = torch.zeros(16)
+    with launch.recording() as launches:
+        launcher[(1,)](x, 5, x)
+        launcher[(1,)](x, 5, x)
+        kernel.pre_run_hooks.append(lambda *args, **kwargs: None)
+        launcher[(1,)](x, 5, x)
+    assert [r.replay for r in launches] == [None, None, None]
+    assert launches[2].arguments == (x, 5, x)
+
+
+def test_a_replay_steps_aside_when_the_direct_launch_may_not_serve(direct, monkeypatch):
+    """usable(): no launch hook, Triton's compile knobs as recorded, the recorded device current."""
+    from types import SimpleNamespace
+
+    from triton import knobs
+
+    kernel = _Kernel(["X"])
+    launcher = launch.FastLauncher(kernel)
+    x = torch.zeros(16)
+    with launch.recording() as launches:
+        launcher[(1,)](x)
+    replay = launches[0].replay
+    assert replay.usable()
+    with monkeypatch.context() as patched:
+        patched.setattr(knobs.runtime, "launch_enter_hook", lambda metadata: None)
+        assert not replay.usable()
+    with monkeypatch.context() as patched:
+        patched.setattr(knobs.runtime, "debug", not knobs.runtime.debug)
+        assert not replay.usable()
+    with monkeypatch.context() as patched:
+        patched.setattr(launch, "_driver", SimpleNamespace(active=SimpleNamespace(
+            get_current_device=lambda: 1, get_current_stream=lambda device: 7)))
+        assert not replay.usable()
+    monkeypatch.setattr(launch, "enabled", False)
+    assert not replay.usable()
+
+
 @pytest.mark.gpu
 def test_the_gluon_kernels_launch_directly_with_the_same_bits(device, monkeypatch, jit_runs):
     """The Gluon forward and dK/dV kernels (host TMA descriptors as arguments) through the direct

@@ -1,0 +1,129 @@
+"""Plans: flash_attention's decisions for one signature of its inputs, remembered, so that the
+next call of that signature only allocates its outputs and launches.
+
+Why: small calls are host-bound. At the training pass's shape (batch 4, 32 heads, seq 256,
+head_dim 80) the H200 runs the forward in 12.5 µs and the one-launch backward in 51 µs, while the
+forward's Python took 82 µs without autograd (validation 4.6, config 3.7, FastLauncher's key
+7.9, the launch 13.5, allocations 10, the rest in argument plumbing) against cuDNN's 39
+(bench/attention_host_parts.py, fourteenth session, docs/benchmarks.md).
+
+A signature is everything those decisions depend on: the inputs' shapes, strides, dtypes,
+devices and 16-byte alignment, and the call's options (``signature``). The first call of a
+signature runs the general path (``attention._Call``) while ``launch.recording()`` watches its
+launches. Its forward becomes a plan only where it was one direct launch of a kernel that took
+the caller's q, k and v themselves (no padded or realigned copy), the output and the
+log-sum-exp as its leading tensors and plain values after them; its backward (at the first
+backward) only where it was one direct launch taking q, k, v, the output, the incoming gradient
+as it came, the three gradients it returns and the log-sum-exp, in that order: the one-launch
+backward. Everything else keeps the general path. A plan holds no tensor, and steps aside
+(``usable``) wherever the direct launch may not serve a call: a launch hook (profilers), Triton's
+debug knobs, another device current.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import launch
+
+# Distinct signatures (every new sequence length makes one): past this many, start over rather
+# than grow without bound in a job of ever-new shapes.
+MAX_PLANS = 4096
+_PLANS: dict = {}
+_Tensor = torch.Tensor
+_CONTIGUOUS = torch.contiguous_format
+
+
+def signature(q, k, v, causal, softmax_scale, deterministic) -> tuple | None:
+    """What the general path's decisions depend on (None: no plan for these inputs: not plain
+    tensors, e.g. a subclass, whose behaviour a plan must not assume)."""
+    if type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor:
+        return None
+    return (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype,
+            q.get_device(), k.get_device(), v.get_device(),
+            q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16,
+            type(causal), causal, type(softmax_scale), softmax_scale, type(deterministic), deterministic)
+
+
+def find(key: tuple | None):
+    """The plan remembered for ``key`` where it may serve a call now; else None."""
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is not None and plan.forward_replay.usable():
+        return plan
+    return None
+
+
+def seen(key: tuple | None) -> bool:
+    """Whether ``key``'s first call was already watched (planned or not: the decision holds)."""
+    return key in _PLANS
+
+
+def remember(key: tuple, call, launches: list, q, k, v, result) -> None:
+    """Keep a plan for ``key`` if the general path's forward (``launches``, recorded while it
+    ran ``call`` on q, k, v and returned ``result``) can be replayed (see the module's doc);
+    else that it cannot, so that its later calls are not watched again."""
+    if len(_PLANS) >= MAX_PLANS:
+        _PLANS.clear()
+    _PLANS[key] = _plan(call, launches, q, k, v, result)
+
+
+def _plan(call, launches: list, q, k, v, result):
+    if len(launches) != 1:
+        return None
+    (recorded,) = launches
+    replay, arguments = recorded.replay, recorded.arguments
+    if replay is None or replay.leading != 5:
+        return None
+    kernel_q, kernel_k, kernel_v, out, lse = arguments[:5]
+    if not (kernel_q is q and kernel_k is k and kernel_v is v
+            and result.data_ptr() == out.data_ptr() and result.shape == out.shape
+            and out.stride() == torch.empty_like(q, memory_format=_CONTIGUOUS).stride()):
+        return None
+    return Plan(call, replay, tuple(lse.shape))
+
+
+def forget() -> None:
+    """Drop every plan (tests that watch the general path's launches)."""
+    _PLANS.clear()
+
+
+class Plan:
+    """One signature's forward (a launch replayed) and, once seen, its backward. ``call`` is the
+    general path's call object (attention._Call) for everything the plan does not replay."""
+
+    __slots__ = ("call", "forward_replay", "lse_shape", "backward_replay", "grad_stride", "backward_seen")
+
+    def __init__(self, call, forward_replay, lse_shape: tuple):
+        self.call, self.forward_replay, self.lse_shape = call, forward_replay, lse_shape
+        self.backward_replay = self.grad_stride = None
+        self.backward_seen = False
+
+    def forward(self, q, k, v):
+        """(the tensors the backward needs: q, k, v, out, lse; the output), as call.forward."""
+        out = torch.empty_like(q, memory_format=_CONTIGUOUS)
+        lse = q.new_empty(self.lse_shape, dtype=torch.float32)
+        self.forward_replay(q, k, v, out, lse)
+        return (q, k, v, out, lse), out
+
+    def backward(self, grad_out, q, k, v, out, lse):
+        """(dq, dk, dv), as call.backward."""
+        replay = self.backward_replay
+        if (replay is not None and grad_out.stride() == self.grad_stride and grad_out.data_ptr() % 16 == 0
+                and replay.usable()):
+            dq = torch.empty_like(q, memory_format=_CONTIGUOUS)
+            dk = torch.empty_like(k, memory_format=_CONTIGUOUS)
+            dv = torch.empty_like(v, memory_format=_CONTIGUOUS)
+            replay(q, k, v, out, grad_out, dq, dk, dv, lse)
+            return dq, dk, dv
+        if self.backward_seen or not launch.fast_launch_enabled() or not grad_out.is_contiguous():
+            return self.call.backward(grad_out, q, k, v, out, lse)
+        # The first backward with a contiguous incoming gradient: the general path, watched.
+        self.backward_seen = True
+        with launch.recording() as launches:
+            grads = self.call.backward(grad_out, q, k, v, out, lse)
+        if len(launches) == 1 and launches[0].replay is not None and launches[0].replay.leading == 9:
+            expected = (q, k, v, out, grad_out, *grads, lse)
+            if all(a is b for a, b in zip(launches[0].arguments[:9], expected)):
+                self.grad_stride = grad_out.stride()
+                self.backward_replay = launches[0].replay
+        return grads

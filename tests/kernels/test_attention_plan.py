@@ -1,0 +1,231 @@
+"""Plans (gpudoctor/kernels/attention_plan.py): a signature of flash_attention's inputs that ran
+as one direct launch each way is replayed, with the same bits as the general path; anything that
+changes a decision is another signature; a plan steps aside where the direct launch may not
+serve. The logic on stand-ins (CPU), the replays on the GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gpudoctor.kernels import attention_plan, launch
+from gpudoctor.kernels.attention import flash_attention
+
+
+def _key(q, k, v, causal=True, softmax_scale=None, deterministic=False):
+    return attention_plan.signature(q, k, v, causal, softmax_scale, deterministic)
+
+
+def test_a_signature_holds_what_the_general_path_decides_by():
+    q, k, v = (torch.zeros(2, 4, 32, 64) for _ in range(3))
+    base = _key(q, k, v)
+    assert base == _key(q.clone(), k.clone(), v.clone())  # other tensors, same signature
+    buffer = torch.zeros(2 * 4 * 32 * 64 + 1)
+    others = [
+        _key(q.transpose(1, 2).contiguous().transpose(1, 2), k, v),  # strides
+        _key(q.half(), k, v),  # dtype
+        _key(buffer[1:].view(2, 4, 32, 64), k, v),  # 4 bytes past a 16-byte boundary
+        _key(q[:, :, :16], k, v),  # shape
+        _key(q, k[:, :2], v[:, :2]),  # grouped-query attention
+        _key(q, k, v, causal=False),
+        _key(q, k, v, causal=1),  # equal to True, but another type: validated on its own
+        _key(q, k, v, softmax_scale=0.125),
+        _key(q, k, v, deterministic=True),
+    ]
+    assert len({base, *others}) == len(others) + 1
+    assert _key(torch.nn.Parameter(q), k, v) is None  # a subclass: never planned
+    assert _key("q", k, v) is None
+
+
+class _Replay:
+    def __init__(self, leading, usable=True):
+        self.leading, self.calls, self._usable = leading, [], usable
+
+    def usable(self):
+        return self._usable
+
+    def __call__(self, *tensors):
+        self.calls.append(tensors)
+
+
+def _recorded(replay, *arguments):
+    return launch.Recorded(replay, arguments)
+
+
+@pytest.fixture
+def no_plans():
+    attention_plan.forget()
+    yield
+    attention_plan.forget()
+
+
+def test_a_forward_on_the_callers_own_tensors_is_remembered(no_plans):
+    q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
+    out, lse = torch.empty_like(q), torch.empty(2, 8)
+    replay = _Replay(5)
+    attention_plan.remember("key", "call", [_recorded(replay, q, k, v, out, lse, None, 3)], q, k, v, out)
+    plan = attention_plan.find("key")
+    assert plan is not None and plan.call == "call"
+    q2 = torch.randn(1, 2, 8, 16)
+    (saved, result) = plan.forward(q2, k, v)
+    (launched,) = replay.calls
+    assert launched[:3] == (q2, k, v) and launched[3] is result and saved[3] is result
+    assert launched[4].shape == (2, 8) and launched[4].dtype == torch.float32 and saved[4] is launched[4]
+    assert attention_plan.find(None) is None
+
+
+@pytest.mark.parametrize("case", ["padded copy", "cut output", "two launches", "through triton", "other kernel"])
+def test_a_forward_that_did_more_than_one_launch_on_the_inputs_is_not(no_plans, case):
+    q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
+    out, lse = torch.empty_like(q), torch.empty(2, 8)
+    launches = [_recorded(_Replay(5), q, k, v, out, lse)]
+    result = out
+    if case == "padded copy":
+        launches = [_recorded(_Replay(5), q.clone(), k, v, out, lse)]
+    elif case == "cut output":
+        result = out[..., :8].contiguous()
+    elif case == "two launches":
+        launches = launches * 2
+    elif case == "through triton":
+        launches = [_recorded(None, q, k, v, out, lse)]
+    elif case == "other kernel":
+        launches = [_recorded(_Replay(4), q, k, v, out, lse)]
+    attention_plan.remember("key", "call", launches, q, k, v, result)
+    assert attention_plan.find("key") is None
+
+
+def test_a_plan_steps_aside_when_its_launch_may_not_serve(no_plans):
+    q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
+    out, lse = torch.empty_like(q), torch.empty(2, 8)
+    attention_plan.remember("key", "call", [_recorded(_Replay(5, usable=False), q, k, v, out, lse)], q, k, v, out)
+    assert attention_plan.find("key") is None
+
+
+class _Call:
+    """The general path's backward, launching a (stand-in) one-launch backward while recorded."""
+
+    def __init__(self, replay, fused=True):
+        self.replay, self.fused, self.backwards = replay, fused, 0
+
+    def backward(self, grad_out, q, k, v, out, lse):
+        self.backwards += 1
+        grads = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        recorder = launch._RECORDER.get()
+        if recorder is not None:
+            arguments = (q, k, v, out, grad_out, *grads, lse) if self.fused else (q, k, v, out, grad_out.clone(), *grads, lse)
+            recorder.append(launch.Recorded(self.replay, arguments))
+        return grads
+
+
+def _plan(call, monkeypatch):
+    monkeypatch.setattr(launch, "fast_launch_enabled", lambda: True)
+    return attention_plan.Plan(call, _Replay(5), (2, 8))
+
+
+def test_the_one_launch_backward_is_replayed_after_the_first(monkeypatch):
+    replay = _Replay(9)
+    call = _Call(replay)
+    plan = _plan(call, monkeypatch)
+    q, k, v, out, grad = (torch.randn(1, 2, 8, 16) for _ in range(5))
+    lse = torch.empty(2, 8)
+    plan.backward(grad, q, k, v, out, lse)
+    assert call.backwards == 1 and plan.backward_replay is replay
+    grad2 = torch.randn(1, 2, 8, 16)
+    dq, dk, dv = plan.backward(grad2, q, k, v, out, lse)
+    assert call.backwards == 1
+    (launched,) = replay.calls
+    assert launched[:5] == (q, k, v, out, grad2) and launched[5:8] == (dq, dk, dv) and launched[8] is lse
+    # An incoming gradient of another layout: the general path.
+    plan.backward(torch.randn(1, 2, 16, 8).transpose(-1, -2), q, k, v, out, lse)
+    assert call.backwards == 2 and len(replay.calls) == 1
+
+
+def test_a_backward_that_copied_the_gradient_is_not_replayed(monkeypatch):
+    call = _Call(_Replay(9), fused=False)
+    plan = _plan(call, monkeypatch)
+    q, k, v, out, grad = (torch.randn(1, 2, 8, 16) for _ in range(5))
+    lse = torch.empty(2, 8)
+    for _ in range(3):
+        plan.backward(grad, q, k, v, out, lse)
+    assert call.backwards == 3 and plan.backward_replay is None
+
+
+# -- on the GPU: replays against the general path
+
+
+def _inputs(shape, kv_heads, device, dtype=torch.bfloat16, seed=0):
+    batch, heads, seq, head_dim = shape
+    generator = torch.Generator(device=device).manual_seed(seed)
+    q = torch.randn(batch, heads, seq, head_dim, device=device, dtype=dtype, generator=generator)
+    k, v = (torch.randn(batch, kv_heads, seq, head_dim, device=device, dtype=dtype, generator=generator)
+            for _ in range(2))
+    grad = torch.randn(batch, heads, seq, head_dim, device=device, dtype=dtype, generator=generator)
+    return q, k, v, grad
+
+
+def _forward_backward(q, k, v, grad, **options):
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out = flash_attention(q, k, v, **options)
+    out.backward(grad)
+    return out.detach(), q.grad, k.grad, v.grad
+
+
+def _needs_gpu(device):
+    if device != "cuda" or not launch._ENABLED:
+        pytest.skip("plans replay direct launches: a GPU and a verified Triton")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, kv_heads, causal", [((4, 32, 256, 80), 32, True), ((2, 8, 200, 64), 2, True),
+                                                     ((1, 4, 300, 128), 4, False)])
+def test_gpu_a_planned_call_gives_the_general_paths_bits(device, no_plans, monkeypatch, shape, kv_heads, causal):
+    """The training pass's shape and two beside it: the first call makes the plan, the second
+    replays its forward and records its backward, later calls replay both (no FastLauncher
+    launch at all where both ways were one launch), bit for bit the first."""
+    _needs_gpu(device)
+    q, k, v, grad = _inputs(shape, kv_heads, device)
+    expected = _forward_backward(q, k, v, grad, causal=causal)
+    plan = attention_plan.find(_key(q, k, v, causal=causal))
+    assert plan is not None
+    assert all(torch.equal(a, b) for a, b in zip(_forward_backward(q, k, v, grad, causal=causal), expected))
+    launches = []
+    real = launch.FastLauncher.launch
+    monkeypatch.setattr(launch.FastLauncher, "launch", lambda self, *a: launches.append(a) or real(self, *a))
+    for _ in range(2):
+        got = _forward_backward(q.clone(), k.clone(), v.clone(), grad.clone(), causal=causal)
+        assert all(torch.equal(a, b) for a, b in zip(got, expected))
+        with torch.no_grad():
+            assert torch.equal(flash_attention(q, k, v, causal=causal), expected[0])
+    if plan.backward_replay is not None:
+        assert launches == []
+    else:  # a backward of several launches (off sm90: no one-launch backward) stays general
+        assert torch.cuda.get_device_capability()[0] != 9
+
+
+@pytest.mark.gpu
+def test_gpu_other_layouts_of_a_planned_shape_are_other_signatures(device, no_plans):
+    """The same shape as a transposed view, 2 bytes off a 16-byte boundary, and with a
+    non-contiguous incoming gradient: each right, against the float32 reference."""
+    _needs_gpu(device)
+    from gpudoctor.kernels.attention import reference_attention
+
+    q, k, v, grad = _inputs((2, 8, 256, 80), 8, device, torch.float16)
+    _forward_backward(q, k, v, grad)  # planned
+    transposed = [t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v)]
+    flat = torch.empty(q.numel() + 1, device=device, dtype=q.dtype)
+    offset = flat[1:].view(q.shape).copy_(q)
+    odd_grad = grad.transpose(-1, -2).contiguous().transpose(-1, -2)
+    for inputs, gradient in ((transposed, grad), ((offset, k, v), grad), ((q, k, v), odd_grad)):
+        got = _forward_backward(*inputs, gradient)
+        leaves = [t.detach().float().requires_grad_() for t in inputs]
+        want = reference_attention(*leaves, causal=True, dtype=torch.float32)
+        want.backward(gradient.float())
+        for a, b in zip(got, [want] + [t.grad for t in leaves]):
+            assert (a.float() - b).abs().max().item() < 2e-2
+
+
+def test_a_signature_that_cannot_be_planned_is_watched_once(no_plans):
+    q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
+    assert not attention_plan.seen("key")
+    attention_plan.remember("key", "call", [], q, k, v, q)
+    assert attention_plan.seen("key") and attention_plan.find("key") is None
