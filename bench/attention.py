@@ -517,11 +517,12 @@ FUSED_SWEEP_CASES = {
 
 def fused_sweep(cases="grid", heads=32, rounds=2):
     """Where the one-launch backward stops paying (FUSED_BACKWARD_MAX_SCORES): forward+backward of
-    the split and the fused backward beside cuDNN and SDPA-flash per case of FUSED_SWEEP_CASES;
+    the shipped path (``triton``), the split and the fused backward beside cuDNN and SDPA-flash
+    per case of FUSED_SWEEP_CASES;
     do_bench's median and back to back (mean of 100), providers in turn, order reversed every
     other round, each figure the median over rounds."""
     rows = []
-    providers = ("triton-split-backward", "triton-fused-backward", "sdpa-cudnn", "sdpa-flash")
+    providers = ("triton", "triton-split-backward", "triton-fused-backward", "sdpa-cudnn", "sdpa-flash")
     for head_dim, batch, seq, causal, kv_heads, dtype in FUSED_SWEEP_CASES[cases]:
         q, k, v = make_inputs(batch, heads, kv_heads, seq, head_dim, "fwd+bwd", seq + head_dim, dtype)
         samples = {}
@@ -545,13 +546,15 @@ def fused_sweep(cases="grid", heads=32, rounds=2):
             row[provider] = {"do_bench_ms": statistics.median(r[0] for r in runs),
                              "back_to_back_ms": statistics.median(r[1] for r in runs), "rounds": runs}
         best = min(row[p]["do_bench_ms"] for p in ("sdpa-cudnn", "sdpa-flash"))
-        split, fused = row["triton-split-backward"], row["triton-fused-backward"]
+        split, fused, shipped = row["triton-split-backward"], row["triton-fused-backward"], row["triton"]
+        row["shipped_x_best_sdpa"] = round(best / shipped["do_bench_ms"], 3)
         row["fused_over_split"] = round(split["do_bench_ms"] / fused["do_bench_ms"], 3)
         label = (f"hd{head_dim:<4}b{batch:<3}seq{seq:<6}kv{kv_heads:<3}{'causal' if causal else 'full':7s}"
                  f"{row['dtype']:9s}")
-        print(f"fused-sweep {label} fwd+bwd ms: split {split['do_bench_ms']:.3f} "
+        print(f"fused-sweep {label} fwd+bwd ms: shipped {shipped['do_bench_ms']:.3f} split {split['do_bench_ms']:.3f} "
               f"fused {fused['do_bench_ms']:.3f} cudnn {row['sdpa-cudnn']['do_bench_ms']:.3f} "
               f"flash {row['sdpa-flash']['do_bench_ms']:.3f} | fused/split x{row['fused_over_split']:.2f}, "
+              f"shipped x best SDPA {row['shipped_x_best_sdpa']:.2f}, "
               f"fused x best SDPA {best / fused['do_bench_ms']:.2f}, split x best {best / split['do_bench_ms']:.2f} "
               f"| back-to-back split {split['back_to_back_ms']:.3f} fused {fused['back_to_back_ms']:.3f}",
               flush=True)

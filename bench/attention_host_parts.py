@@ -1,7 +1,7 @@
 """What each piece of one small attention call costs on the host (issue 18 item 1: the training
 pass's shape, batch 4, 32 heads, seq 256, head_dim 80, is host-bound). Each piece is called alone
 in a loop on the main thread (microseconds a call, median of rounds), beside the whole forward and
-forward+backward of ours and of SDPA-cuDNN in the same run. Run on a GPU:
+forward+backward of ours, SDPA-cuDNN's and SDPA-flash's in the same run. Run on a GPU:
 
     PYTHONPATH=. python3 bench/attention_host_parts.py [--out FILE] [--rounds 7] [--calls 400]
 
@@ -58,6 +58,14 @@ def parts(batch=4, heads=32, seq=256, head_dim=80, causal=True, calls=400, round
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             scaled_dot_product_attention(q, k, v, is_causal=causal).backward(grad)
 
+    def flash():
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            scaled_dot_product_attention(q, k, v, is_causal=causal).backward(grad)
+
+    def flash_forward():
+        with torch.no_grad(), sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            scaled_dot_product_attention(q, k, v, is_causal=causal)
+
     def ours_forward():
         with torch.no_grad():
             A.flash_attention(q, k, v, causal=causal)
@@ -103,8 +111,10 @@ def parts(batch=4, heads=32, seq=256, head_dim=80, causal=True, calls=400, round
         "ours fwd+bwd (calling thread)": one_thread(ours),
         "cudnn fwd+bwd (autograd device thread)": cudnn,
         "cudnn fwd+bwd (calling thread)": one_thread(cudnn),
+        "flash fwd+bwd (autograd device thread)": flash,
         "ours fwd (no grad)": ours_forward,
         "cudnn fwd (no grad)": cudnn_forward,
+        "flash fwd (no grad)": flash_forward,
         "empty Function fwd+bwd (autograd device thread)": nothing,
         "validate_inputs": lambda: A.validate_inputs(q, k, v, causal, None),
         "_autotuned_or_guessed": lambda: A._autotuned_or_guessed(q, k, v, causal, scale, capability, head_dim),
@@ -135,7 +145,8 @@ def parts(batch=4, heads=32, seq=256, head_dim=80, causal=True, calls=400, round
     results = {}
     import triton.testing
 
-    for name, function in (("ours fwd+bwd do_bench", ours), ("cudnn fwd+bwd do_bench", cudnn)):
+    for name, function in (("ours fwd+bwd do_bench", ours), ("cudnn fwd+bwd do_bench", cudnn),
+                           ("flash fwd+bwd do_bench", flash)):
         samples = [triton.testing.do_bench(function, warmup=25, rep=100, grad_to_none=[q, k, v],
                                            return_mode="median") * 1000 for _ in range(rounds)]
         results[name] = round(statistics.median(samples), 2)

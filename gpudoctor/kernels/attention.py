@@ -1889,10 +1889,10 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     ``config`` overrides the per-architecture tiles (benchmarks and tuning only).
 
     A call whose inputs have the signature of an earlier call (shapes, strides, dtypes, devices,
-    alignment, options) and that ran as one direct launch each way replays those launches
+    alignment, options, config) and that ran as one direct launch each way replays those launches
     (attention_plan.py): small calls are host-bound.
     """
-    key = attention_plan.signature(q, k, v, causal, softmax_scale, deterministic) if config is None else None
+    key = attention_plan.signature(q, k, v, causal, softmax_scale, deterministic, config)
     plan = attention_plan.find(key)
     if plan is not None:
         return _run(plan, q, k, v)

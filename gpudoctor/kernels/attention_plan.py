@@ -8,7 +8,7 @@ forward's Python took 82 µs without autograd (validation 4.6, config 3.7, FastL
 (bench/attention_host_parts.py, fourteenth session, docs/benchmarks.md).
 
 A signature is everything those decisions depend on: the inputs' shapes, strides, dtypes,
-devices and 16-byte alignment, and the call's options (``signature``). The first call of a
+devices and 16-byte alignment, and the call's options, a config given included (``signature``). The first call of a
 signature runs the general path (``attention._Call``) while ``launch.recording()`` watches its
 launches. Its forward becomes a plan only where it was one direct launch of a kernel that took
 the caller's q, k and v themselves (no padded or realigned copy), the output and the
@@ -34,15 +34,17 @@ _Tensor = torch.Tensor
 _CONTIGUOUS = torch.contiguous_format
 
 
-def signature(q, k, v, causal, softmax_scale, deterministic) -> tuple | None:
+def signature(q, k, v, causal, softmax_scale, deterministic, config=None) -> tuple | None:
     """What the general path's decisions depend on (None: no plan for these inputs: not plain
-    tensors, e.g. a subclass, whose behaviour a plan must not assume)."""
+    tensors, e.g. a subclass, whose behaviour a plan must not assume). ``config``: a caller's
+    own AttentionConfig (frozen, hashed by value), or None for the table's."""
     if type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor:
         return None
     return (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype,
             q.get_device(), k.get_device(), v.get_device(),
             q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16,
-            type(causal), causal, type(softmax_scale), softmax_scale, type(deterministic), deterministic)
+            type(causal), causal, type(softmax_scale), softmax_scale, type(deterministic), deterministic,
+            config)
 
 
 def find(key: tuple | None):

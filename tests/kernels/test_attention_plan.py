@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from gpudoctor.kernels import attention_plan, launch
-from gpudoctor.kernels.attention import flash_attention
+from gpudoctor.kernels.attention import flash_attention, select_config
 
 
-def _key(q, k, v, causal=True, softmax_scale=None, deterministic=False):
-    return attention_plan.signature(q, k, v, causal, softmax_scale, deterministic)
+def _key(q, k, v, causal=True, softmax_scale=None, deterministic=False, config=None):
+    return attention_plan.signature(q, k, v, causal, softmax_scale, deterministic, config)
 
 
 def test_a_signature_holds_what_the_general_path_decides_by():
@@ -31,7 +31,9 @@ def test_a_signature_holds_what_the_general_path_decides_by():
         _key(q, k, v, causal=1),  # equal to True, but another type: validated on its own
         _key(q, k, v, softmax_scale=0.125),
         _key(q, k, v, deterministic=True),
+        _key(q, k, v, config=select_config(None, 64)),  # a caller's own config
     ]
+    assert _key(q, k, v, config=select_config(None, 64)) == others[-1]  # by value
     assert len({base, *others}) == len(others) + 1
     assert _key(torch.nn.Parameter(q), k, v) is None  # a subclass: never planned
     assert _key("q", k, v) is None
