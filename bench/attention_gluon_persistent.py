@@ -3,7 +3,9 @@ attention_gluon.PERSISTENT) against one program per unit, the Triton forward and
 taking turns in one process. Per shape it checks that both launches give bitwise the same output
 and log-sum-exp (each tile's work is the same, only which program does it changes), then prints
 the fastest of ROUNDS forward timings, and forward+backward through flash_attention with the Triton
-forward / the Gluon one (persistent), each with the shipped backward, beside cuDNN's.
+forward / the Gluon one (persistent), each with the shipped backward, beside cuDNN's. At head_dim
+136-192 the forward also runs at width 256 (attention_gluon.SPLIT emptied: how it ran before the
+fourteenth session), column "w256".
 
   python bench/attention_gluon_persistent.py [--rounds 3] [--shapes hd128-s1024 ...] [--dtype fp16] [--json OUT]
 """
@@ -55,6 +57,13 @@ SHAPES = (
     ("hd64-s1024-b4", 4, 32, 32, 1024, 64, True),
     ("hd256-s512", 16, 32, 32, 512, 256, True),
     ("hd96-s512", 32, 32, 32, 512, 96, True),
+    # width 192 (head_dim 136-192 as 128 + 64 columns), fourteenth session
+    ("hd136-s1024", 16, 32, 32, 1024, 136, True),
+    ("hd176-s1024", 16, 32, 32, 1024, 176, True),
+    ("hd192-s1024-nc", 16, 32, 32, 1024, 192, False),
+    ("hd192-s512", 32, 32, 32, 512, 192, True),
+    ("hd160-s4096", 4, 32, 32, 4096, 160, True),
+    ("hd192-gqa4-s2048", 8, 32, 8, 2048, 192, True),
 )
 
 
@@ -87,7 +96,7 @@ def main(argv=None) -> int:
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     rows = []
     print("forward ms (fastest of rounds) and forward+backward ms; x = cuDNN's time / ours")
-    print(f"{'shape':<17} {'fwd tri':>8} {'one/unit':>8} {'persist':>8} {'cudnn':>8} {'x tri':>6} {'x pers':>6}"
+    print(f"{'shape':<17} {'fwd tri':>8} {'one/unit':>8} {'persist':>8} {'w256':>8} {'cudnn':>8} {'x tri':>6} {'x pers':>6}"
           f" | {'f+b tri':>8} {'f+b glu':>8} {'cudnn':>8} {'x tri':>6} {'x glu':>6}")
     for name, batch, heads, kv_heads, seq, head_dim, causal in SHAPES:
         if args.shapes and name not in args.shapes:
@@ -107,8 +116,18 @@ def main(argv=None) -> int:
             attention_gluon.PERSISTENT = persistent
             return attention_gluon.attention_forward(q, k, v, causal, scale)
 
+        split = dict(attention_gluon.SPLIT)
+
+        def at_width_256():
+            attention_gluon.SPLIT = {}
+            try:
+                return attention_gluon.attention_forward(q, k, v, causal, scale)
+            finally:
+                attention_gluon.SPLIT = split
+
         one, persistent = gluon(False), gluon(True)
         same = bool(torch.equal(one[0], persistent[0]) and torch.equal(one[1], persistent[1]))
+        split_width = attention_gluon.forward_width(head_dim) in split
         expected = attention.reference_attention(q, k, v, causal=causal, dtype=torch.float32) \
             if seq * seq * batch * heads <= 2 ** 32 else None
         error = (((persistent[0].float() - expected).norm() / expected.norm()).item()
@@ -132,6 +151,7 @@ def main(argv=None) -> int:
         runs = {"fwd_triton": lambda: attention.attention_forward(q, k, v, causal, scale, triton_config),
                 "fwd_one_per_unit": lambda: gluon(False),
                 "fwd_persistent": lambda: gluon(True),
+                **({"fwd_width256": at_width_256} if split_width else {}),
                 "fwd_cudnn": cudnn_forward,
                 "fwdbwd_triton_fwd": lambda: both(triton_config),
                 "fwdbwd_gluon_fwd": lambda: both(gluon_config),
@@ -145,8 +165,9 @@ def main(argv=None) -> int:
         attention_gluon.PERSISTENT = True
         rows.append(row)
         best = {label: min(row[f"{label}_ms"]) for label in runs}
+        width_256 = f"{best['fwd_width256']:8.3f}" if split_width else f"{'-':>8}"
         print(f"{name:<17} {best['fwd_triton']:8.3f} {best['fwd_one_per_unit']:8.3f} {best['fwd_persistent']:8.3f}"
-              f" {best['fwd_cudnn']:8.3f} {best['fwd_cudnn'] / best['fwd_triton']:6.2f}"
+              f" {width_256} {best['fwd_cudnn']:8.3f} {best['fwd_cudnn'] / best['fwd_triton']:6.2f}"
               f" {best['fwd_cudnn'] / best['fwd_persistent']:6.2f} | {best['fwdbwd_triton_fwd']:8.3f}"
               f" {best['fwdbwd_gluon_fwd']:8.3f} {best['fwdbwd_cudnn']:8.3f}"
               f" {best['fwdbwd_cudnn'] / best['fwdbwd_triton_fwd']:6.2f}"

@@ -59,10 +59,15 @@ except ImportError:  # pragma: no cover - an older Triton: the Triton kernels ru
 LOG2_E = 1.4426950408889634
 BLOCK_M = 128  # query rows per tile: two consumer warpgroups of 64
 CONSUMER_ROWS = 64
-# Key rows per block, by the head_dim the kernel computes at (head_dim rounded up to a power of
-# two): sized so that Q (q_slots tiles of 128 rows) and two slots each of K and V fit sm90's 227
-# KB of shared memory and one consumer's registers (scores, P and the output accumulator) fit 240.
-BLOCK_N = {32: 128, 64: 128, 128: 128, 256: 64}
+# Key rows per block, by the head_dim the kernel computes at (forward_width): sized so that Q
+# (q_slots tiles of 128 rows) and two slots each of K and V fit sm90's 227 KB of shared memory and
+# one consumer's registers (scores, P and the output accumulators) fit 240.
+BLOCK_N = {32: 128, 64: 128, 128: 128, 192: 64, 256: 64}
+# Width 192 (head_dim 136-192) runs as 128 columns and a 64-column tail, each an operand of its
+# own (Triton's tensors and TMA boxes have power-of-two shapes): a quarter fewer products than
+# at 256, where it ran before (hd192 forward 0.76-0.81x cuDNN, thirteenth session). Empty: those
+# head dims at 256 again (benches' A/B).
+SPLIT = {192: (128, 64)}
 # Registers: 12 warps x 32 threads x 168 = the SM's 64 K; setmaxnreg then gives each consumer
 # warpgroup 240 and the producer 24 (the kernel's warp_specialize call).
 MAX_REGISTERS = 168
@@ -145,11 +150,12 @@ if gluon is not None:
     @gluon.jit
     def _consumer_tile(descs, buffers, barriers, tile, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                        BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
-                       Q_SLOTS: gl.constexpr):
+                       Q_SLOTS: gl.constexpr, TAIL: gl.constexpr):
         """One warpgroup's 64 query rows of one tile; ``tile`` is (batch, head, batch x head,
-        first query row, key blocks, key blocks consumed before, tiles done before)."""
-        q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, qk_scale = descs
-        q_smem, k_smem, v_smem = buffers
+        first query row, key blocks, key blocks consumed before, tiles done before). With a
+        TAIL, the head_dim columns from HEAD_DIM on are a second operand of each product."""
+        q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, qk_scale, o_tail_desc = descs
+        q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
         q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
         batch, head, batch_head, start_m, blocks, it, done = tile
         ROWS: gl.constexpr = 64
@@ -166,11 +172,20 @@ if gluon is not None:
         my_q = _tile(q_smem, my_slot, ROWS, HEAD_DIM)
         zero_scores = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
         acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout)
+        if TAIL > 0:
+            t_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                               instr_shape=[16, TAIL, 16])
+            pt_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=t_layout, k_width=2)
+            my_q_tail = _tile(q_tail_smem, my_slot, ROWS, TAIL)
+            acc_tail = gl.zeros([ROWS, TAIL], gl.float32, t_layout)
         mbarrier.wait(q_full.index(q_slot), (done // Q_SLOTS) & 1)
 
         mbarrier.wait(k_full.index(it % 2), (it // 2) & 1)
         s = warpgroup_mma(my_q, _tile(k_smem, it % 2, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
                           use_acc=False, is_async=True)
+        if TAIL > 0:
+            s = warpgroup_mma(my_q_tail, _tile(k_tail_smem, it % 2, BLOCK_N, TAIL).permute((1, 0)), s,
+                              is_async=True)
         if Q_SLOTS > 1:
             # The previous tile's output store has had this product's time to drain: its slot
             # goes back to the producer for the tile after this one.
@@ -187,30 +202,52 @@ if gluon is not None:
             mbarrier.wait(k_full.index(slot), ((it + j) // 2) & 1)
             s = warpgroup_mma(my_q, _tile(k_smem, slot, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
                               use_acc=False, is_async=True)
+            if TAIL > 0:
+                s = warpgroup_mma(my_q_tail, _tile(k_tail_smem, slot, BLOCK_N, TAIL).permute((1, 0)), s,
+                                  is_async=True)
             mbarrier.wait(v_full.index(previous), ((it + j - 1) // 2) & 1)
             p = gl.convert_layout(probs.to(dtype), p_layout)
             acc = warpgroup_mma(p, _tile(v_smem, previous, BLOCK_N, HEAD_DIM), acc, is_async=True)
-            # Q·K_jᵀ was issued first: waiting for all but one product leaves P_{j-1}·V_{j-1} on the
-            # tensor cores while block j's softmax runs.
-            s = warpgroup_mma_wait(1, deps=(s,))
+            # Q·K_jᵀ was issued first: waiting for all but the P_{j-1}·V_{j-1} product(s) leaves
+            # them on the tensor cores while block j's softmax runs.
+            if TAIL > 0:
+                acc_tail = warpgroup_mma(gl.convert_layout(probs.to(dtype), pt_layout),
+                                         _tile(v_tail_smem, previous, BLOCK_N, TAIL), acc_tail, is_async=True)
+                s = warpgroup_mma_wait(2, deps=(s,))
+            else:
+                s = warpgroup_mma_wait(1, deps=(s,))
             mbarrier.arrive(k_empty.index(slot), count=1)
             probs, row_max, correction, row_sum = _masked_softmax(
                 s, row_max, row_sum, my_start, j * BLOCK_N, seq_k, qk_scale, ROWS, BLOCK_N, CAUSAL, CHECK_N,
                 False, s_layout)
-            acc = warpgroup_mma_wait(0, deps=(acc,))
+            if TAIL > 0:
+                acc, acc_tail = warpgroup_mma_wait(0, deps=(acc, acc_tail))
+                acc_tail = acc_tail * gl.convert_layout(correction, gl.SliceLayout(1, t_layout))[:, None]
+            else:
+                acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(v_empty.index(previous), count=1)
             acc = acc * gl.convert_layout(correction, o_rows)[:, None]
         last = it + blocks - 1
         mbarrier.wait(v_full.index(last % 2), (last // 2) & 1)
         p = gl.convert_layout(probs.to(dtype), p_layout)
         acc = warpgroup_mma(p, _tile(v_smem, last % 2, BLOCK_N, HEAD_DIM), acc, is_async=True)
-        acc = warpgroup_mma_wait(0, deps=(acc,))
+        if TAIL > 0:
+            acc_tail = warpgroup_mma(gl.convert_layout(probs.to(dtype), pt_layout),
+                                     _tile(v_tail_smem, last % 2, BLOCK_N, TAIL), acc_tail, is_async=True)
+            acc, acc_tail = warpgroup_mma_wait(0, deps=(acc, acc_tail))
+        else:
+            acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(v_empty.index(last % 2), count=1)
 
         out = acc / gl.convert_layout(row_sum, o_rows)[:, None]
         my_q.store(out.to(dtype))  # this warpgroup's Q slot is free: its last Q·Kᵀ is done
+        if TAIL > 0:
+            my_q_tail.store((acc_tail / gl.convert_layout(row_sum, gl.SliceLayout(1, t_layout))[:, None]).to(dtype))
         fence_async_shared()
         tma.async_copy_shared_to_global(o_desc, [batch, head, my_start, 0], q_smem.index(my_slot))
+        if TAIL > 0:
+            tma.async_copy_shared_to_global(o_tail_desc, [batch, head, my_start, HEAD_DIM],
+                                            q_tail_smem.index(my_slot))
         rows = my_start + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
         gl.store(LSE + batch_head.to(gl.int64) * seq_q + rows, row_max + gl.log2(row_sum), mask=rows < seq_q)
         if Q_SLOTS == 1:  # the next tile's Q waits for this store
@@ -219,7 +256,8 @@ if gluon is not None:
 
     @gluon.jit
     def _consumer(descs, buffers, barriers, schedule, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-                  BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr):
+                  BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr,
+                  TAIL: gl.constexpr):
         num_units, query_blocks, num_heads, kv_group_size = schedule
         seq_k = descs[6]
         it = 0  # key blocks consumed: the K/V rings' position
@@ -230,31 +268,40 @@ if gluon is not None:
                 batch, head, kv_head, start_m, blocks = _query_tile(
                     batch_head, first, index, query_blocks, num_heads, kv_group_size, seq_k, BLOCK_N, CAUSAL)
                 _consumer_tile(descs, buffers, barriers, (batch, head, batch_head, start_m, blocks, it, done),
-                               WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS)
+                               WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)
                 it += blocks
                 done += 1
         tma.store_wait(pendings=0)
 
     @gluon.jit
     def _second_consumer(descs, buffers, barriers, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-                         CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr):
-        _consumer(descs, buffers, barriers, schedule, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS)
+                         CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr):
+        _consumer(descs, buffers, barriers, schedule, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)
 
     @gluon.jit
-    def _load_block(desc, ring, full, empty, index, coordinates):
+    def _load_block(desc, ring, tail_desc, tail_ring, full, empty, index, batch, head, row,
+                    HEAD_DIM: gl.constexpr, TAIL: gl.constexpr):
         """K or V block ``index`` (counted over the program's tiles) into its slot of a two-slot ring
-        once both consumers have released the block before it there. A new barrier counts as phase
-        1 complete: each slot's first fill does not wait; the same holds for the Q ring."""
+        (and its columns from HEAD_DIM on into the tail ring) once both consumers have released the
+        block before it there. A new barrier counts as phase 1 complete: each slot's first fill does
+        not wait; the same holds for the Q ring."""
         slot = index % 2
         mbarrier.wait(empty.index(slot), ((index // 2) & 1) ^ 1)
-        mbarrier.expect(full.index(slot), desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(desc, coordinates, full.index(slot), ring.index(slot))
+        if TAIL > 0:
+            mbarrier.expect(full.index(slot), desc.block_type.nbytes + tail_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(tail_desc, [batch, head, row, HEAD_DIM], full.index(slot),
+                                            tail_ring.index(slot))
+        else:
+            mbarrier.expect(full.index(slot), desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(desc, [batch, head, row, 0], full.index(slot), ring.index(slot))
 
     @gluon.jit
     def _producer(descs, buffers, barriers, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-                  CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr):
-        q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, qk_scale = descs
-        q_smem, k_smem, v_smem = buffers
+                  CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr,
+                  tail_descs):
+        q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, qk_scale, o_tail_desc = descs
+        q_tail_desc, k_tail_desc, v_tail_desc = tail_descs
+        q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
         q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
         num_units, query_blocks, num_heads, kv_group_size = schedule
         it = 0
@@ -265,27 +312,46 @@ if gluon is not None:
                 batch, head, kv_head, start_m, blocks = _query_tile(
                     batch_head, first, index, query_blocks, num_heads, kv_group_size, seq_k, BLOCK_N, CAUSAL)
                 for j in range(blocks):
-                    _load_block(k_desc, k_smem, k_full, k_empty, it + j, [batch, kv_head, j * BLOCK_N, 0])
+                    _load_block(k_desc, k_smem, k_tail_desc, k_tail_smem, k_full, k_empty, it + j,
+                                batch, kv_head, j * BLOCK_N, HEAD_DIM, TAIL)
                     if j == 0:  # after the first K block, which can load while the last tile ends
                         q_slot = done % Q_SLOTS
                         mbarrier.wait(q_empty.index(q_slot), ((done // Q_SLOTS) & 1) ^ 1)
-                        mbarrier.expect(q_full.index(q_slot), 2 * q_desc.block_type.nbytes)
+                        if TAIL > 0:
+                            mbarrier.expect(q_full.index(q_slot),
+                                            2 * (q_desc.block_type.nbytes + q_tail_desc.block_type.nbytes))
+                        else:
+                            mbarrier.expect(q_full.index(q_slot), 2 * q_desc.block_type.nbytes)
                         for half in gl.static_range(2):
                             tma.async_copy_global_to_shared(q_desc, [batch, head, start_m + half * 64, 0],
                                                             q_full.index(q_slot), q_smem.index(q_slot * 2 + half))
-                    _load_block(v_desc, v_smem, v_full, v_empty, it + j, [batch, kv_head, j * BLOCK_N, 0])
+                            if TAIL > 0:
+                                tma.async_copy_global_to_shared(
+                                    q_tail_desc, [batch, head, start_m + half * 64, HEAD_DIM], q_full.index(q_slot),
+                                    q_tail_smem.index(q_slot * 2 + half))
+                    _load_block(v_desc, v_smem, v_tail_desc, v_tail_smem, v_full, v_empty, it + j,
+                                batch, kv_head, j * BLOCK_N, HEAD_DIM, TAIL)
                 it += blocks
                 done += 1
 
     @gluon.jit
-    def _attention_forward_ws_kernel(q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, num_heads,
+    def _attention_forward_ws_kernel(q_desc, k_desc, v_desc, o_desc, q_tail_desc, k_tail_desc, v_tail_desc,
+                                     o_tail_desc, LSE, seq_q, seq_k, num_heads,
                                      kv_group_size, qk_scale, num_units, query_blocks, HEAD_DIM: gl.constexpr,
                                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
-                                     Q_SLOTS: gl.constexpr, num_warps: gl.constexpr):
+                                     Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         q_smem = gl.allocate_shared_memory(dtype, [2 * Q_SLOTS, 1, 1, 64, HEAD_DIM], q_desc.layout)
         k_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, HEAD_DIM], v_desc.layout)
+        if TAIL > 0:  # head_dim's columns from HEAD_DIM on (width 192: 128 + 64)
+            q_tail_smem = gl.allocate_shared_memory(dtype, [2 * Q_SLOTS, 1, 1, 64, TAIL], q_tail_desc.layout)
+            k_tail_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, TAIL], k_tail_desc.layout)
+            v_tail_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, TAIL], v_tail_desc.layout)
+        else:
+            q_tail_smem = q_smem
+            k_tail_smem = k_smem
+            v_tail_smem = v_smem
         q_full = gl.allocate_shared_memory(gl.int64, [Q_SLOTS, 1], mbarrier.MBarrierLayout())
         q_empty = gl.allocate_shared_memory(gl.int64, [Q_SLOTS, 1], mbarrier.MBarrierLayout())
         k_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -301,14 +367,16 @@ if gluon is not None:
             mbarrier.init(v_full.index(i), count=1)
             mbarrier.init(v_empty.index(i), count=2)
 
-        descs = (q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, qk_scale)
-        buffers = (q_smem, k_smem, v_smem)
+        descs = (q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, qk_scale, o_tail_desc)
+        buffers = (q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem)
         barriers = (q_full, q_empty, k_full, k_empty, v_full, v_empty)
         schedule = (num_units, query_blocks, num_heads, kv_group_size)
         gl.warp_specialize([
-            (_consumer, (descs, buffers, barriers, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS)),
-            (_second_consumer, (descs, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS)),
-            (_producer, (descs, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS)),
+            (_consumer, (descs, buffers, barriers, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)),
+            (_second_consumer, (descs, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS,
+                                TAIL)),
+            (_producer, (descs, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL,
+                         (q_tail_desc, k_tail_desc, v_tail_desc))),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (MAX_REGISTERS)
 
 
@@ -318,9 +386,14 @@ def available() -> bool:
 
 
 def kernel_width(head_dim: int) -> int:
-    """The head_dim the kernel computes at: the next power of two, at least 32 (TMA zero-fills the
-    columns past head_dim)."""
+    """The next power of two, at least 32: the width the backward kernels compute at."""
     return max(32, 1 << (head_dim - 1).bit_length())
+
+
+def forward_width(head_dim: int) -> int:
+    """The head_dim the forward computes at (TMA zero-fills the columns past head_dim): the next
+    power of two, at least 32, but 192 from 136 to 192 (SPLIT)."""
+    return 192 if 128 < head_dim <= 192 and 192 in SPLIT else kernel_width(head_dim)
 
 
 def descriptor_ready(tensor: torch.Tensor) -> bool:
@@ -350,8 +423,8 @@ def _descriptor(tensor: torch.Tensor, rows: int, width: int):
 
 def q_slots(width: int) -> int:
     """Q tiles in shared memory: two (the next tile's Q loads while this one runs) where they fit
-    beside two slots each of K and V, else one."""
-    return 2 if width <= 128 else 1
+    beside two slots each of K and V (192 KB at width 192 with 64-row K/V blocks), else one."""
+    return 1 if width == 256 else 2
 
 
 def units(seq_q: int, batch_heads: int, causal: bool) -> int:
@@ -367,17 +440,21 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     ``usable``; q's GPU is the current one."""
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
-    width = kernel_width(head_dim)
+    width = forward_width(head_dim)
+    main, tail = SPLIT.get(width, (width, 0))
     block_n = BLOCK_N[width]
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
     num_units = units(seq_q, batch * num_heads, causal)
     programs = min(num_units, sm_count(q.device)) if PERSISTENT else num_units
+    rows = (CONSUMER_ROWS, block_n, block_n, CONSUMER_ROWS)
+    tensors = (q, k, v, out)
+    tails = [_descriptor(t, r, tail) if tail else None for t, r in zip(tensors, rows)]
     fast(_attention_forward_ws_kernel)[(programs,)](
-        _descriptor(q, CONSUMER_ROWS, width), _descriptor(k, block_n, width), _descriptor(v, block_n, width),
-        _descriptor(out, CONSUMER_ROWS, width), lse, seq_q, seq_k, num_heads, num_heads // num_kv_heads,
-        softmax_scale * LOG2_E, num_units, -(-seq_q // BLOCK_M), HEAD_DIM=width, BLOCK_N=block_n, CAUSAL=causal,
-        CHECK_N=seq_k % block_n != 0, Q_SLOTS=q_slots(width), num_warps=4, maxnreg=MAX_REGISTERS)
+        *[_descriptor(t, r, main) for t, r in zip(tensors, rows)], *tails,
+        lse, seq_q, seq_k, num_heads, num_heads // num_kv_heads,
+        softmax_scale * LOG2_E, num_units, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal,
+        CHECK_N=seq_k % block_n != 0, Q_SLOTS=q_slots(width), TAIL=tail, num_warps=4, maxnreg=MAX_REGISTERS)
     return out, lse
 
 
@@ -401,15 +478,27 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
     for tests and benches on machines without a Hopper GPU (compile_for_sm90)."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
     block_n = BLOCK_N[width]
-    q_type = f"tensordesc<{name}[1, 1, {CONSUMER_ROWS}, {width}], {_shared_layout(CONSUMER_ROWS, width, dtype)!r}>"
-    kv_type = f"tensordesc<{name}[1, 1, {block_n}, {width}], {_shared_layout(block_n, width, dtype)!r}>"
-    signature = {"q_desc": q_type, "k_desc": kv_type, "v_desc": kv_type, "o_desc": q_type, "LSE": "*fp32",
-                 "seq_q": "i32", "seq_k": "i32", "num_heads": "i32", "kv_group_size": "i32", "qk_scale": "fp32",
-                 "num_units": "i32", "query_blocks": "i32", "HEAD_DIM": "constexpr", "BLOCK_N": "constexpr",
-                 "CAUSAL": "constexpr", "CHECK_N": "constexpr", "Q_SLOTS": "constexpr", "num_warps": "constexpr"}
-    constexprs = {"HEAD_DIM": width, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n,
-                  "Q_SLOTS": q_slots(width), "num_warps": 4}
+    main, tail = SPLIT.get(width, (width, 0))
+
+    def descriptor_type(rows, columns):
+        return f"tensordesc<{name}[1, 1, {rows}, {columns}], {_shared_layout(rows, columns, dtype)!r}>"
+
+    q_type, kv_type = descriptor_type(CONSUMER_ROWS, main), descriptor_type(block_n, main)
+    signature = {"q_desc": q_type, "k_desc": kv_type, "v_desc": kv_type, "o_desc": q_type}
+    constexprs = {}
+    for part, rows in (("q", CONSUMER_ROWS), ("k", block_n), ("v", block_n), ("o", CONSUMER_ROWS)):
+        if tail:
+            signature[f"{part}_tail_desc"] = descriptor_type(rows, tail)
+        else:
+            signature[f"{part}_tail_desc"] = "constexpr"
+            constexprs[f"{part}_tail_desc"] = None
+    signature.update({"LSE": "*fp32", "seq_q": "i32", "seq_k": "i32", "num_heads": "i32", "kv_group_size": "i32",
+                      "qk_scale": "fp32", "num_units": "i32", "query_blocks": "i32", "HEAD_DIM": "constexpr",
+                      "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "CHECK_N": "constexpr", "Q_SLOTS": "constexpr",
+                      "TAIL": "constexpr", "num_warps": "constexpr"})
+    constexprs.update({"HEAD_DIM": main, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n,
+                       "Q_SLOTS": q_slots(width), "TAIL": tail, "num_warps": 4})
     return compile_for_sm90(_attention_forward_ws_kernel, signature, constexprs, MAX_REGISTERS)
 
 
-__all__ = ["available", "usable", "descriptor_ready", "kernel_width", "attention_forward", "BLOCK_N"]
+__all__ = ["available", "usable", "descriptor_ready", "kernel_width", "forward_width", "attention_forward", "BLOCK_N"]

@@ -42,3 +42,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("gpu") and str(item.path).startswith(here + os.sep):
             item.add_marker(pytest.mark.timeout(GPU_TEST_TIMEOUT_S, method="thread"))
+
+
+@pytest.fixture(autouse=True)
+def _plans_forgotten():
+    """Each test starts without remembered attention plans (attention_plan.py): a plan made by an
+    earlier test would replay launches past the functions a test watches or replaces."""
+    from gpudoctor.kernels import attention_plan
+
+    attention_plan.forget()

@@ -47,7 +47,8 @@ for width, causal, check_n, dtype in json.loads(sys.argv[1]):
 print(json.dumps(rows))
 """
 COMPILE_CASES = [(128, True, True, "bfloat16"), (128, False, False, "float16"), (256, True, False, "bfloat16"),
-                 (64, False, True, "bfloat16"), (32, True, True, "float16")]
+                 (64, False, True, "bfloat16"), (32, True, True, "float16"), (192, True, True, "bfloat16"),
+                 (192, False, False, "float16")]
 
 
 @pytest.fixture(scope="module")
@@ -61,26 +62,30 @@ def test_compiles_for_sm90_without_local_memory_in_its_key_loops(case, compiled_
     row = compiled_sm90[tuple(case)]
     # One key-block loop per consumer warpgroup, touching no local memory. Around it, once per
     # tile, ptxas may reload a few spilled scalars (measured in these cases: 72 accesses at width
-    # 128 causal with a ragged last key block, 8 at width 256 causal, none in the others; 56 at
-    # width 128 not causal ragged, not compiled here).
+    # 128 causal with a ragged last key block, 8 at width 256 causal, 10 at width 192 causal
+    # ragged, none in the others; 56 at width 128 not causal ragged, not compiled here).
     assert row["key_loops"] == 2
     assert row["local_in_key_loops"] == [], row["local_in_key_loops"]
     assert row["local"] <= 80, row["local"]
     # Three partitions: two consumer warpgroups at 240 registers each, a producer at 24.
     assert row["warps"] == 12
     assert ["inc", "240"] in row["setmaxnreg"] and ["dec", "24"] in row["setmaxnreg"]
-    # Q·K_jᵀ waited for while P_{j-1}·V_{j-1} is still running: the overlap the kernel exists for.
-    assert "1" in row["waits"]
-    # Shared memory: Q (two slots of 2 x 64 rows up to width 128, one at 256) and two slots each of
-    # K and V, within sm90's 227 KB.
+    # Q·K_jᵀ waited for while P_{j-1}·V_{j-1} is still running: the overlap the kernel exists for
+    # (at width 192, two P·V products: the 128 columns and the tail).
+    assert ("2" if case[0] in attention_gluon.SPLIT else "1") in row["waits"]
+    # Shared memory: Q (two slots of 2 x 64 rows, one at 256) and two slots each of K and V, within
+    # sm90's 227 KB.
     assert row["shared"] <= 232448
 
 
 @pytest.mark.parametrize("head_dim, width", [(32, 32), (40, 64), (64, 64), (80, 128), (112, 128),
-                                             (128, 128), (136, 256), (256, 256)])
-def test_kernel_width_is_the_next_power_of_two(head_dim, width):
-    assert attention_gluon.kernel_width(head_dim) == width
+                                             (128, 128), (136, 192), (192, 192), (200, 256), (256, 256)])
+def test_forward_width_is_the_next_power_of_two_or_192(head_dim, width):
+    assert attention_gluon.forward_width(head_dim) == width
     assert width in attention_gluon.BLOCK_N
+    main, tail = attention_gluon.SPLIT.get(width, (width, 0))
+    assert main + tail == width and main & (main - 1) == 0 and tail & (tail - 1) == 0
+    assert attention_gluon.kernel_width(head_dim) == (256 if head_dim > 128 else width)  # the backward's
 
 
 def test_descriptor_ready_layouts():
@@ -141,7 +146,7 @@ def _check_forward(q, k, v, causal, tolerance):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
-@pytest.mark.parametrize("head_dim", [64, 80, 96, 112, 128, 192, 256])
+@pytest.mark.parametrize("head_dim", [64, 80, 96, 112, 128, 136, 160, 192, 200, 256])
 def test_gpu_matches_float32_reference(head_dim, causal, dtype):
     """Ragged (1000: a partial last query block and key block) and whole lengths, GQA 4:2."""
     if not hopper():
@@ -174,7 +179,7 @@ def test_gpu_strided_layout_read_in_place():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("head_dim", [128, 256])
+@pytest.mark.parametrize("head_dim", [128, 192, 256])
 def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(head_dim, monkeypatch):
     if not hopper():
         pytest.skip("needs a Hopper GPU")
@@ -199,7 +204,7 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(head_dim, monk
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
-@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("head_dim", [64, 128, 176, 256])
 def test_gpu_persistent_programs_match_one_program_per_unit(head_dim, causal, dtype, monkeypatch):
     """More units than SMs, so that each program loops over several: 9 query blocks per head (an
     odd count: the middle causal block is a unit alone, and the last block is ragged), GQA 4:1.
