@@ -512,6 +512,11 @@ FUSED_SWEEP_CASES = {
               (80, 4, 512, False, 32, torch.bfloat16), (64, 4, 512, False, 8, torch.bfloat16),
               (80, 4, 256, True, 32, torch.float16), (128, 4, 512, True, 32, torch.float16),
               (256, 4, 256, True, 32, torch.bfloat16), (96, 4, 512, True, 32, torch.bfloat16)],
+    # four times the limit (2^27 scores), where the shipped path is the Gluon forward and the
+    # three-launch backward; fourteenth session
+    "4x": [(head_dim, batch, seq, True, 32, torch.bfloat16) for head_dim in (64, 80, 96, 128)
+           for batch, seq in ((4, 1024), (16, 512))] + [(64, 4, 1024, True, 8, torch.bfloat16),
+                                                       (80, 4, 1024, False, 32, torch.bfloat16)],
 }
 
 
@@ -627,6 +632,7 @@ def main(argv=None):
     parser.add_argument("--sweep-only", action="store_true", help="skip the main table")
     parser.add_argument("--shapes", default="", help="sweep only these shape names (comma-separated)")
     parser.add_argument("--host", action="store_true", help="profile one call at the training shape")
+    parser.add_argument("--fused-rounds", type=int, default=2, help="rounds of --fused-sweep")
     parser.add_argument("--fused-sweep", nargs="?", const="grid", choices=sorted(FUSED_SWEEP_CASES),
                         help="split against one-launch backward (FUSED_BACKWARD_MAX_SCORES): the size "
                              "grid (default) or the extra cases")
@@ -681,7 +687,7 @@ def main(argv=None):
         if args.host:
             host = host_profile()
         if args.fused_sweep:
-            fused_rows = fused_sweep(args.fused_sweep)
+            fused_rows = fused_sweep(args.fused_sweep, rounds=args.fused_rounds)
         if args.sweep:
             run_sweep(sweep_rows, args.sweep_seconds, args.compile_workers, names,
                       args.check_seconds)
