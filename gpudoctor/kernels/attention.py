@@ -1187,6 +1187,17 @@ DESCRIPTOR_MIN_SEQ_LARGE_CALLS = 512
 # session), while the same kernel on the table's stages passed.
 FUSED_BACKWARD_MAX_SCORES = 4 * 32 * 512 * 512
 FUSED_BACKWARD_MAX_SEQ = 1024
+# And up to four times that many scores in calls that will run a backward (flash_attention with
+# gradients) at these head dims: there the Triton forward and the one-launch backward, both
+# replayed by a plan (attention_plan.py), took less than the Gluon forward with the three-launch
+# backward (fourteenth session, bench/attention.py --fused-sweep 4x, four rounds taking turns,
+# forward+backward do_bench ms, shipped before / this / cuDNN): hd64 b4 s1024 0.492 / 0.269 /
+# 0.252, b16 s512 0.504 / 0.334 / 0.332, GQA 8:1 b4 s1024 0.748 / 0.293 / 0.348; hd80 b4 s1024
+# 0.360 / 0.353 / 0.340, b16 s512 0.426 / 0.439 / 0.431, not causal 0.942 / 0.530 / 0.481. Not
+# at hd96 (0.373 / 0.394 and 0.496 / 0.505) nor hd128 (0.478 / 0.471, 0.580 / 0.636); other head
+# dims not measured. Forward-only calls keep the Gluon forward (faster on the GPU).
+FUSED_BACKWARD_MAX_SCORES_WITH_GRAD = 4 * FUSED_BACKWARD_MAX_SCORES
+FUSED_BACKWARD_WITH_GRAD_HEAD_DIMS = (64, 80)
 # sm90: the warp-specialized Gluon forward (attention_gluon.py, persistent) from this head_dim and
 # GLUON_FORWARD_MIN_SEQ keys, outside the one-launch backward's small calls. Measured on the H200
 # (docs/benchmarks.md, thirteenth session; bench/attention_gluon_persistent.py, three rounds
@@ -1284,12 +1295,15 @@ GLUON_WIDE_MIN_SEQ = 1024
 
 
 def select_config(capability: tuple[int, int] | None, head_dim: int,
-                  seq_k: int | None = None, scores: int | None = None) -> AttentionConfig:
+                  seq_k: int | None = None, scores: int | None = None, backward: bool = False) -> AttentionConfig:
     """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``;
     ``seq_k`` (keys per head; None: long) picks the descriptor kernels and the Gluon ones or not on
     sm90, and with ``scores`` (batch x heads x seq_q x seq_k; None: large) the one-launch backward
-    or not, and the Gluon backward below GLUON_MIN_SEQ keys or not."""
-    small_call = (scores is not None and scores <= FUSED_BACKWARD_MAX_SCORES
+    or not, and the Gluon backward below GLUON_MIN_SEQ keys or not; ``backward``: the call will
+    run a backward (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD)."""
+    limit = (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD if backward and head_dim in FUSED_BACKWARD_WITH_GRAD_HEAD_DIMS
+             else FUSED_BACKWARD_MAX_SCORES)
+    small_call = (scores is not None and scores <= limit
                   and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
     many_scores = (seq_k is not None and seq_k >= GLUON_MANY_SCORES_MIN_SEQ
                    and (scores is None or scores >= GLUON_MANY_SCORES) and head_dim not in GLUON_MANY_SCORES_NOT)
@@ -1304,12 +1318,13 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
 _OF_Q = object()  # config_for's default capability: q's GPU's
 
 
-def config_for(q: torch.Tensor, k: torch.Tensor, capability=_OF_Q) -> AttentionConfig:
+def config_for(q: torch.Tensor, k: torch.Tensor, capability=_OF_Q, backward: bool = False) -> AttentionConfig:
     """select_config for these inputs ((batch, heads, seq, head_dim) q, k); ``capability``
     defaults to q's GPU's (remembered per device, as every call asks; None on the CPU)."""
     if capability is _OF_Q:
         capability = _device_capability(q)
-    return select_config(capability, q.shape[-1], k.shape[2], q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2])
+    return select_config(capability, q.shape[-1], k.shape[2], q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2],
+                         backward)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1346,10 +1361,11 @@ def _bucket(capability: tuple[int, int], head_dim: int) -> int:
         128 if head_dim <= 128 else 256
 
 
-def _autotuned_or_guessed(q, k, v, causal: bool, softmax_scale: float, capability, head_dim: int) -> AttentionConfig:
+def _autotuned_or_guessed(q, k, v, causal: bool, softmax_scale: float, capability, head_dim: int,
+                          backward: bool = False) -> AttentionConfig:
     """The table's tiles; on a GPU family never measured here, the fastest of them and a few
     neighbours, tuned at first use and cached (attention_autotune.py)."""
-    guess = config_for(q, k, capability)
+    guess = config_for(q, k, capability, backward)
     if capability is None:
         return guess
     from . import attention_autotune as autotune
@@ -1861,8 +1877,12 @@ class _FlashAttentionFunction(torch.autograd.Function):
         return (*ctx.call.backward(grad_out, *ctx.saved_tensors), None)
 
 
-def _run(call, q, k, v) -> torch.Tensor:
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+def _needs_grad(q, k, v) -> bool:
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+
+
+def _run(call, q, k, v, needs_grad: bool) -> torch.Tensor:
+    if needs_grad:
         return _FlashAttentionFunction.apply(q, k, v, call)
     # Nothing to differentiate: no autograd node (its set-up is a tenth of a small call's host
     # time, and small calls are host-bound: docs/benchmarks.md).
@@ -1893,26 +1913,30 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     (attention_plan.py): small calls are host-bound.
     """
     key = attention_plan.signature(q, k, v, causal, softmax_scale, deterministic, config)
-    plan = attention_plan.find(key)
+    needs_grad = key is not None and _needs_grad(q, k, v)  # (key None: validate_inputs says why)
+    plan = attention_plan.find(key and (key, needs_grad))
     if plan is not None:
-        return _run(plan, q, k, v)
+        return _run(plan, q, k, v, needs_grad)
     validate_inputs(q, k, v, causal, softmax_scale)
+    needs_grad = _needs_grad(q, k, v)
     head_dim = q.shape[-1]
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(head_dim)
     if config is None:
-        config = _autotuned_or_guessed(q, k, v, bool(causal), float(softmax_scale), _device_capability(q), head_dim)
+        config = _autotuned_or_guessed(q, k, v, bool(causal), float(softmax_scale), _device_capability(q), head_dim,
+                                       needs_grad)
     # Decided here, before padding: the pointer kernels need padded inputs where the
     # descriptor kernels do not.
     config = usable_config(config, q, k, v)
     call = _Call(bool(causal), float(softmax_scale), config, bool(deterministic), head_dim)
     # Device-side descriptors need Triton's allocator set at each launch: not replayed.
     if (key is None or not q.is_cuda or config.tma == DEVICE_DESCRIPTORS or not fast_launch_enabled()
-            or attention_plan.seen(key)):
-        return _run(call, q, k, v)
+            or attention_plan.seen((key, needs_grad))):
+        return _run(call, q, k, v, needs_grad)
     with recording() as launches:
-        result = _run(call, q, k, v)
-    attention_plan.remember(key, call, launches, q, k, v, result)
+        result = _run(call, q, k, v, needs_grad)
+    # Keyed with needs_grad too: calls that will run a backward may take other kernels.
+    attention_plan.remember((key, needs_grad), call, launches, q, k, v, result)
     return result
 
 

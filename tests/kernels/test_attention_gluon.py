@@ -114,6 +114,21 @@ def test_selected_on_hopper_from_512_keys_at_head_dim_40_and_up():
     assert not select_config(None, 128, 4096).gluon_forward
 
 
+def test_calls_with_gradients_at_head_dim_64_and_80_take_the_one_launch_backward_up_to_4x():
+    """Up to 2^27 scores at 1024 keys, a call that will run a backward takes the Triton forward and
+    the one-launch backward (replayed by plans); a forward-only call keeps the Gluon forward."""
+    scores = 4 * 32 * 1024 * 1024
+    for head_dim in (64, 80):
+        training = select_config((9, 0), head_dim, 1024, scores, backward=True)
+        assert training.fused_backward and not training.gluon_forward, head_dim
+        inference = select_config((9, 0), head_dim, 1024, scores)
+        assert inference.gluon_forward and not inference.fused_backward, head_dim
+        assert not select_config((9, 0), head_dim, 1024, 2 * scores, backward=True).fused_backward
+        assert not select_config((9, 0), head_dim, 2048, scores, backward=True).fused_backward
+    for head_dim in (96, 128):  # measured slower there
+        assert select_config((9, 0), head_dim, 1024, scores, backward=True).gluon_forward, head_dim
+
+
 def test_not_taken_where_it_cannot_run(monkeypatch):
     """A config asking for it on inputs it cannot run (here: the CPU interpreter) runs the Triton
     forward."""
@@ -220,6 +235,23 @@ def test_gpu_persistent_programs_match_one_program_per_unit(head_dim, causal, dt
     persistent = attention_gluon.attention_forward(q, k, v, causal, scale)
     assert torch.equal(one_per_unit[0], persistent[0]) and torch.equal(one_per_unit[1], persistent[1])
     _check_forward(q, k, v, causal, {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype])
+
+
+@pytest.mark.gpu
+def test_gpu_a_call_with_gradients_skips_it_where_the_one_launch_backward_runs(monkeypatch):
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    calls = []
+    original = attention_gluon.attention_forward
+    monkeypatch.setattr(attention_gluon, "attention_forward", lambda *args: calls.append(1) or original(*args))
+    q, k, v = gpu_inputs(4, 32, 8, 1024, 1024, 64, torch.bfloat16, 11)
+    with torch.no_grad():
+        expected = flash_attention(q, k, v, causal=True)
+    assert len(calls) == 1
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+    out = flash_attention(*leaves, causal=True)
+    out.backward(torch.ones_like(out))
+    assert len(calls) == 1 and (out.detach().float() - expected.float()).abs().max().item() < 2e-2
 
 
 @pytest.mark.gpu

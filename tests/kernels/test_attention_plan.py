@@ -187,7 +187,7 @@ def test_gpu_a_planned_call_gives_the_general_paths_bits(device, no_plans, monke
     _needs_gpu(device)
     q, k, v, grad = _inputs(shape, kv_heads, device)
     expected = _forward_backward(q, k, v, grad, causal=causal)
-    plan = attention_plan.find(_key(q, k, v, causal=causal))
+    plan = attention_plan.find((_key(q, k, v, causal=causal), True))  # keyed with "needs a backward"
     assert plan is not None
     assert all(torch.equal(a, b) for a, b in zip(_forward_backward(q, k, v, grad, causal=causal), expected))
     launches = []
