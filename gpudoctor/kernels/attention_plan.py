@@ -40,11 +40,16 @@ def signature(q, k, v, causal, softmax_scale, deterministic, config=None) -> tup
     own AttentionConfig (frozen, hashed by value), or None for the table's."""
     if type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor:
         return None
-    return (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype,
-            q.get_device(), k.get_device(), v.get_device(),
-            q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16,
-            type(causal), causal, type(softmax_scale), softmax_scale, type(deterministic), deterministic,
-            config)
+    key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype,
+           q.get_device(), k.get_device(), v.get_device(),
+           q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16,
+           type(causal), causal, type(softmax_scale), softmax_scale, type(deterministic), deterministic,
+           config)
+    try:
+        hash(key)
+    except TypeError:  # an unhashable option (a list for softmax_scale): validate_inputs says why
+        return None
+    return key
 
 
 def find(key: tuple | None):

@@ -233,3 +233,10 @@ def test_a_signature_that_cannot_be_planned_is_watched_once(no_plans):
     assert not attention_plan.seen("key")
     attention_plan.remember("key", "call", [], q, k, v, q)
     assert attention_plan.seen("key") and attention_plan.find("key") is None
+
+
+def test_an_unhashable_option_gets_the_validation_error_not_a_type_error():
+    q, k, v = (torch.zeros(1, 2, 8, 32, dtype=torch.float16) for _ in range(3))
+    assert _key(q, k, v, softmax_scale=[0.5]) is None
+    with pytest.raises(ValueError, match="softmax_scale"):
+        flash_attention(q, k, v, softmax_scale=[0.5])
