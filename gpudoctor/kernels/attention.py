@@ -1913,12 +1913,15 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     (attention_plan.py): small calls are host-bound.
     """
     key = attention_plan.signature(q, k, v, causal, softmax_scale, deterministic, config)
-    needs_grad = key is not None and _needs_grad(q, k, v)  # (key None: validate_inputs says why)
-    plan = attention_plan.find(key and (key, needs_grad))
-    if plan is not None:
-        return _run(plan, q, k, v, needs_grad)
+    if key is not None:  # plain tensors (else validate_inputs says what is wrong, or no plan)
+        needs_grad = _needs_grad(q, k, v)
+        key = (key, needs_grad)  # calls that will run a backward may take other kernels
+        plan = attention_plan.find(key)
+        if plan is not None:
+            return _run(plan, q, k, v, needs_grad)
     validate_inputs(q, k, v, causal, softmax_scale)
-    needs_grad = _needs_grad(q, k, v)
+    if key is None:
+        needs_grad = _needs_grad(q, k, v)
     head_dim = q.shape[-1]
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(head_dim)
@@ -1931,12 +1934,11 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     call = _Call(bool(causal), float(softmax_scale), config, bool(deterministic), head_dim)
     # Device-side descriptors need Triton's allocator set at each launch: not replayed.
     if (key is None or not q.is_cuda or config.tma == DEVICE_DESCRIPTORS or not fast_launch_enabled()
-            or attention_plan.seen((key, needs_grad))):
+            or attention_plan.seen(key)):
         return _run(call, q, k, v, needs_grad)
     with recording() as launches:
         result = _run(call, q, k, v, needs_grad)
-    # Keyed with needs_grad too: calls that will run a backward may take other kernels.
-    attention_plan.remember((key, needs_grad), call, launches, q, k, v, result)
+    attention_plan.remember(key, call, launches, q, k, v, result)
     return result
 
 

@@ -33,17 +33,17 @@ import torch
 from . import attention_gluon
 from .launch import fast
 
-if attention_gluon.available():
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import (
+if attention_gluon.available():  # Gluon's Hopper modules, as attention_gluon imported them
+    from .attention_gluon import (
+        TensorDescriptor,
         fence_async_shared,
+        gl,
+        gluon,
         mbarrier,
         tma,
         warpgroup_mma,
         warpgroup_mma_wait,
     )
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 # Summing dQ in the kernel (backward_dkdv's dq_sum) goes through Triton 3.6 internals: a Triton
 # without them runs the kernel without it (attention.py asks sums_dq before routing there).

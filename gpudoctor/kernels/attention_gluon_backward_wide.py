@@ -39,11 +39,11 @@ import torch
 from . import attention_gluon, attention_gluon_backward
 from .launch import fast
 
-if attention_gluon.available():
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import (
+if attention_gluon.available():  # Gluon's Hopper modules, as attention_gluon imported them
+    from .attention_gluon import (
         fence_async_shared,
+        gl,
+        gluon,
         mbarrier,
         tma,
         warpgroup_mma,

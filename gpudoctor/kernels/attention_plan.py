@@ -74,14 +74,19 @@ def remember(key: tuple, call, launches: list, q, k, v, result) -> None:
     _PLANS[key] = _plan(call, launches, q, k, v, result)
 
 
+def _one_replay(launches: list, leading: int):
+    """(the Replay, its leading tensors as launched) where ``launches`` were one launch that can
+    be replayed with ``leading`` tensors; else None."""
+    if len(launches) == 1 and launches[0].replay is not None and launches[0].replay.leading == leading:
+        return launches[0].replay, launches[0].arguments[:leading]
+    return None
+
+
 def _plan(call, launches: list, q, k, v, result):
-    if len(launches) != 1:
+    one = _one_replay(launches, 5)
+    if one is None:
         return None
-    (recorded,) = launches
-    replay, arguments = recorded.replay, recorded.arguments
-    if replay is None or replay.leading != 5:
-        return None
-    kernel_q, kernel_k, kernel_v, out, lse = arguments[:5]
+    replay, (kernel_q, kernel_k, kernel_v, out, lse) = one
     if not (kernel_q is q and kernel_k is k and kernel_v is v
             and result.data_ptr() == out.data_ptr() and result.shape == out.shape
             and out.stride() == torch.empty_like(q, memory_format=_CONTIGUOUS).stride()):
@@ -128,9 +133,8 @@ class Plan:
         self.backward_seen = True
         with launch.recording() as launches:
             grads = self.call.backward(grad_out, q, k, v, out, lse)
-        if len(launches) == 1 and launches[0].replay is not None and launches[0].replay.leading == 9:
-            expected = (q, k, v, out, grad_out, *grads, lse)
-            if all(a is b for a, b in zip(launches[0].arguments[:9], expected)):
-                self.grad_stride = grad_out.stride()
-                self.backward_replay = launches[0].replay
+        one = _one_replay(launches, 9)
+        if one is not None and all(a is b for a, b in zip(one[1], (q, k, v, out, grad_out, *grads, lse))):
+            self.grad_stride = grad_out.stride()
+            self.backward_replay = one[0]
         return grads

@@ -166,10 +166,9 @@ class FastLauncher:
         if recorder is not None:
             recorder.append(Recorded(self._replay(entry, device, key, grid, args, kwargs), args))
         compiled, trailing = entry
-        grid_1 = grid[1] if len(grid) > 1 else 1
-        grid_2 = grid[2] if len(grid) > 2 else 1
+        grid_0, grid_1, grid_2 = _full_grid(grid)
         stream = _driver.active.get_current_stream(device)
-        compiled.run(grid[0], grid_1, grid_2, stream, compiled.function, compiled.packed_metadata,
+        compiled.run(grid_0, grid_1, grid_2, stream, compiled.function, compiled.packed_metadata,
                      None, None, None, *args, *trailing)
 
     def _through_triton(self, recorder, grid, args: tuple, kwargs: dict) -> None:
@@ -189,8 +188,7 @@ class FastLauncher:
         if not all(type(a) in _PLAIN for a in rest):
             return None
         compiled, trailing = entry
-        grid = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
-        return Replay(compiled, grid, device, key[1], key[2], leading, rest + trailing)
+        return Replay(compiled, _full_grid(grid), device, key[1], key[2], leading, rest + trailing)
 
     def _entry(self, compiled, args: tuple, kwargs: dict):
         """(compiled kernel, the values of the parameters after the positional ones, in declared
@@ -209,6 +207,11 @@ class FastLauncher:
         if any(name not in kwargs for name in rest):
             return False
         return compiled, tuple(kwargs[name] for name in rest)
+
+
+def _full_grid(grid) -> tuple:
+    """A launch grid of one, two or three sizes as three."""
+    return grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1
 
 
 class Replay:
