@@ -51,7 +51,7 @@ import triton
 import triton.language as tl
 
 from . import attention_gluon, attention_gluon_backward, attention_plan
-from .launch import fast, fast_launch_enabled, recording
+from .launch import fast, fast_launch_enabled, recording, use_torch_scratch
 
 try:  # host-side tensor descriptors: Triton 3.4+
     from triton.tools.tensor_descriptor import TensorDescriptor as _HostDescriptor
@@ -1542,16 +1542,10 @@ def usable_config(config: AttentionConfig, *tensors: torch.Tensor) -> AttentionC
     return config
 
 
-def _scratch(size: int, alignment: int, stream) -> torch.Tensor:
-    return torch.empty(size, dtype=torch.int8, device="cuda")
-
-
 def _device_descriptors_need_scratch(tensor: torch.Tensor) -> None:
-    """Device-side descriptors live in a global scratch buffer that Triton asks its allocator for
-    at each launch. Set for this context (a ContextVar in Triton): a caller's own allocator is
-    replaced by this one, which does the same through torch's caching allocator."""
+    """Device-side descriptors live in a global scratch buffer (launch.use_torch_scratch)."""
     if tensor.device.type == "cuda":
-        triton.set_allocator(_scratch)
+        use_torch_scratch()
 
 
 def _host_descriptors(tensor: torch.Tensor, block_rows: int, d_main: int, d_tail: int,

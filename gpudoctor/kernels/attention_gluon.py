@@ -22,10 +22,15 @@ K and V in L2. Q has two slots where they fit (width <= 128):
 the output goes out through the slot its tile's Q held, which the producer refills for the tile
 after next once that store has drained.
 
-Loads and stores go through 4-D host-side TMA descriptors over (batch, heads, seq, head_dim):
-rows past a sequence's end and columns past head_dim are zero-filled on load and clipped on
-store, so ragged lengths and head dims that are not a power of two need no copies; the key
-columns past seq_k are masked in the last block. It writes the base-2 log-sum-exp the backward
+Loads and stores go through 4-D TMA descriptors over (batch, heads, seq, head_dim): rows past a
+sequence's end and columns past head_dim are zero-filled on load and clipped on store, so ragged
+lengths and head dims that are not a power of two need no copies; the key columns past seq_k are
+masked in the last block. Each partition makes the descriptors it uses at its start, in the kernel
+(make_tensor_descriptor), so the launch takes plain tensors and integers: built on the host, four
+descriptors (eight at width 192) cost a call about 25 µs more host time than the Triton forward's
+launch (59 against 36 µs on the H200's host), which made the forward host-bound in mid-size calls
+(do_bench 0.21 ms against 0.11 ms of kernel time at hd128, b16 h32 s512), and kept it out of
+attention_plan's replays (fifteenth session, bench/attention_mid_calls.py). It writes the base-2 log-sum-exp the backward
 kernels read (attention.py), in their layout.
 
 Measured on the H200 (docs/benchmarks.md): one program per tile, 1.19-1.22x the Triton forward at
@@ -40,7 +45,7 @@ import functools
 
 import torch
 
-from .launch import fast, sm_count
+from .launch import fast, sm_count, use_torch_scratch
 
 try:  # Gluon's Hopper modules: Triton >= 3.5
     from triton.experimental import gluon
@@ -143,6 +148,26 @@ if gluon is not None:
                 start_m, _key_blocks(start_m, seq_k, 128, BLOCK_N, CAUSAL))
 
     @gluon.jit
+    def _tma_descriptor(base, shape, strides, ROWS: gl.constexpr, COLUMNS: gl.constexpr):
+        """A TMA descriptor over one (batch, heads, seq, head_dim) tensor: ``shape`` and its first
+        three ``strides`` (head_dim's is 1), boxes of one head's ROWS rows and COLUMNS columns."""
+        dtype: gl.constexpr = base.dtype.element_ty
+        layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, ROWS, COLUMNS], dtype)
+        return tma.make_tensor_descriptor(base, shape, [strides[0], strides[1], strides[2], 1],
+                                          [1, 1, ROWS, COLUMNS], layout)
+
+    @gluon.jit
+    def _tma_descriptors(base, shape, strides, ROWS: gl.constexpr, HEAD_DIM: gl.constexpr, TAIL: gl.constexpr):
+        """(main, tail) descriptors of one tensor: its first HEAD_DIM columns and, with a TAIL, the
+        TAIL columns from HEAD_DIM on (the tail is the main one where there is none)."""
+        main = _tma_descriptor(base, shape, strides, ROWS, HEAD_DIM)
+        if TAIL > 0:
+            tail = _tma_descriptor(base, shape, strides, ROWS, TAIL)
+        else:
+            tail = main
+        return main, tail
+
+    @gluon.jit
     def _tile(ring, slot, ROWS: gl.constexpr, HEAD_DIM: gl.constexpr):
         # A 4-D (1, 1, rows, head_dim) TMA box as the 2-D operand the tensor cores read.
         return ring.index(slot).reshape([ROWS, HEAD_DIM])
@@ -154,12 +179,12 @@ if gluon is not None:
         """One warpgroup's 64 query rows of one tile; ``tile`` is (batch, head, batch x head,
         first query row, key blocks, key blocks consumed before, tiles done before). With a
         TAIL, the head_dim columns from HEAD_DIM on are a second operand of each product."""
-        q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, qk_scale, o_tail_desc = descs
+        o_desc, LSE, seq_q, seq_k, qk_scale, o_tail_desc = descs
         q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
         q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
         batch, head, batch_head, start_m, blocks, it, done = tile
         ROWS: gl.constexpr = 64
-        dtype: gl.constexpr = q_desc.dtype
+        dtype: gl.constexpr = o_desc.dtype
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, BLOCK_N, 16])
         o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -255,11 +280,13 @@ if gluon is not None:
             mbarrier.arrive(q_empty.index(0), count=1)
 
     @gluon.jit
-    def _consumer(descs, buffers, barriers, schedule, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+    def _consumer(io, buffers, barriers, schedule, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                   BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr,
                   TAIL: gl.constexpr):
         num_units, query_blocks, num_heads, kv_group_size = schedule
-        seq_k = descs[6]
+        Q, K, V, O, LSE, seq_q, seq_k, qk_scale, q_shape, kv_shape, q_strides, k_strides, v_strides, o_strides = io
+        o_desc, o_tail_desc = _tma_descriptors(O, q_shape, o_strides, 64, HEAD_DIM, TAIL)
+        descs = (o_desc, LSE, seq_q, seq_k, qk_scale, o_tail_desc)
         it = 0  # key blocks consumed: the K/V rings' position
         done = 0  # tiles done: the Q ring's
         for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
@@ -274,9 +301,9 @@ if gluon is not None:
         tma.store_wait(pendings=0)
 
     @gluon.jit
-    def _second_consumer(descs, buffers, barriers, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+    def _second_consumer(io, buffers, barriers, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
                          CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr):
-        _consumer(descs, buffers, barriers, schedule, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)
+        _consumer(io, buffers, barriers, schedule, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)
 
     @gluon.jit
     def _load_block(desc, ring, tail_desc, tail_ring, full, empty, index, batch, head, row,
@@ -296,11 +323,12 @@ if gluon is not None:
         tma.async_copy_global_to_shared(desc, [batch, head, row, 0], full.index(slot), ring.index(slot))
 
     @gluon.jit
-    def _producer(descs, buffers, barriers, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-                  CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr,
-                  tail_descs):
-        q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, qk_scale, o_tail_desc = descs
-        q_tail_desc, k_tail_desc, v_tail_desc = tail_descs
+    def _producer(io, buffers, barriers, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                  CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr):
+        Q, K, V, O, LSE, seq_q, seq_k, qk_scale, q_shape, kv_shape, q_strides, k_strides, v_strides, o_strides = io
+        q_desc, q_tail_desc = _tma_descriptors(Q, q_shape, q_strides, 64, HEAD_DIM, TAIL)
+        k_desc, k_tail_desc = _tma_descriptors(K, kv_shape, k_strides, BLOCK_N, HEAD_DIM, TAIL)
+        v_desc, v_tail_desc = _tma_descriptors(V, kv_shape, v_strides, BLOCK_N, HEAD_DIM, TAIL)
         q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
         q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
         num_units, query_blocks, num_heads, kv_group_size = schedule
@@ -335,19 +363,24 @@ if gluon is not None:
                 done += 1
 
     @gluon.jit
-    def _attention_forward_ws_kernel(q_desc, k_desc, v_desc, o_desc, q_tail_desc, k_tail_desc, v_tail_desc,
-                                     o_tail_desc, LSE, seq_q, seq_k, num_heads,
-                                     kv_group_size, qk_scale, num_units, query_blocks, HEAD_DIM: gl.constexpr,
+    def _attention_forward_ws_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh,
+                                     stride_ks, stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
+                                     batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim,
+                                     qk_scale, num_units, query_blocks, HEAD_DIM: gl.constexpr,
                                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
                                      Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, num_warps: gl.constexpr):
-        dtype: gl.constexpr = q_desc.dtype
-        q_smem = gl.allocate_shared_memory(dtype, [2 * Q_SLOTS, 1, 1, 64, HEAD_DIM], q_desc.layout)
-        k_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
-        v_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, HEAD_DIM], v_desc.layout)
+        dtype: gl.constexpr = Q.dtype.element_ty
+        q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, 64, HEAD_DIM], dtype)
+        kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N, HEAD_DIM], dtype)
+        q_smem = gl.allocate_shared_memory(dtype, [2 * Q_SLOTS, 1, 1, 64, HEAD_DIM], q_layout)
+        k_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, HEAD_DIM], kv_layout)
+        v_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, HEAD_DIM], kv_layout)
         if TAIL > 0:  # head_dim's columns from HEAD_DIM on (width 192: 128 + 64)
-            q_tail_smem = gl.allocate_shared_memory(dtype, [2 * Q_SLOTS, 1, 1, 64, TAIL], q_tail_desc.layout)
-            k_tail_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, TAIL], k_tail_desc.layout)
-            v_tail_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, TAIL], v_tail_desc.layout)
+            q_tail_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, 64, TAIL], dtype)
+            kv_tail_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N, TAIL], dtype)
+            q_tail_smem = gl.allocate_shared_memory(dtype, [2 * Q_SLOTS, 1, 1, 64, TAIL], q_tail_layout)
+            k_tail_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, TAIL], kv_tail_layout)
+            v_tail_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, TAIL], kv_tail_layout)
         else:
             q_tail_smem = q_smem
             k_tail_smem = k_smem
@@ -367,16 +400,19 @@ if gluon is not None:
             mbarrier.init(v_full.index(i), count=1)
             mbarrier.init(v_empty.index(i), count=2)
 
-        descs = (q_desc, k_desc, v_desc, o_desc, LSE, seq_q, seq_k, qk_scale, o_tail_desc)
+        # Each partition makes the TMA descriptors it uses (make_tensor_descriptor: written to this
+        # program's global scratch and fenced for the TMA unit by the threads that then use them).
+        io = (Q, K, V, O, LSE, seq_q, seq_k, qk_scale, [batch, num_heads, seq_q, head_dim],
+              [batch, num_kv_heads, seq_k, head_dim], [stride_qb, stride_qh, stride_qs],
+              [stride_kb, stride_kh, stride_ks], [stride_vb, stride_vh, stride_vs], [stride_ob, stride_oh, stride_os])
         buffers = (q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem)
         barriers = (q_full, q_empty, k_full, k_empty, v_full, v_empty)
-        schedule = (num_units, query_blocks, num_heads, kv_group_size)
+        schedule = (num_units, query_blocks, num_heads, num_heads // num_kv_heads)
         gl.warp_specialize([
-            (_consumer, (descs, buffers, barriers, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)),
-            (_second_consumer, (descs, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS,
+            (_consumer, (io, buffers, barriers, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)),
+            (_second_consumer, (io, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS,
                                 TAIL)),
-            (_producer, (descs, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL,
-                         (q_tail_desc, k_tail_desc, v_tail_desc))),
+            (_producer, (io, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (MAX_REGISTERS)
 
 
@@ -447,14 +483,12 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
     num_units = units(seq_q, batch * num_heads, causal)
     programs = min(num_units, sm_count(q.device)) if PERSISTENT else num_units
-    rows = (CONSUMER_ROWS, block_n, block_n, CONSUMER_ROWS)
-    tensors = (q, k, v, out)
-    tails = [_descriptor(t, r, tail) if tail else None for t, r in zip(tensors, rows)]
+    use_torch_scratch()
     fast(_attention_forward_ws_kernel)[(programs,)](
-        *[_descriptor(t, r, main) for t, r in zip(tensors, rows)], *tails,
-        lse, seq_q, seq_k, num_heads, num_heads // num_kv_heads,
-        softmax_scale * LOG2_E, num_units, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal,
-        CHECK_N=seq_k % block_n != 0, Q_SLOTS=q_slots(width), TAIL=tail, num_warps=4, maxnreg=MAX_REGISTERS)
+        q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
+        batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, num_units,
+        -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
+        Q_SLOTS=q_slots(width), TAIL=tail, num_warps=4, maxnreg=MAX_REGISTERS)
     return out, lse
 
 
@@ -480,24 +514,17 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
     block_n = BLOCK_N[width]
     main, tail = SPLIT.get(width, (width, 0))
 
-    def descriptor_type(rows, columns):
-        return f"tensordesc<{name}[1, 1, {rows}, {columns}], {_shared_layout(rows, columns, dtype)!r}>"
-
-    q_type, kv_type = descriptor_type(CONSUMER_ROWS, main), descriptor_type(block_n, main)
-    signature = {"q_desc": q_type, "k_desc": kv_type, "v_desc": kv_type, "o_desc": q_type}
-    constexprs = {}
-    for part, rows in (("q", CONSUMER_ROWS), ("k", block_n), ("v", block_n), ("o", CONSUMER_ROWS)):
-        if tail:
-            signature[f"{part}_tail_desc"] = descriptor_type(rows, tail)
-        else:
-            signature[f"{part}_tail_desc"] = "constexpr"
-            constexprs[f"{part}_tail_desc"] = None
-    signature.update({"LSE": "*fp32", "seq_q": "i32", "seq_k": "i32", "num_heads": "i32", "kv_group_size": "i32",
-                      "qk_scale": "fp32", "num_units": "i32", "query_blocks": "i32", "HEAD_DIM": "constexpr",
+    pointer = f"*{name}"
+    signature = {"Q": pointer, "K": pointer, "V": pointer, "O": pointer, "LSE": "*fp32"}
+    signature.update({name: "i32" for name in (
+        "stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb", "stride_vh",
+        "stride_vs", "stride_ob", "stride_oh", "stride_os", "batch", "seq_q", "seq_k", "num_heads", "num_kv_heads",
+        "head_dim")})
+    signature.update({"qk_scale": "fp32", "num_units": "i32", "query_blocks": "i32", "HEAD_DIM": "constexpr",
                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "CHECK_N": "constexpr", "Q_SLOTS": "constexpr",
                       "TAIL": "constexpr", "num_warps": "constexpr"})
-    constexprs.update({"HEAD_DIM": main, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n,
-                       "Q_SLOTS": q_slots(width), "TAIL": tail, "num_warps": 4})
+    constexprs = {"HEAD_DIM": main, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n,
+                  "Q_SLOTS": q_slots(width), "TAIL": tail, "num_warps": 4}
     return compile_for_sm90(_attention_forward_ws_kernel, signature, constexprs, MAX_REGISTERS)
 
 

@@ -224,11 +224,15 @@ class Replay:
     tensor. Where the direct launch is no longer allowed (``usable``: a launch hook, TRITON_DEBUG
     or another device current), the caller goes its normal way."""
 
-    __slots__ = ("compiled", "grid", "device", "debug", "instrumentation", "leading", "rest")
+    __slots__ = ("compiled", "grid", "device", "debug", "instrumentation", "leading", "rest", "scratch")
 
     def __init__(self, compiled, grid, device, debug, instrumentation, leading, rest):
         self.compiled, self.grid, self.device = compiled, grid, device
         self.debug, self.instrumentation, self.leading, self.rest = debug, instrumentation, leading, rest
+        # A kernel making TMA descriptors needs global scratch from an allocator set in the thread
+        # that launches it, and a replay may run on another thread than the recorded launch
+        # (autograd's device thread runs backwards).
+        self.scratch = getattr(getattr(compiled, "metadata", None), "global_scratch_size", 0) > 0
 
     def usable(self) -> bool:
         """The direct launch may serve a call now (see fast_launch_enabled; the knobs Triton
@@ -239,6 +243,8 @@ class Replay:
 
     def __call__(self, *tensors) -> None:
         compiled, grid = self.compiled, self.grid
+        if self.scratch:
+            use_torch_scratch()
         compiled.run(grid[0], grid[1], grid[2], _driver.active.get_current_stream(self.device),
                      compiled.function, compiled.packed_metadata, None, None, None, *tensors, *self.rest)
 
@@ -282,6 +288,18 @@ def fast(kernel):
     if launcher is None:
         launcher = _LAUNCHERS[id(kernel)] = FastLauncher(kernel)
     return launcher
+
+
+def _scratch(size: int, alignment: int, stream) -> torch.Tensor:
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def use_torch_scratch() -> None:
+    """Device-side TMA descriptors (make_tensor_descriptor in a kernel) live in a global scratch
+    buffer that Triton asks its allocator for at each launch. Set, for this context (a ContextVar
+    in Triton, so each thread's own), an allocator that takes it from torch's caching allocator on
+    the current device; a caller's own allocator is replaced."""
+    triton.set_allocator(_scratch)
 
 
 @functools.lru_cache(maxsize=None)

@@ -43,7 +43,9 @@ for width, causal, check_n, dtype in json.loads(sys.argv[1]):
                                                             if any(start < i < end for start, end in key_loops)],
                  "key_loops": len(key_loops), "warps": compiled.metadata.num_warps, "shared": compiled.metadata.shared,
                  "setmaxnreg": re.findall(r"setmaxnreg\\.(inc|dec)\\.sync\\.aligned\\.u32\\s+(\\d+)", ptx),
-                 "waits": sorted(set(re.findall(r"wgmma\\.wait_group\\.sync\\.aligned (\\d+)", ptx)))})
+                 "waits": sorted(set(re.findall(r"wgmma\\.wait_group\\.sync\\.aligned (\\d+)", ptx))),
+                 "acquires": ptx.count("fence.proxy.tensormap::generic.acquire"),
+                 "scratch": compiled.metadata.global_scratch_size})
 print(json.dumps(rows))
 """
 COMPILE_CASES = [(128, True, True, "bfloat16"), (128, False, False, "float16"), (256, True, False, "bfloat16"),
@@ -76,6 +78,11 @@ def test_compiles_for_sm90_without_local_memory_in_its_key_loops(case, compiled_
     # Shared memory: Q (two slots of 2 x 64 rows, one at 256) and two slots each of K and V, within
     # sm90's 227 KB.
     assert row["shared"] <= 232448
+    # TMA descriptors made in the kernel, each fenced for the TMA unit where it is used: Q, K and
+    # V in the producer, the output in each consumer; twice as many with a tail. 128 bytes each
+    # of per-program global scratch.
+    descriptors = 5 * (2 if case[0] in attention_gluon.SPLIT else 1)
+    assert row["acquires"] == descriptors and row["scratch"] == 128 * descriptors
 
 
 @pytest.mark.parametrize("head_dim, width", [(32, 32), (40, 64), (64, 64), (80, 128), (112, 128),

@@ -5,11 +5,13 @@ serve. The logic on stand-ins (CPU), the replays on the GPU."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
 from gpudoctor.kernels import attention_plan, launch
-from gpudoctor.kernels.attention import flash_attention, select_config
+from gpudoctor.kernels.attention import config_for, flash_attention, reference_attention, select_config
 
 
 def _key(q, k, v, causal=True, softmax_scale=None, deterministic=False, config=None):
@@ -226,6 +228,40 @@ def test_gpu_other_layouts_of_a_planned_shape_are_other_signatures(device, no_pl
         want.backward(gradient.float())
         for a, b in zip(got, [want] + [t.grad for t in leaves]):
             assert (a.float() - b).abs().max().item() < 2e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, kv_heads, causal", [((4, 16, 1024, 128), 16, True), ((4, 16, 1000, 176), 4, False)])
+def test_gpu_the_gluon_forward_is_planned_too(device, no_plans, monkeypatch, shape, kv_heads, causal):
+    """Forward-only calls past the small ones take the Gluon forward on sm90 (width 128, and 192
+    with its tail, GQA, a ragged last key block): planned like the Triton forward since it makes
+    its TMA descriptors in the kernel; no FastLauncher launch after the first call, bit for bit,
+    also on a thread of its own (the descriptors' scratch comes from an allocator set per thread)."""
+    _needs_gpu(device)
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the Gluon forward runs on sm90")
+    q, k, v, _ = _inputs(shape, kv_heads, device)
+    assert config_for(q, k).gluon_forward
+    with torch.no_grad():
+        expected = flash_attention(q, k, v, causal=causal)
+    assert attention_plan.find((_key(q, k, v, causal=causal), False)) is not None
+    launches = []
+    real = launch.FastLauncher.launch
+    monkeypatch.setattr(launch.FastLauncher, "launch", lambda self, *a: launches.append(a) or real(self, *a))
+    results = []
+
+    def forward():
+        with torch.no_grad():
+            results.append(flash_attention(q.clone(), k.clone(), v.clone(), causal=causal))
+
+    forward()
+    worker = threading.Thread(target=forward)
+    worker.start()
+    worker.join()
+    assert len(results) == 2 and all(torch.equal(result, expected) for result in results)
+    assert launches == []
+    want = reference_attention(q.float(), k.float(), v.float(), causal=causal, dtype=torch.float32)
+    assert (expected.float() - want).abs().max().item() < 2e-2
 
 
 def test_a_signature_that_cannot_be_planned_is_watched_once(no_plans):

@@ -1,0 +1,184 @@
+"""Forward+backward in mid-size training calls (2^26-2^28 scores, where the shipped path pairs the
+Gluon forward with the three-launch Triton backward), per kernel: which kernel makes the shipped
+path slower than cuDNN, and whether it is the device or the host (issue 18 item 1; the
+fourteenth session saw hd96/128 there at 0.52-0.94x of cuDNN with rounds jumping 0.44-0.79 ms).
+
+Per case, in rounds with the order rotated: do_bench's median and back to back (mean of 50) of
+  shipped        flash_attention as a user calls it
+  triton-fwd     the same config with the Triton forward instead of the Gluon one
+  gluon-bwd      (forward+backward) the same config with the Gluon dK/dV kernel summing dQ
+  triton-bwd     (forward+backward) the same config with the Triton backward
+  cudnn          SDPA's cuDNN backend
+then torch.profiler's device time per kernel for each of ours (mean over 10 calls), and the host
+cost of one Gluon forward (attention_gluon.attention_forward on a 1x1x512 call, host-bound) beside
+the Triton forward's. Run on an sm90 GPU:
+
+    PYTHONPATH=. python3 bench/attention_mid_calls.py [--out FILE] [--rounds 4] [--cases mid|backward]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import time
+
+import torch
+import triton.testing
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.functional import scaled_dot_product_attention
+
+from gpudoctor.kernels import attention as A
+from gpudoctor.kernels import attention_gluon as G
+
+# (head_dim, batch, heads, seq, causal): bench/attention.py's "4x" cases and two more; and the
+# calls of 2^26-2^27 scores where the Gluon backward (gluon-bwd) is not taken (GLUON_MANY_SCORES).
+CASE_SETS = {
+    "mid": [(128, 4, 32, 1024, True), (96, 16, 32, 512, True), (128, 16, 32, 512, True),
+            (96, 4, 32, 1024, True), (128, 8, 32, 1024, False), (64, 4, 32, 2048, True)],
+    "backward": [(head_dim, batch, 32, seq, True) for head_dim in (96, 112, 128)
+                 for batch, seq in ((2, 1024), (8, 512), (4, 1024), (16, 512))]
+                + [(128, 4, 32, 1024, False), (72, 4, 32, 1024, True), (40, 4, 32, 1024, True)]
+                + [(head_dim, 32, 32, 512, causal) for head_dim in (48, 56) for causal in (True, False)],
+}
+
+
+def _runners(q, k, v, grad, causal, mode):
+    shipped = A.config_for(q, k, backward=mode == "fwd+bwd")
+    triton_forward = dataclasses.replace(shipped, gluon_forward=False)
+
+    def ours(config):
+        def call():
+            return A.flash_attention(q, k, v, causal=causal, config=config)
+        return call
+
+    def cudnn():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    calls = {"shipped": ours(None), "triton-fwd": ours(triton_forward), "cudnn": cudnn}
+    if mode == "fwd":
+        return {name: (lambda c=c: _no_grad(c)) for name, c in calls.items()}
+    # The Gluon dK/dV kernel summing dQ (as from GLUON_MANY_SCORES), and the Triton backward
+    calls["gluon-bwd"] = ours(dataclasses.replace(shipped, gluon_backward=True, gluon_atomic_dq=True))
+    calls["triton-bwd"] = ours(dataclasses.replace(shipped, gluon_backward=False, gluon_atomic_dq=False))
+    return {name: (lambda c=c: c().backward(grad)) for name, c in calls.items()}
+
+
+def _no_grad(call):
+    with torch.no_grad():
+        call()
+
+
+def _back_to_back_ms(run, calls=50) -> float:
+    torch.cuda.synchronize()
+    begin = time.perf_counter()
+    for _ in range(calls):
+        run()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - begin) / calls * 1e3
+
+
+def _kernel_times(run, calls=10) -> dict:
+    """Mean device µs per call of each kernel name (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    run()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            run()
+        torch.cuda.synchronize()
+    times: dict = {}
+    for event in prof.key_averages():
+        device_us = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
+        if device_us and event.count >= calls:
+            times[event.key[:80]] = round(device_us / calls, 1)
+    return dict(sorted(times.items(), key=lambda item: -item[1]))
+
+
+def case(head_dim, batch, heads, seq, causal, mode, rounds) -> dict:
+    shape = (batch, heads, seq, head_dim)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    grad = torch.randn_like(q)
+    runners = _runners(q, k, v, grad, causal, mode)
+    for run in runners.values():
+        run()
+    samples: dict = {name: [] for name in runners}
+    names = list(runners)
+    for index in range(rounds):
+        order = names[index % len(names):] + names[:index % len(names)]
+        for name in order:
+            run = runners[name]
+            do_bench = triton.testing.do_bench(run, warmup=25, rep=100, grad_to_none=[q, k, v],
+                                               return_mode="median")
+            samples[name].append((round(do_bench, 4), round(_back_to_back_ms(run), 4)))
+    row = {"head_dim": head_dim, "batch": batch, "heads": heads, "seq": seq, "causal": causal, "mode": mode,
+           "rounds": samples,
+           "do_bench_ms": {name: statistics.median(s[0] for s in runs) for name, runs in samples.items()},
+           "kernels_us": {name: _kernel_times(runners[name]) for name in runners if name != "cudnn"}}
+    best = row["do_bench_ms"]["cudnn"]
+    row["x_cudnn"] = {name: round(best / ms, 3) for name, ms in row["do_bench_ms"].items()}
+    return row
+
+
+def host_cost(calls=400, rounds=5) -> dict:
+    """µs per call of pieces that are host-bound at 1x1x512, hd128."""
+    q, k, v = (torch.randn(1, 1, 512, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    scale = 128 ** -0.5
+    triton_config = dataclasses.replace(A.config_for(q, k), gluon_forward=False)
+    gluon_config = dataclasses.replace(A.config_for(q, k), gluon_forward=True)
+    pieces = {
+        "flash_attention no grad (Gluon forward)": lambda: _no_grad(
+            lambda: A.flash_attention(q, k, v, config=gluon_config)),
+        "flash_attention no grad (Triton forward)": lambda: _no_grad(
+            lambda: A.flash_attention(q, k, v, config=triton_config)),
+        "gluon attention_forward": lambda: G.attention_forward(q, k, v, True, scale),
+        "triton attention_forward": lambda: A.attention_forward(q, k, v, True, scale, triton_config),
+        "one host TMA descriptor (the Gluon backward's)": lambda: G._descriptor(q, 128, 128),
+    }
+    result = {}
+    for name, piece in pieces.items():
+        for _ in range(20):
+            piece()
+        values = []
+        for _ in range(rounds):
+            torch.cuda.synchronize()
+            begin = time.perf_counter()
+            for _ in range(calls):
+                piece()
+            torch.cuda.synchronize()
+            values.append((time.perf_counter() - begin) / calls * 1e6)
+        result[name] = round(statistics.median(values), 2)
+        print(f"host {name:40s} {result[name]:8.2f} us", flush=True)
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--modes", nargs="+", default=["fwd+bwd", "fwd"])
+    parser.add_argument("--cases", choices=sorted(CASE_SETS), default="mid")
+    args = parser.parse_args(argv)
+    report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host_us": host_cost(), "cases": []}
+    for mode in args.modes:
+        for head_dim, batch, heads, seq, causal in CASE_SETS[args.cases]:
+            row = case(head_dim, batch, heads, seq, causal, mode, args.rounds)
+            report["cases"].append(row)
+            ms = row["do_bench_ms"]
+            print(f"{mode:8s} hd{head_dim:<4}b{batch:<3}s{seq:<5}{'causal' if causal else 'full':7s} "
+                  + " ".join(f"{name} {value:.3f}" for name, value in ms.items())
+                  + " | x cudnn " + " ".join(f"{n} {x:.2f}" for n, x in row["x_cudnn"].items()), flush=True)
+            for name, kernels in row["kernels_us"].items():
+                print(f"    {name}: " + ", ".join(f"{key[:40]} {us}" for key, us in list(kernels.items())[:5]))
+    if args.out:
+        with open(args.out, "w") as handle:
+            json.dump(report, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
