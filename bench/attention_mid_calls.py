@@ -3,7 +3,8 @@ Gluon forward with the three-launch Triton backward), per kernel: which kernel m
 path slower than cuDNN, and whether it is the device or the host (issue 18 item 1; the
 fourteenth session saw hd96/128 there at 0.52-0.94x of cuDNN with rounds jumping 0.44-0.79 ms).
 
-Per case, in rounds with the order rotated: do_bench's median and back to back (mean of 50) of
+Per case, in rounds with the order rotated: do_bench's median, back to back (mean of 50) and the
+host's time inside one call (median of those 50) of
   shipped        flash_attention as a user calls it
   triton-fwd     the same config with the Triton forward instead of the Gluon one
   gluon-bwd      (forward+backward) the same config with the Gluon dK/dV kernel summing dQ
@@ -41,6 +42,7 @@ CASE_SETS = {
                  for batch, seq in ((2, 1024), (8, 512), (4, 1024), (16, 512))]
                 + [(128, 4, 32, 1024, False), (72, 4, 32, 1024, True), (40, 4, 32, 1024, True)]
                 + [(head_dim, 32, 32, 512, causal) for head_dim in (48, 56) for causal in (True, False)],
+    "probe": [(112, 4, 32, 1024, True), (128, 4, 32, 1024, True)],
 }
 
 
@@ -71,13 +73,18 @@ def _no_grad(call):
         call()
 
 
-def _back_to_back_ms(run, calls=50) -> float:
+def _back_to_back_ms(run, calls=50) -> tuple[float, float]:
+    """(ms a call back to back, the median ms the host spent inside one call: the time to queue
+    its work, the GPU's own time only where the launch queue was full)."""
     torch.cuda.synchronize()
+    inside = []
     begin = time.perf_counter()
     for _ in range(calls):
+        start = time.perf_counter()
         run()
+        inside.append(time.perf_counter() - start)
     torch.cuda.synchronize()
-    return (time.perf_counter() - begin) / calls * 1e3
+    return (time.perf_counter() - begin) / calls * 1e3, statistics.median(inside) * 1e3
 
 
 def _kernel_times(run, calls=10) -> dict:
@@ -98,7 +105,26 @@ def _kernel_times(run, calls=10) -> dict:
     return dict(sorted(times.items(), key=lambda item: -item[1]))
 
 
-def case(head_dim, batch, heads, seq, causal, mode, rounds) -> dict:
+def host_profile(run, calls=20) -> str:
+    """cProfile of ``calls`` calls (after a warm-up): the host functions by own time."""
+    import cProfile
+    import io
+    import pstats
+
+    run()
+    torch.cuda.synchronize()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        run()
+    torch.cuda.synchronize()
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(14)
+    return text.getvalue()
+
+
+def case(head_dim, batch, heads, seq, causal, mode, rounds, profile=()) -> dict:
     shape = (batch, heads, seq, head_dim)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     grad = torch.randn_like(q)
@@ -113,11 +139,14 @@ def case(head_dim, batch, heads, seq, causal, mode, rounds) -> dict:
             run = runners[name]
             do_bench = triton.testing.do_bench(run, warmup=25, rep=100, grad_to_none=[q, k, v],
                                                return_mode="median")
-            samples[name].append((round(do_bench, 4), round(_back_to_back_ms(run), 4)))
+            back_to_back, host = _back_to_back_ms(run)
+            samples[name].append((round(do_bench, 4), round(back_to_back, 4), round(host, 4)))
     row = {"head_dim": head_dim, "batch": batch, "heads": heads, "seq": seq, "causal": causal, "mode": mode,
            "rounds": samples,
            "do_bench_ms": {name: statistics.median(s[0] for s in runs) for name, runs in samples.items()},
+           "host_ms": {name: statistics.median(s[2] for s in runs) for name, runs in samples.items()},
            "kernels_us": {name: _kernel_times(runners[name]) for name in runners if name != "cudnn"}}
+    row["profiles"] = {name: host_profile(runners[name]) for name in profile if name in runners}
     best = row["do_bench_ms"]["cudnn"]
     row["x_cudnn"] = {name: round(best / ms, 3) for name, ms in row["do_bench_ms"].items()}
     return row
@@ -161,17 +190,19 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--modes", nargs="+", default=["fwd+bwd", "fwd"])
     parser.add_argument("--cases", choices=sorted(CASE_SETS), default="mid")
+    parser.add_argument("--profile", nargs="*", default=[], help="providers to cProfile at each case")
     args = parser.parse_args(argv)
     report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host_us": host_cost(), "cases": []}
     for mode in args.modes:
         for head_dim, batch, heads, seq, causal in CASE_SETS[args.cases]:
-            row = case(head_dim, batch, heads, seq, causal, mode, args.rounds)
+            row = case(head_dim, batch, heads, seq, causal, mode, args.rounds, args.profile)
             report["cases"].append(row)
             ms = row["do_bench_ms"]
             print(f"{mode:8s} hd{head_dim:<4}b{batch:<3}s{seq:<5}{'causal' if causal else 'full':7s} "
                   + " ".join(f"{name} {value:.3f}" for name, value in ms.items())
-                  + " | x cudnn " + " ".join(f"{n} {x:.2f}" for n, x in row["x_cudnn"].items()), flush=True)
+                  + " | x cudnn " + " ".join(f"{n} {x:.2f}" for n, x in row["x_cudnn"].items())
+                  + " | host ms " + " ".join(f"{n} {x:.3f}" for n, x in row["host_ms"].items()), flush=True)
             for name, kernels in row["kernels_us"].items():
                 print(f"    {name}: " + ", ".join(f"{key[:40]} {us}" for key, us in list(kernels.items())[:5]))
     if args.out:

@@ -41,6 +41,11 @@ try:  # Gluon's host-side TMA descriptors (Triton >= 3.5): a launch argument of 
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as _GluonDescriptor
 except ImportError:  # pragma: no cover - an older Triton
     _GluonDescriptor = None
+try:  # Triton's own host-side TMA descriptors: the Triton kernels' HOST_DESCRIPTORS mode
+    from triton.tools.tensor_descriptor import TensorDescriptor as _TritonDescriptor
+except ImportError:  # pragma: no cover - an older Triton
+    _TritonDescriptor = None
+_DESCRIPTORS = tuple(kind for kind in (_GluonDescriptor, _TritonDescriptor) if kind is not None)
 try:
     from triton import knobs as _knobs
     from triton.knobs import HookChain as _HookChain
@@ -90,7 +95,7 @@ def _argument_key(value):
         return float
     if type(value) is int or value is None:
         return value
-    if type(value) is _GluonDescriptor:
+    if type(value) in _DESCRIPTORS:
         return _descriptor_key(value)
     # With its type: True == 1 == 1.0 == numpy.float64(1.0) and they hash alike, but Triton
     # types them apart (i1, a constexpr 1, fp32)
@@ -98,13 +103,17 @@ def _argument_key(value):
 
 
 def _descriptor_key(descriptor):
-    # What a Gluon kernel is compiled for from a host-side TMA descriptor: its type string names
-    # the element type, the block shape and the shared-memory layout (native_specialize_impl). The
-    # base address, shape and strides are run-time values: the launcher encodes them into the TMA
-    # descriptor (fill_tma_descriptor) at every launch, and the base's 16-byte alignment is
-    # checked when the descriptor is made.
-    return (_GluonDescriptor, descriptor.base.dtype, tuple(descriptor.block_shape), descriptor.layout,
-            descriptor.padding)
+    # What a kernel is compiled for from a host-side TMA descriptor: its type string names the
+    # element type and the block shape, and for Gluon's the shared-memory layout
+    # (native_specialize_impl: "tensordesc<bf16[1, 1, 64, 128]>"). The base address, shape,
+    # strides and padding are run-time values: the launcher encodes them into the TMA descriptor
+    # (fill_tma_descriptor) at every launch, and the base's 16-byte alignment is checked when the
+    # descriptor is made. Padding is kept in the key all the same (a kernel per padding at most).
+    # Triton's own descriptor is a mutable dataclass, unhashable: without this key each launch
+    # taking one went through JITFunction.run (0.2-0.4 ms of host time per forward+backward at
+    # head_dim 96-112 on the H200's host, fifteenth session, bench/attention_mid_calls.py).
+    return (type(descriptor), descriptor.base.dtype, tuple(descriptor.block_shape),
+            getattr(descriptor, "layout", None), descriptor.padding)
 
 
 class FastLauncher:
@@ -128,7 +137,7 @@ class FastLauncher:
                 tuple([a if type(a) is int else float if type(a) is float
                        else (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, _Tensor)
                        else a if a is None
-                       else _descriptor_key(a) if type(a) is _GluonDescriptor else (type(a), a)
+                       else _descriptor_key(a) if type(a) in _DESCRIPTORS else (type(a), a)
                        for a in args]),
                 tuple([(name, value if type(value) is int else (type(value), value))
                        for name, value in kwargs.items()]))
@@ -144,12 +153,12 @@ class FastLauncher:
         key = self.key(device, args, kwargs)
         try:
             entry = self._compiled.get(key)
-        except TypeError:  # an unhashable argument (a Triton-language host TensorDescriptor): Triton's way
+        except TypeError:  # an unhashable argument: Triton's way
             self._through_triton(recorder, grid, args, kwargs)
             return
         if entry is None:
             compiled = self.kernel[grid](*args, **kwargs)
-            if not (all(type(a) in _PLAIN or isinstance(a, _Tensor) or type(a) is _GluonDescriptor for a in args)
+            if not (all(type(a) in _PLAIN or isinstance(a, _Tensor) or type(a) in _DESCRIPTORS for a in args)
                     and all(type(value) in _PLAIN for value in kwargs.values())):
                 if recorder is not None:
                     recorder.append(Recorded(None, args))

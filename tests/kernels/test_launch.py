@@ -83,6 +83,32 @@ def test_a_gluon_descriptor_is_keyed_by_what_its_kernel_is_compiled_for():
     hash(key)  # kept in the launcher's table
 
 
+def test_a_triton_descriptor_is_keyed_by_what_its_kernel_is_compiled_for():
+    """Triton's own host descriptor (a mutable dataclass, unhashable itself): element type and
+    block shape, as its type string ("tensordesc<bf16[1, 1, 64, 128]>"); not the tensor's address,
+    shape or strides. Before, each launch taking one went through JITFunction.run."""
+    if launch._TritonDescriptor is None:
+        pytest.skip("this Triton has no host-side TensorDescriptor")
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    def described(tensor, block):
+        return launch._TritonDescriptor(tensor, list(tensor.shape), list(tensor.stride()), block)
+
+    q = torch.zeros(2, 4, 64, 128, dtype=torch.bfloat16)
+    other = torch.zeros(3, 2, 96, 128, dtype=torch.bfloat16)
+    key = launch._argument_key(described(q, [1, 1, 64, 128]))
+    hash(key)
+    assert key == launch._argument_key(described(other, [1, 1, 64, 128]))
+    for changed in (described(q, [1, 1, 128, 128]), described(q.half(), [1, 1, 64, 128])):
+        assert launch._argument_key(changed) != key
+        # what Triton types it as differs too: the key is never coarser than Triton's
+        assert (native_specialize_impl(BaseBackend, changed, False, True, True)
+                != native_specialize_impl(BaseBackend, described(q, [1, 1, 64, 128]), False, True, True))
+    assert (native_specialize_impl(BaseBackend, described(other, [1, 1, 64, 128]), False, True, True)
+            == native_specialize_impl(BaseBackend, described(q, [1, 1, 64, 128]), False, True, True))
+
+
 def test_wrappers_and_interpreted_kernels_are_launched_as_they_are():
     class Spy:
         def __getitem__(self, grid):
@@ -198,6 +224,9 @@ def test_the_inlined_key_is_the_argument_key():
     tensors = [torch.zeros(64, dtype=torch.float16)[offset:] for offset in (0, 1, 8)]
     descriptors = ([attention_gluon._descriptor(torch.zeros(1, 2, 64, 64, dtype=torch.float16), 64, 64)]
                    if attention_gluon.available() else [])
+    if launch._TritonDescriptor is not None:
+        base = torch.zeros(1, 2, 64, 64, dtype=torch.float16)
+        descriptors.append(launch._TritonDescriptor(base, list(base.shape), list(base.stride()), [1, 1, 64, 64]))
     args = (*tensors, *descriptors, None, 1, 16, 17, 2**40, 0.5, True, "x")
     key = launch.FastLauncher(None).key(3, args, {"BLOCK": 64, "num_warps": 4, "CAUSAL": True})
     from triton import knobs
@@ -431,6 +460,38 @@ def test_the_gluon_kernels_launch_directly_with_the_same_bits(device, monkeypatc
         out, lse = attention_gluon.attention_forward(q, k, v, True, 0.1)
         delta = (out.float() * grad.float()).sum(-1).reshape(4, 1000).contiguous()
         return (out, lse, *attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, 0.1))
+
+    monkeypatch.setattr(launch, "enabled", False)
+    expected = run()
+    monkeypatch.setattr(launch, "enabled", True)
+    run()  # may go through Triton (a specialization the direct path has not seen)
+    before = len(jit_runs)
+    for _ in range(2):
+        for a, b in zip(run(), expected):
+            assert torch.equal(a, b)
+    assert len(jit_runs) == before
+
+
+@pytest.mark.gpu
+def test_the_host_descriptor_kernels_launch_directly_with_the_same_bits(device, monkeypatch, jit_runs):
+    """The Triton kernels on Triton's own host descriptors (HOST_DESCRIPTORS: a head_dim that is not
+    a power of two, 1024 keys, sm90) through the direct launch: the same bits as Triton's launch,
+    and JITFunction.run skipped once compiled (it ran for every launch before their key)."""
+    if device != "cuda" or not launch._ENABLED or torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("host descriptors on Hopper; the direct launch with a verified Triton")
+    import dataclasses
+
+    q, k, v, grad = _inputs(1, 4, 4, 1024, 112, device, 23)
+    config = dataclasses.replace(attention_module.config_for(q, k), gluon_forward=False, gluon_backward=False,
+                                 gluon_atomic_dq=False)
+    assert config.tma == attention_module.HOST_DESCRIPTORS
+
+    def run():
+        for tensor in (q, k, v):
+            tensor.grad = None
+        out = flash_attention(q, k, v, causal=True, deterministic=True, config=config)  # dQ not summed
+        out.backward(grad)
+        return [out.detach().clone()] + [t.grad.clone() for t in (q, k, v)]
 
     monkeypatch.setattr(launch, "enabled", False)
     expected = run()
