@@ -1926,9 +1926,9 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     # descriptor kernels do not.
     config = usable_config(config, q, k, v)
     call = _Call(bool(causal), float(softmax_scale), config, bool(deterministic), head_dim)
-    # Device-side descriptors need Triton's allocator set at each launch: not replayed.
-    if (key is None or not q.is_cuda or config.tma == DEVICE_DESCRIPTORS or not fast_launch_enabled()
-            or attention_plan.seen(key)):
+    # (A kernel making device-side descriptors is replayed too: launch.Replay sets Triton's
+    # allocator for its scratch on the replaying thread.)
+    if key is None or not q.is_cuda or not fast_launch_enabled() or attention_plan.seen(key):
         return _run(call, q, k, v, needs_grad)
     with recording() as launches:
         result = _run(call, q, k, v, needs_grad)

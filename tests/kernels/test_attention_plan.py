@@ -264,6 +264,36 @@ def test_gpu_the_gluon_forward_is_planned_too(device, no_plans, monkeypatch, sha
     assert (expected.float() - want).abs().max().item() < 2e-2
 
 
+@pytest.mark.gpu
+def test_gpu_a_triton_forward_on_device_descriptors_is_planned_on_any_thread(device, no_plans):
+    """The Triton forward making TMA descriptors in the kernel (DEVICE_DESCRIPTORS) needs Triton's
+    allocator for their scratch, set per thread: its replay sets it, so a thread that never ran
+    the general path gets the same bits."""
+    _needs_gpu(device)
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("device-side descriptors on sm90")
+    import dataclasses
+
+    from gpudoctor.kernels.attention import DEVICE_DESCRIPTORS
+
+    q, k, v, _ = _inputs((2, 8, 1024, 64), 8, device)
+    config = dataclasses.replace(config_for(q, k), tma=DEVICE_DESCRIPTORS, gluon_forward=False)
+    with torch.no_grad():
+        expected = flash_attention(q, k, v, config=config)
+    plan = attention_plan.find((_key(q, k, v, config=config), False))
+    assert plan is not None and plan.forward_replay.scratch
+    results = []
+
+    def forward():
+        with torch.no_grad():
+            results.append(flash_attention(q, k, v, config=config))
+
+    worker = threading.Thread(target=forward)
+    worker.start()
+    worker.join()
+    assert len(results) == 1 and torch.equal(results[0], expected)
+
+
 def test_a_signature_that_cannot_be_planned_is_watched_once(no_plans):
     q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
     assert not attention_plan.seen("key")
