@@ -305,12 +305,20 @@ def _scratch(size: int, alignment: int, stream) -> torch.Tensor:
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
+try:  # Triton's allocator slot (a ContextVar), to leave a caller's own allocator in place
+    from triton.runtime._allocation import _NULL_ALLOCATOR, _allocator as _ALLOCATOR
+except ImportError:  # pragma: no cover - another Triton layout: always set ours
+    _NULL_ALLOCATOR = _ALLOCATOR = None
+
+
 def use_torch_scratch() -> None:
     """Device-side TMA descriptors (make_tensor_descriptor in a kernel) live in a global scratch
-    buffer that Triton asks its allocator for at each launch. Set, for this context (a ContextVar
-    in Triton, so each thread's own), an allocator that takes it from torch's caching allocator on
-    the current device; a caller's own allocator is replaced."""
-    triton.set_allocator(_scratch)
+    buffer that Triton asks its allocator for at each launch. Where this context (a ContextVar in
+    Triton, so each thread's own) has none, set one that takes it from torch's caching allocator
+    on the current device; an allocator the caller set for their own kernels stays, and serves
+    ours too."""
+    if _ALLOCATOR is None or _ALLOCATOR.get() is _NULL_ALLOCATOR:
+        triton.set_allocator(_scratch)
 
 
 @functools.lru_cache(maxsize=None)

@@ -502,3 +502,24 @@ def test_the_host_descriptor_kernels_launch_directly_with_the_same_bits(device, 
         for a, b in zip(run(), expected):
             assert torch.equal(a, b)
     assert len(jit_runs) == before
+
+
+def test_the_scratch_allocator_leaves_a_callers_own_in_place():
+    """Kernels making TMA descriptors need Triton's allocator: gpudoctor sets one where the thread
+    has none, and keeps the one a caller set for their own kernels (it serves ours too)."""
+    import contextvars
+
+    def in_a_fresh_context():
+        from triton.runtime import _allocation
+
+        launch.use_torch_scratch()
+        assert _allocation._allocator.get() is launch._scratch
+
+        def mine(size, alignment, stream):
+            return torch.empty(size, dtype=torch.int8)
+
+        triton.set_allocator(mine)
+        launch.use_torch_scratch()
+        assert _allocation._allocator.get() is mine
+
+    contextvars.Context().run(in_a_fresh_context)
