@@ -1542,12 +1542,6 @@ def usable_config(config: AttentionConfig, *tensors: torch.Tensor) -> AttentionC
     return config
 
 
-def _device_descriptors_need_scratch(tensor: torch.Tensor) -> None:
-    """Device-side descriptors live in a global scratch buffer (launch.use_torch_scratch)."""
-    if tensor.device.type == "cuda":
-        use_torch_scratch()
-
-
 def _host_descriptors(tensor: torch.Tensor, block_rows: int, d_main: int, d_tail: int,
                       has_tail: bool) -> tuple:
     """(main, tail) host-side descriptors over a (batch, heads, seq, head_dim) tensor, blocks of
@@ -1609,8 +1603,8 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def _prepare(config: AttentionConfig, tensor: torch.Tensor) -> None:
-    if config.tma == DEVICE_DESCRIPTORS:
-        _device_descriptors_need_scratch(tensor)
+    if config.tma == DEVICE_DESCRIPTORS and tensor.device.type == "cuda":
+        use_torch_scratch()  # their global scratch (the interpreter needs none)
 
 
 def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: AttentionConfig):

@@ -516,7 +516,7 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
 
     pointer = f"*{name}"
     signature = {"Q": pointer, "K": pointer, "V": pointer, "O": pointer, "LSE": "*fp32"}
-    signature.update({name: "i32" for name in (
+    signature.update({parameter: "i32" for parameter in (
         "stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb", "stride_vh",
         "stride_vs", "stride_ob", "stride_oh", "stride_os", "batch", "seq_q", "seq_k", "num_heads", "num_kv_heads",
         "head_dim")})

@@ -34,12 +34,26 @@ def _inputs(batch, heads, kv_heads, seq, head_dim, device, seed, offset=0):
     return q, k, v, draw(batch, heads, seq, head_dim)
 
 
-def _forward_backward(q, k, v, grad_out):
+def _forward_backward(q, k, v, grad_out, **options):
     for tensor in (q, k, v):
         tensor.grad = None
-    out = flash_attention(q, k, v, causal=True)
+    out = flash_attention(q, k, v, causal=True, **options)
     out.backward(grad_out)
     return [out.detach().clone()] + [t.grad.clone() for t in (q, k, v)]
+
+
+def _direct_launches_give_tritons_bits(run, monkeypatch, jit_runs) -> None:
+    """``run``'s tensors through the direct launch are Triton's launch's bit for bit, and once
+    compiled no launch goes through JITFunction.run."""
+    monkeypatch.setattr(launch, "enabled", False)
+    expected = run()
+    monkeypatch.setattr(launch, "enabled", True)
+    run()  # may go through Triton (a specialization the direct path has not seen)
+    before = len(jit_runs)
+    for _ in range(2):
+        for a, b in zip(run(), expected):
+            assert torch.equal(a, b)
+    assert len(jit_runs) == before
 
 
 @pytest.fixture
@@ -446,8 +460,9 @@ def test_a_replay_steps_aside_when_the_direct_launch_may_not_serve(direct, monke
 
 @pytest.mark.gpu
 def test_the_gluon_kernels_launch_directly_with_the_same_bits(device, monkeypatch, jit_runs):
-    """The Gluon forward and dK/dV kernels (host TMA descriptors as arguments) through the direct
-    launch: the same bits as Triton's launch, and JITFunction.run skipped once compiled."""
+    """The Gluon forward (descriptors made in the kernel) and dK/dV kernel (host TMA descriptors
+    as arguments) through the direct launch: the same bits as Triton's launch, and
+    JITFunction.run skipped once compiled."""
     if device != "cuda" or not launch._ENABLED or torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the Gluon kernels run on Hopper; the direct launch with a verified Triton")
     from gpudoctor.kernels import attention_gluon, attention_gluon_backward
@@ -461,15 +476,7 @@ def test_the_gluon_kernels_launch_directly_with_the_same_bits(device, monkeypatc
         delta = (out.float() * grad.float()).sum(-1).reshape(4, 1000).contiguous()
         return (out, lse, *attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, 0.1))
 
-    monkeypatch.setattr(launch, "enabled", False)
-    expected = run()
-    monkeypatch.setattr(launch, "enabled", True)
-    run()  # may go through Triton (a specialization the direct path has not seen)
-    before = len(jit_runs)
-    for _ in range(2):
-        for a, b in zip(run(), expected):
-            assert torch.equal(a, b)
-    assert len(jit_runs) == before
+    _direct_launches_give_tritons_bits(run, monkeypatch, jit_runs)
 
 
 @pytest.mark.gpu
@@ -486,22 +493,8 @@ def test_the_host_descriptor_kernels_launch_directly_with_the_same_bits(device, 
                                  gluon_atomic_dq=False)
     assert config.tma == attention_module.HOST_DESCRIPTORS
 
-    def run():
-        for tensor in (q, k, v):
-            tensor.grad = None
-        out = flash_attention(q, k, v, causal=True, deterministic=True, config=config)  # dQ not summed
-        out.backward(grad)
-        return [out.detach().clone()] + [t.grad.clone() for t in (q, k, v)]
-
-    monkeypatch.setattr(launch, "enabled", False)
-    expected = run()
-    monkeypatch.setattr(launch, "enabled", True)
-    run()  # may go through Triton (a specialization the direct path has not seen)
-    before = len(jit_runs)
-    for _ in range(2):
-        for a, b in zip(run(), expected):
-            assert torch.equal(a, b)
-    assert len(jit_runs) == before
+    _direct_launches_give_tritons_bits(  # deterministic: dQ not summed
+        lambda: _forward_backward(q, k, v, grad, deterministic=True, config=config), monkeypatch, jit_runs)
 
 
 def test_the_scratch_allocator_leaves_a_callers_own_in_place():
