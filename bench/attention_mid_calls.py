@@ -10,11 +10,13 @@ host's time inside one call (median of those 50) of
   gluon-bwd      (forward+backward) the same config with the Gluon dK/dV kernel summing dQ
   triton-bwd     (forward+backward) the same config with the Triton backward
   cudnn          SDPA's cuDNN backend
-then torch.profiler's device time per kernel for each of ours (mean over 10 calls), and the host
+then torch.profiler's device time per kernel for each (mean over 10 calls; their sum without
+autograd's accumulation into .grad, and its ratio to cuDNN's, is the figure a fast host would
+see where the device is the bound), and the host
 cost of one Gluon forward (attention_gluon.attention_forward on a 1x1x512 call, host-bound) beside
 the Triton forward's. Run on an sm90 GPU:
 
-    PYTHONPATH=. python3 bench/attention_mid_calls.py [--out FILE] [--rounds 4] [--cases mid|backward]
+    PYTHONPATH=. python3 bench/attention_mid_calls.py [--out FILE] [--rounds 4] [--cases mid|backward|probe|routing]
 """
 
 from __future__ import annotations
@@ -43,7 +45,18 @@ CASE_SETS = {
                 + [(128, 4, 32, 1024, False), (72, 4, 32, 1024, True), (40, 4, 32, 1024, True)]
                 + [(head_dim, 32, 32, 512, causal) for head_dim in (48, 56) for causal in (True, False)],
     "probe": [(112, 4, 32, 1024, True), (128, 4, 32, 1024, True)],
+    # Where the Gluon backward should start (GLUON_MANY_SCORES) and where not (GLUON_MANY_SCORES_NOT),
+    # by device time: 2^26, 2^27 (two ways) and 2^28 scores, causal; two not causal.
+    "routing": [(head_dim, batch, 32, seq, True) for head_dim in (40, 48, 56, 64, 72, 96, 112, 128)
+                for batch, seq in ((2, 1024), (4, 1024), (16, 512), (32, 512))]
+               + [(64, 4, 32, 1024, False), (128, 4, 32, 1024, False)],
+    # After GLUON_MANY_SCORES moved to 2^26: 2^26 scores at 512 keys (not in "routing"), and the
+    # head dims the Gluon backward takes for sharing a measured one's width.
+    "confirm": [(head_dim, 8, 32, 512, True) for head_dim in (40, 72, 96, 112, 128)]
+               + [(128, 8, 32, 512, False)] + [(head_dim, 4, 32, 1024, True) for head_dim in (88, 104, 120)],
 }
+# Autograd's accumulation into the leaves' .grad (every provider alike), left out of device totals.
+ACCUMULATE = "CUDAFunctor_add"
 
 
 def _runners(q, k, v, grad, causal, mode):
@@ -124,9 +137,9 @@ def host_profile(run, calls=20) -> str:
     return text.getvalue()
 
 
-def case(head_dim, batch, heads, seq, causal, mode, rounds, profile=()) -> dict:
+def case(head_dim, batch, heads, seq, causal, mode, rounds, profile=(), dtype=torch.bfloat16) -> dict:
     shape = (batch, heads, seq, head_dim)
-    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    q, k, v = (torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
     grad = torch.randn_like(q)
     runners = _runners(q, k, v, grad, causal, mode)
     for run in runners.values():
@@ -142,13 +155,18 @@ def case(head_dim, batch, heads, seq, causal, mode, rounds, profile=()) -> dict:
             back_to_back, host = _back_to_back_ms(run)
             samples[name].append((round(do_bench, 4), round(back_to_back, 4), round(host, 4)))
     row = {"head_dim": head_dim, "batch": batch, "heads": heads, "seq": seq, "causal": causal, "mode": mode,
+           "dtype": str(dtype).removeprefix("torch."),
            "rounds": samples,
            "do_bench_ms": {name: statistics.median(s[0] for s in runs) for name, runs in samples.items()},
            "host_ms": {name: statistics.median(s[2] for s in runs) for name, runs in samples.items()},
-           "kernels_us": {name: _kernel_times(runners[name]) for name in runners if name != "cudnn"}}
+           "kernels_us": {name: _kernel_times(runners[name]) for name in runners}}
+    row["device_us"] = {name: round(sum(us for kernel, us in kernels.items() if ACCUMULATE not in kernel), 1)
+                        for name, kernels in row["kernels_us"].items()}
     row["profiles"] = {name: host_profile(runners[name]) for name in profile if name in runners}
     best = row["do_bench_ms"]["cudnn"]
     row["x_cudnn"] = {name: round(best / ms, 3) for name, ms in row["do_bench_ms"].items()}
+    device_best = row["device_us"]["cudnn"]
+    row["device_x_cudnn"] = {name: round(device_best / us, 3) for name, us in row["device_us"].items() if us}
     return row
 
 
@@ -191,18 +209,25 @@ def main(argv=None) -> int:
     parser.add_argument("--modes", nargs="+", default=["fwd+bwd", "fwd"])
     parser.add_argument("--cases", choices=sorted(CASE_SETS), default="mid")
     parser.add_argument("--profile", nargs="*", default=[], help="providers to cProfile at each case")
+    parser.add_argument("--head-dims", nargs="*", type=int, help="only these head dims of the case set")
+    parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16")
     args = parser.parse_args(argv)
     report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host_us": host_cost(), "cases": []}
     for mode in args.modes:
         for head_dim, batch, heads, seq, causal in CASE_SETS[args.cases]:
-            row = case(head_dim, batch, heads, seq, causal, mode, args.rounds, args.profile)
+            if args.head_dims and head_dim not in args.head_dims:
+                continue
+            row = case(head_dim, batch, heads, seq, causal, mode, args.rounds, args.profile, getattr(torch, args.dtype))
             report["cases"].append(row)
             ms = row["do_bench_ms"]
-            print(f"{mode:8s} hd{head_dim:<4}b{batch:<3}s{seq:<5}{'causal' if causal else 'full':7s} "
+            print(f"{mode:8s} {args.dtype[:4]} hd{head_dim:<4}b{batch:<3}s{seq:<5}{'causal' if causal else 'full':7s} "
                   + " ".join(f"{name} {value:.3f}" for name, value in ms.items())
                   + " | x cudnn " + " ".join(f"{n} {x:.2f}" for n, x in row["x_cudnn"].items())
-                  + " | host ms " + " ".join(f"{n} {x:.3f}" for n, x in row["host_ms"].items()), flush=True)
+                  + " | host ms " + " ".join(f"{n} {x:.3f}" for n, x in row["host_ms"].items())
+                  + " | device us " + " ".join(f"{n} {x:.0f}" for n, x in row["device_us"].items())
+                  + " | device x cudnn " + " ".join(f"{n} {x:.2f}" for n, x in row["device_x_cudnn"].items()),
+                  flush=True)
             for name, kernels in row["kernels_us"].items():
                 print(f"    {name}: " + ", ".join(f"{key[:40]} {us}" for key, us in list(kernels.items())[:5]))
     if args.out:

@@ -1282,7 +1282,16 @@ GLUON_MIN_SEQ = 2048
 # 1.103 (0.990), hd112 1.343 / 1.203 (1.169), hd128 1.387 / 1.272 (1.236); but not hd64, which the
 # Triton kernels run unpadded and unsplit (0.769-0.774 / 0.794-0.795 (0.773-0.779), not causal
 # 0.930 / 0.982 (0.932)): GLUON_MANY_SCORES_NOT, at 1024 keys too (level there, above).
-GLUON_MANY_SCORES = 2 ** 28
+# From 2^26 since the sixteenth session, by device time (torch.profiler, the sum of a
+# forward+backward's kernels; bench/attention_mid_calls.py --cases routing, H200, b h32 causal
+# bf16, µs, Triton backward / Gluon summing dQ / cuDNN): hd128 b2 s1024 246 / 206 / 210, b4 s1024
+# 435 / 375 / 365, not causal 612 / 522 / 505, b16 s512 575 / 509 / 491; hd112 b2 s1024 244 / 201
+# / 205, b4 s1024 440 / 372 / 358, b16 s512 578 / 497 / 471; hd96 b2 s1024 206 / 195 / 198, b4
+# s1024 366 / 352 / 343, b16 s512 474 / 471 / 445; hd72 b4 s1024 386 / 367 / 344; hd56 b4 s1024
+# 276 / 263 / 248; hd48 254 / 243 / 238; hd40 273 / 253 / 238. The hosts of that run were slow
+# enough that cuDNN itself was host-bound (0.17-0.45 ms of host time per call): do_bench there
+# measures the host, where the two paths took alike within its noise (0.4-0.8 ms).
+GLUON_MANY_SCORES = 2 ** 26
 GLUON_MANY_SCORES_MIN_SEQ = 512
 GLUON_MANY_SCORES_NOT = (64,)
 # But the 256 bucket's backward from this many keys: GLUON_BACKWARD_BUCKETS' and

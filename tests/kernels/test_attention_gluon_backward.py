@@ -112,12 +112,13 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     assert select_config((9, 0), 112, 2048).gluon_backward
     assert select_config((9, 0), 104, 4096).gluon_backward  # the 128 bucket
     assert select_config((9, 0), 128).gluon_backward  # seq_k unknown: long
-    assert not select_config((9, 0), 128, 1024, 4 * 32 * 1024 * 1024).gluon_backward  # host-bound: slower
-    assert select_config((9, 0), 128, 1024, 16 * 32 * 1024 * 1024).gluon_backward  # GLUON_MANY_SCORES
+    assert select_config((9, 0), 128, 1024, 2 * 32 * 1024 * 1024).gluon_backward  # GLUON_MANY_SCORES
+    assert not select_config((9, 0), 128, 1024, 1 * 32 * 1024 * 1024).gluon_backward  # fewer: Triton's
+    assert select_config((9, 0), 128, 1024, 16 * 32 * 1024 * 1024).gluon_backward
     assert select_config((9, 0), 128, 512, 32 * 32 * 512 * 512).gluon_backward
     assert not select_config((9, 0), 128, 256, 2 ** 30).gluon_backward  # from 512 keys
     assert select_config((9, 0), 40, 1024, 16 * 32 * 1024 * 1024).gluon_atomic_dq
-    assert not select_config((9, 0), 40, 1024, 4 * 32 * 1024 * 1024).gluon_atomic_dq
+    assert not select_config((9, 0), 40, 1024, 1 * 32 * 1024 * 1024).gluon_atomic_dq
     assert not select_config((9, 0), 64, 1024, 16 * 32 * 1024 * 1024).gluon_atomic_dq  # GLUON_MANY_SCORES_NOT
     assert not select_config((9, 0), 96, 4096).gluon_backward  # measured slower than the split kernels
     assert not select_config((9, 0), 64, 4096).gluon_backward
@@ -136,16 +137,18 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
                                               (192, True), (256, True)])
 def test_summing_dq_selected_on_hopper_at_the_measured_head_dims(head_dim, summed):
     """deterministic=False runs a kernel summing dQ where it was measured faster end to end
-    (hd40, 64, 72, 88, 96, 112, 128 from 2048 keys, or from 512 in calls of 2^28 scores but hd64;
+    (hd40, 64, 72, 88, 96, 112, 128 from 2048 keys, or from 512 in calls of 2^26 scores but hd64;
     hd136-256 from 1024) and at the head dims of the same kernel widths between them; not hd80 (measured
     level or slower) or hd32 (unmeasured)."""
     assert select_config((9, 0), head_dim, 4096).gluon_atomic_dq == summed
     assert select_config((9, 0), head_dim).gluon_atomic_dq == summed
-    assert select_config((9, 0), head_dim, 1024, 4 * 32 * 1024 * 1024).gluon_atomic_dq == (summed and head_dim > 128)
-    assert select_config((9, 0), head_dim, 1024, 16 * 32 * 1024 * 1024).gluon_atomic_dq == (summed and head_dim != 64)
-    assert not select_config((9, 0), head_dim, 512, 8 * 32 * 512 * 512).gluon_atomic_dq
-    assert select_config((9, 0), head_dim, 512, 32 * 32 * 512 * 512).gluon_atomic_dq == (
-        summed and head_dim <= 128 and head_dim != 64)
+    for scores in (2 * 32 * 1024 * 1024, 4 * 32 * 1024 * 1024, 16 * 32 * 1024 * 1024):  # GLUON_MANY_SCORES
+        assert select_config((9, 0), head_dim, 1024, scores).gluon_atomic_dq == (summed and head_dim != 64)
+    assert select_config((9, 0), head_dim, 1024, 48 * 1024 * 1024).gluon_atomic_dq == (summed and head_dim > 128)
+    for scores in (8 * 32 * 512 * 512, 32 * 32 * 512 * 512):
+        assert select_config((9, 0), head_dim, 512, scores).gluon_atomic_dq == (
+            summed and head_dim <= 128 and head_dim != 64)
+    assert not select_config((9, 0), head_dim, 512, 6 * 32 * 512 * 512).gluon_atomic_dq
     assert not select_config((8, 9), head_dim, 4096).gluon_atomic_dq
     assert not select_config((10, 0), head_dim, 4096).gluon_atomic_dq
 
