@@ -9,6 +9,8 @@ host's time inside one call (median of those 50) of
   triton-fwd     the same config with the Triton forward instead of the Gluon one
   gluon-bwd      (forward+backward) the same config with the Gluon dK/dV kernel summing dQ
   triton-bwd     (forward+backward) the same config with the Triton backward
+  gluon-fwd      (small calls, which run the one-launch backward) with the Gluon forward
+  unfused        (small calls) with the Gluon forward and the backward of larger calls
   cudnn          SDPA's cuDNN backend
 then torch.profiler's device time per kernel for each (mean over 10 calls; their sum without
 autograd's accumulation into .grad, and its ratio to cuDNN's, is the figure a fast host would
@@ -52,6 +54,10 @@ CASE_SETS = {
                + [(64, 4, 32, 1024, False), (128, 4, 32, 1024, False)],
     # After GLUON_MANY_SCORES moved to 2^26: 2^26 scores at 512 keys (not in "routing"), and the
     # head dims the Gluon backward takes for sharing a measured one's width.
+    # Small calls (FUSED_BACKWARD_MAX_SCORES, and _WITH_GRAD at hd64/80) from 512 keys.
+    "small": [(head_dim, 4, 32, 1024, causal) for head_dim in (64, 80) for causal in (True, False)]
+             + [(head_dim, 16, 32, 512, True) for head_dim in (64, 80)]
+             + [(head_dim, 4, 32, 512, True) for head_dim in (40, 64, 96, 128)] + [(128, 4, 32, 512, False)],
     "confirm": [(head_dim, 8, 32, 512, True) for head_dim in (40, 72, 96, 112, 128)]
                + [(128, 8, 32, 512, False)] + [(head_dim, 4, 32, 1024, True) for head_dim in (88, 104, 120)],
 }
@@ -78,6 +84,9 @@ def _runners(q, k, v, grad, causal, mode):
     # The Gluon dK/dV kernel summing dQ (as from GLUON_MANY_SCORES), and the Triton backward
     calls["gluon-bwd"] = ours(dataclasses.replace(shipped, gluon_backward=True, gluon_atomic_dq=True))
     calls["triton-bwd"] = ours(dataclasses.replace(shipped, gluon_backward=False, gluon_atomic_dq=False))
+    if shipped.fused_backward:  # a small call: the one-launch backward, and its alternatives
+        calls["gluon-fwd"] = ours(dataclasses.replace(shipped, gluon_forward=True))
+        calls["unfused"] = ours(dataclasses.replace(shipped, gluon_forward=True, fused_backward=False))
     return {name: (lambda c=c: c().backward(grad)) for name, c in calls.items()}
 
 

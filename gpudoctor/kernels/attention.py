@@ -1195,11 +1195,19 @@ FUSED_BACKWARD_MAX_SEQ = 1024
 # 0.252, b16 s512 0.504 / 0.334 / 0.332, GQA 8:1 b4 s1024 0.748 / 0.293 / 0.348; hd80 b4 s1024
 # 0.360 / 0.353 / 0.340, b16 s512 0.426 / 0.439 / 0.431, not causal 0.942 / 0.530 / 0.481. Not
 # at hd96 (0.373 / 0.394 and 0.496 / 0.505) nor hd128 (0.478 / 0.471, 0.580 / 0.636); other head
-# dims not measured. Forward-only calls keep the Gluon forward (faster on the GPU).
+# dims not measured. Forward-only calls keep the Gluon forward (faster on the GPU). Since the
+# sixteenth session these calls (past FUSED_BACKWARD_MAX_SCORES) take the Gluon forward too, which a
+# plan replays since the fifteenth (bench/attention_mid_calls.py --cases small, H200, three rounds,
+# do_bench ms and device µs, causal bf16 unless said; Triton forward / Gluon forward, both with the
+# one-launch backward; cuDNN): hd64 b4 s1024 0.269 / 0.259 and 268 / 257 (0.251, 246), not causal
+# 0.404 / 0.401 and 395 / 386 (0.336, 328); hd80 b4 s1024 0.355 / 0.349 and 358 / 345 (0.340,
+# 340), not causal 0.565 / 0.542 and 556 / 519 (0.490, 480); level at b16 s512 (hd64 0.335 / 0.334
+# and 348 / 333, hd80 0.445 / 0.446 and 445 / 442).
 FUSED_BACKWARD_MAX_SCORES_WITH_GRAD = 4 * FUSED_BACKWARD_MAX_SCORES
 FUSED_BACKWARD_WITH_GRAD_HEAD_DIMS = (64, 80)
 # sm90: the warp-specialized Gluon forward (attention_gluon.py, persistent) from this head_dim and
-# GLUON_FORWARD_MIN_SEQ keys, outside the one-launch backward's small calls. Measured on the H200
+# GLUON_FORWARD_MIN_SEQ keys, outside the one-launch backward's small calls (but in those of
+# FUSED_BACKWARD_MAX_SCORES_WITH_GRAD's band). Measured on the H200
 # (docs/benchmarks.md, thirteenth session; bench/attention_gluon_persistent.py, three rounds
 # taking turns, causal bf16 unless said, forward ms, Triton / Gluon / cuDNN):
 # hd128 s512 (b32 h32) 0.323 / 0.215 / 0.194, s1024 (b16) 0.442 / 0.309 / 0.316, not causal
@@ -1316,12 +1324,15 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
                   and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
     many_scores = (seq_k is not None and seq_k >= GLUON_MANY_SCORES_MIN_SEQ
                    and (scores is None or scores >= GLUON_MANY_SCORES) and head_dim not in GLUON_MANY_SCORES_NOT)
+    # The Gluon forward outside the small calls proper (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD's band
+    # included).
+    small_forward = small_call and scores <= FUSED_BACKWARD_MAX_SCORES
     return _select_config(capability, head_dim,
                           seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ
                           or (seq_k >= DESCRIPTOR_MIN_SEQ_LARGE_CALLS and not small_call),
                           small_call, seq_k is None or seq_k >= GLUON_MIN_SEQ or many_scores,
                           seq_k is None or seq_k >= GLUON_WIDE_MIN_SEQ,
-                          seq_k is None or seq_k >= GLUON_FORWARD_MIN_SEQ)
+                          seq_k is None or (seq_k >= GLUON_FORWARD_MIN_SEQ and not small_forward))
 
 
 _OF_Q = object()  # config_for's default capability: q's GPU's
@@ -1351,7 +1362,7 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
         config = dataclasses.replace(config, tma=HOST_DESCRIPTORS)
     if family == "sm90" and small_call:
         config = dataclasses.replace(config, fused_backward=True)
-    if family == "sm90" and forward_sequence and not small_call and head_dim >= GLUON_FORWARD_MIN_HEAD_DIM:
+    if family == "sm90" and forward_sequence and head_dim >= GLUON_FORWARD_MIN_HEAD_DIM:
         config = dataclasses.replace(config, gluon_forward=True)
     # The 256 bucket's Gluon backward from GLUON_WIDE_MIN_SEQ keys, the others' from GLUON_MIN_SEQ.
     if family == "sm90" and (wide_sequence if bucket == 256 else gluon_sequence):
