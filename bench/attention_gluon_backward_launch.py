@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import os
+import sys
 import time
 
 import torch
 import triton
 
-from gpudoctor.kernels import attention as A
-from gpudoctor.kernels import attention_gluon_backward as GB
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from attention_mid_calls import _back_to_back_ms, _kernel_times  # noqa: E402
+
+from gpudoctor.kernels import attention as A  # noqa: E402
+from gpudoctor.kernels import attention_gluon_backward as GB  # noqa: E402
 
 # (head_dim, batch, heads, seq, causal, summing dQ): 2^27-score calls where the routing is in
 # question, 2^28 and long ones where the Gluon backward runs now, and width 256 (the wide kernel).
@@ -48,31 +52,8 @@ def _inputs(head_dim, batch, heads, seq, causal):
 
 
 def _kernel_us(run, calls=20) -> float:
-    from torch.profiler import ProfilerActivity, profile
-
-    run()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            run()
-        torch.cuda.synchronize()
-    total = 0.0
-    for event in prof.key_averages():
-        if "dkdv" in event.key:
-            total += getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
-    return round(total / calls, 2)
-
-
-def _back_to_back(run, calls=50) -> tuple[float, float]:
-    torch.cuda.synchronize()
-    inside = []
-    begin = time.perf_counter()
-    for _ in range(calls):
-        start = time.perf_counter()
-        run()
-        inside.append(time.perf_counter() - start)
-    torch.cuda.synchronize()
-    return round((time.perf_counter() - begin) / calls * 1e3, 4), round(statistics.median(inside) * 1e6, 2)
+    """Device µs per call of the dK/dV kernel (torch.profiler)."""
+    return round(sum(us for name, us in _kernel_times(run, calls).items() if "dkdv" in name), 2)
 
 
 def case(head_dim, batch, heads, seq, causal, summing) -> dict:
@@ -83,10 +64,10 @@ def case(head_dim, batch, heads, seq, causal, summing) -> dict:
         GB.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, dq_sum)
 
     run()
-    back_to_back, host_us = _back_to_back(run)
+    back_to_back, host_ms = _back_to_back_ms(run)
     return {"head_dim": head_dim, "batch": batch, "heads": heads, "seq": seq, "causal": causal,
-            "summing_dq": summing, "kernel_us": _kernel_us(run), "back_to_back_ms": back_to_back,
-            "host_us": host_us}
+            "summing_dq": summing, "kernel_us": _kernel_us(run), "back_to_back_ms": round(back_to_back, 4),
+            "host_us": round(host_ms * 1e3, 2)}
 
 
 def main(argv=None) -> int:

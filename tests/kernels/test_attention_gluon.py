@@ -204,6 +204,16 @@ def test_gpu_strided_layout_read_in_place():
     _check_forward(q, k, v, True, 3e-2)
 
 
+def _check_causal_gradients(q, k, v, out, grad):
+    """out and q, k, v's gradients (after out.backward(grad)) as the float32 reference's."""
+    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    expected = reference_attention(*refs, causal=True, dtype=torch.float32)
+    expected.backward(grad.float())
+    for ours, theirs in zip([out, q.grad, k.grad, v.grad], [expected, *[t.grad for t in refs]]):
+        error = ((ours.float() - theirs).norm() / theirs.norm()).item()
+        assert error < 3e-2, error
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", [128, 192, 256])
 def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(head_dim, monkeypatch):
@@ -219,12 +229,7 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(head_dim, monk
     out = flash_attention(q, k, v, causal=True)
     out.backward(grad)
     assert calls, f"flash_attention did not take the Gluon forward at seq {seq} on Hopper"
-    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    expected = reference_attention(*refs, causal=True, dtype=torch.float32)
-    expected.backward(grad.float())
-    for ours, theirs in zip([out, q.grad, k.grad, v.grad], [expected, *[t.grad for t in refs]]):
-        error = ((ours.float() - theirs).norm() / theirs.norm()).item()
-        assert error < 3e-2, error
+    _check_causal_gradients(q, k, v, out, grad)
 
 
 @pytest.mark.gpu
@@ -266,12 +271,7 @@ def test_gpu_a_call_with_gradients_takes_it_with_the_one_launch_backward(monkeyp
     out = flash_attention(q, k, v, causal=True)
     out.backward(grad)
     assert len(calls) == 1 and len(fused) == 1
-    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    expected = reference_attention(*refs, causal=True, dtype=torch.float32)
-    expected.backward(grad.float())
-    for ours, theirs in zip([out, q.grad, k.grad, v.grad], [expected, *[t.grad for t in refs]]):
-        error = ((ours.float() - theirs).norm() / theirs.norm()).item()
-        assert error < 3e-2, error
+    _check_causal_gradients(q, k, v, out, grad)
 
 
 @pytest.mark.gpu
