@@ -1,7 +1,8 @@
-"""Forward+backward in mid-size training calls (2^26-2^28 scores, where the shipped path pairs the
-Gluon forward with the three-launch Triton backward), per kernel: which kernel makes the shipped
-path slower than cuDNN, and whether it is the device or the host (issue 18 item 1; the
-fourteenth session saw hd96/128 there at 0.52-0.94x of cuDNN with rounds jumping 0.44-0.79 ms).
+"""Forward+backward in mid-size training calls (2^26-2^28 scores, where until the sixteenth
+session the shipped path paired the Gluon forward with the three-launch Triton backward), per
+kernel: which kernel makes the shipped path slower than cuDNN, and whether it is the device or the
+host (issue 18 item 1; the fourteenth session saw hd96/128 there at 0.52-0.94x of cuDNN with
+rounds jumping 0.44-0.79 ms).
 
 Per case, in rounds with the order rotated: do_bench's median, back to back (mean of 50) and the
 host's time inside one call (median of those 50) of
@@ -38,7 +39,8 @@ from gpudoctor.kernels import attention as A
 from gpudoctor.kernels import attention_gluon as G
 
 # (head_dim, batch, heads, seq, causal): bench/attention.py's "4x" cases and two more; and the
-# calls of 2^26-2^27 scores where the Gluon backward (gluon-bwd) is not taken (GLUON_MANY_SCORES).
+# calls of 2^26-2^27 scores where the Gluon backward (gluon-bwd) was not taken before the sixteenth
+# session (GLUON_MANY_SCORES).
 CASE_SETS = {
     "mid": [(128, 4, 32, 1024, True), (96, 16, 32, 512, True), (128, 16, 32, 512, True),
             (96, 4, 32, 1024, True), (128, 8, 32, 1024, False), (64, 4, 32, 2048, True)],

@@ -1911,7 +1911,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     inside one program), so it is bitwise reproducible. False (the default): where the
     configuration says so, dQ is summed in float32 by atomic adds inside the dK/dV kernel
     (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64, 72, 88 and 96-128, from 512 in calls
-    of 2^28 scores or more but at 64, and from 1024 keys at 136-256, the Gluon kernels' TMA
+    of 2^26 scores or more but at 64, and from 1024 keys at 136-256, the Gluon kernels' TMA
     reduce-adds: ``gluon_atomic_dq``), which saves two of the
     backward's seven matrix products per block pair; its last bits then vary from run to run.
     ``config`` overrides the per-architecture tiles (benchmarks and tuning only).
