@@ -11,12 +11,13 @@ here owns 128 key rows of one KV head and walks every query block of every query
   Pᵀ = exp2(Sᵀ·scale − lse) once the first is done; dV += Pᵀ·dO issued while dPᵀ finishes;
   dSᵀ = Pᵀ∘(dPᵀ − delta); dK += dSᵀ·Q. Pᵀ and dSᵀ stay in registers as the A operands;
 - one producer warp: Q and dO blocks into two-slot rings by TMA, a slot refilled once both
-  consumers have arrived on its "empty" barrier. The consumers synchronise only through these
+  consumers have arrived on its "empty" barrier. Blocks are 64 queries, 128 at width 64
+  (QUERY_ROWS). The consumers synchronise only through these
   barriers, so one's exponentials can run while the other's products do.
 
 delta comes from a Triton kernel (attention.py) run first, dQ from the Triton dQ kernel, or with
 ``dq_sum`` from this kernel, split as FlashAttention-3 splits it: each warpgroup stores its dSᵀ
-into one shared [128 keys x 64 queries] tile per block (dK's A operand then comes from there, not
+into one shared [128 keys x the block's queries] tile per block (dK's A operand then comes from there, not
 registers), and once both halves are there computes half of dQ's columns over all 128 keys and
 adds them by one TMA reduce-add. The two consumers then meet at every block (the tile's
 "full"/"empty" barriers) instead of running independently. Loads and stores use
@@ -67,7 +68,20 @@ if SUMS_DQ:
 
 BLOCK_N = 128  # key rows per program: two consumer warpgroups of 64
 CONSUMER_ROWS = 64
-BLOCK_M = 64  # query rows per block of the inner loop
+BLOCK_M = 64  # query rows per block of the inner loop, but QUERY_ROWS at these widths
+# Width 64 (head_dim 40-64) walks 128-query blocks, as FlashAttention-3 tiles its head_dim 64
+# backward (128 x 128): Sᵀ and dPᵀ are [64 keys x 128 queries] per warpgroup (64 + 64 float32
+# registers, as [64 x 64] with dK and dV of width 128), so each block's waits, barriers and
+# lse/delta loads serve twice the products, and the score products run at N = 128. ptxas spills a
+# few scalars in the loop there (tests/kernels/test_attention_gluon_backward.py). Measured on the
+# H200 (docs/benchmarks.md, seventeenth session; bench/attention_gluon_backward_rows.py, bf16, the
+# two taking turns, device µs of the dK/dV kernel with 64 / 128 rows, without and summing dQ):
+# hd64 b4 h32 s1024 causal 110.7 / 97.8 and 158.9 / 155.3, not causal 168.9 / 138.6 and 248.3 /
+# 221.6; s4096 causal 1199.9 / 975.6 and 1832.7 / 1749.2, not causal 2232.9 / 1745.7 and 3468.7 /
+# 3084.7; GQA 4:1 1139.7 / 953.8 and 1804.3 / 1705.3; hd40 s4096 causal 1198.8 / 1015.1 and
+# 1817.2 / 1758.8; hd48 b32 s512 not causal 379.1 / 328.0 and 548.8 / 503.3; level only at hd64
+# b16 s512 causal (138.6 / 133.0 and 195.4 / 196.1). dK, dV and dQ came out bitwise the same.
+QUERY_ROWS = {64: 128}
 # Widths (head_dim rounded up to a power of two) this kernel compiles at without spills: dK and
 # dV of 64 key rows at 256 would take all of a warpgroup's registers, so backward_dkdv hands width
 # 256 to attention_gluon_backward_wide. Both kernels can sum dQ.
@@ -96,10 +110,10 @@ if attention_gluon.available():
 
     @gluon.jit
     def _program_keys(num_kv_heads, seq_q, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
-                      HEAD_GROUP: gl.constexpr):
+                      HEAD_GROUP: gl.constexpr, BLOCK_M: gl.constexpr):
         """(first key row, batch, KV head, first query block, query blocks per query head) of this
         program: a grid of (key blocks, batch * KV heads), causal programs heaviest first within
-        groups of HEAD_GROUP KV heads (LONGEST_FIRST_HEADS); query blocks are 64 rows."""
+        groups of HEAD_GROUP KV heads (LONGEST_FIRST_HEADS); query blocks are BLOCK_M rows."""
         start_n = gl.program_id(0) * BLOCK_N
         batch_kv_head = gl.program_id(1)
         if CAUSAL and HEAD_GROUP > 0:
@@ -114,22 +128,22 @@ if attention_gluon.available():
         if CAUSAL:
             # Query blocks above this key block's diagonal see none of its keys (causal masks are
             # aligned top-left, as the other kernels'); past seq_q there is nothing to walk.
-            first_block = start_n // 64
+            first_block = start_n // BLOCK_M
         else:
             first_block = 0
-        query_blocks = gl.maximum(gl.cdiv(seq_q, 64) - first_block, 0)
+        query_blocks = gl.maximum(gl.cdiv(seq_q, BLOCK_M) - first_block, 0)
         return start_n, batch_kv_head // num_kv_heads, batch_kv_head % num_kv_heads, first_block, query_blocks
 
     @gluon.jit
-    def _start_m(i, first_block, query_blocks):
+    def _start_m(i, first_block, query_blocks, BLOCK_M: gl.constexpr):
         """The first query row of the program's block i (the blocks walk every query head of the
-        KV head in turn, 64 rows each)."""
-        return (first_block + i % query_blocks) * 64
+        KV head in turn, BLOCK_M rows each)."""
+        return (first_block + i % query_blocks) * BLOCK_M
 
     @gluon.jit
     def _publish_ds(dscores_t, dq_parts, WARPGROUP: gl.constexpr):
-        """This warpgroup's dSᵀ (64 keys x 64 queries) into its half of the block's shared
-        [128 keys x 64 queries] tile, then an arrival on the tile's "full" barrier; the half."""
+        """This warpgroup's dSᵀ (64 keys x a block of queries) into its half of the block's shared
+        [128 keys x queries] tile, then an arrival on the tile's "full" barrier; the half."""
         ds_smem, slot, ds_full, ds_empty, phase, k_smem, dq_smem, dq_desc, dq_row, softmax_scale = dq_parts
         my_ds = ds_smem.index(2 * slot + WARPGROUP)
         # The tile of two blocks ago (two-slot, as the Q/dO ring) read by both dQ shares.
@@ -141,10 +155,11 @@ if attention_gluon.available():
         return my_ds
 
     @gluon.jit
-    def _dq_share(dq_parts, HEAD_DIM: gl.constexpr, WARPGROUP: gl.constexpr):
-        """This warpgroup's half of dQ's columns for one block of 64 queries over the program's
-        128 keys (dS·K, both halves of the shared dS tile: FlashAttention-3's split), added into
-        dQ's float32 sums by one TMA reduce-add. Waits for every product issued before it."""
+    def _dq_share(dq_parts, HEAD_DIM: gl.constexpr, WARPGROUP: gl.constexpr, BLOCK_M: gl.constexpr):
+        """This warpgroup's half of dQ's columns for one block of BLOCK_M queries over the
+        program's 128 keys (dS·K, both halves of the shared dS tile: FlashAttention-3's split),
+        added into dQ's float32 sums by one TMA reduce-add. Waits for every product issued before
+        it."""
         ds_smem, slot, ds_full, ds_empty, phase, k_smem, dq_smem, dq_desc, dq_row, softmax_scale = dq_parts
         COLUMNS: gl.constexpr = HEAD_DIM // 2
         layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -155,7 +170,7 @@ if attention_gluon.available():
         tma.store_wait(pendings=0)  # this warpgroup's previous share has left dq_smem
         gl.thread_barrier()
         share = warpgroup_mma(ds_smem.index(2 * slot).permute((1, 0)), first_keys,
-                              gl.zeros([64, COLUMNS], gl.float32, layout), use_acc=False, is_async=True)
+                              gl.zeros([BLOCK_M, COLUMNS], gl.float32, layout), use_acc=False, is_async=True)
         share = warpgroup_mma(ds_smem.index(2 * slot + 1).permute((1, 0)), second_keys, share, is_async=True)
         share = warpgroup_mma_wait(0, deps=(share,))
         mbarrier.arrive(ds_empty, count=1)
@@ -168,18 +183,19 @@ if attention_gluon.available():
     def _dkdv_block(dk, dv, my_k, my_v, q, do, lse_row, delta_row, qk_scale, dq_parts, diagonal,
                     WARPGROUP: gl.constexpr, DIAGONAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
                     s_layout: gl.constexpr, operand_layout: gl.constexpr):
-        """dK and dV of one warpgroup's 64 key rows plus one block of 64 queries' share. DIAGONAL:
-        query i sees keys up to i + diagonal (causal, 0 on the block where query i and key i
-        coincide)."""
+        """dK and dV of one warpgroup's 64 key rows plus one block of queries' share. DIAGONAL:
+        query i of the block sees its keys up to i + diagonal (causal: the block's first query
+        row less the warpgroup's first key row)."""
         dtype: gl.constexpr = q.dtype
+        BLOCK_M: gl.constexpr = q.shape[0]
         column_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
-        zero_scores = gl.zeros([64, 64], gl.float32, s_layout)
+        zero_scores = gl.zeros([64, BLOCK_M], gl.float32, s_layout)
         scores_t = warpgroup_mma(my_k, q.permute((1, 0)), zero_scores, use_acc=False, is_async=True)
         dprobs_t = warpgroup_mma(my_v, do.permute((1, 0)), zero_scores, use_acc=False, is_async=True)
         scores_t = warpgroup_mma_wait(1, deps=(scores_t,))
         probs_t = gl.exp2(scores_t * qk_scale - lse_row.load(column_layout)[None, :])
         if DIAGONAL:
-            queries = gl.arange(0, 64, layout=column_layout)
+            queries = gl.arange(0, BLOCK_M, layout=column_layout)
             keys = gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
             probs_t = gl.where(queries[None, :] + diagonal >= keys[:, None], probs_t, 0.0)
         probs_operand = gl.convert_layout(probs_t.to(dtype), operand_layout)
@@ -192,7 +208,7 @@ if attention_gluon.available():
             # dK's A operand as it is, and with the other half dQ's (dS·K) transposed.
             my_ds = _publish_ds(dscores_t.to(dtype), dq_parts, WARPGROUP)
             dk = warpgroup_mma(my_ds, q, dk, is_async=True)
-            _dq_share(dq_parts, q.shape[1], WARPGROUP)  # waits for every product, dK's and dV's too
+            _dq_share(dq_parts, q.shape[1], WARPGROUP, BLOCK_M)  # waits for every product, dK's and dV's too
             # Nothing is left running (_dq_share waited for all): this only hands back the values.
             dk, dv, probs_operand = warpgroup_mma_wait(0, deps=(dk, dv, probs_operand))
         else:
@@ -210,7 +226,7 @@ if attention_gluon.available():
         kv_bars, q_full, q_empty, do_full, do_empty, ds_full, ds_empty = barriers
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
         ROWS: gl.constexpr = 64
-        BLOCK_M: gl.constexpr = 64
+        BLOCK_M: gl.constexpr = q_desc.block_type.shape[2]
         dtype: gl.constexpr = q_desc.dtype
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, BLOCK_M, 16])
@@ -233,7 +249,7 @@ if attention_gluon.available():
         for i in range(group * query_blocks):
             slot = i % 2
             phase = (i // 2) & 1
-            start_m = _start_m(i, first_block, query_blocks)
+            start_m = _start_m(i, first_block, query_blocks, BLOCK_M)
             q = _tile(q_smem, slot, BLOCK_M, HEAD_DIM)
             do = _tile(do_smem, slot, BLOCK_M, HEAD_DIM)
             mbarrier.wait(q_full.index(slot), phase)
@@ -249,14 +265,26 @@ if attention_gluon.available():
                 dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
                                      qk_scale, dq_parts, start_m - my_start, WARPGROUP, True, True, s_layout,
                                      operand_layout)
-            elif CAUSAL:
-                # Query blocks are as tall as a warpgroup's key rows, so a block is either on this
-                # warpgroup's diagonal (start_m == my_start), wholly left of its keys (the second
-                # warpgroup's first block: nothing to add) or wholly right of them.
+            elif CAUSAL and BLOCK_M == ROWS:
+                # Query blocks as tall as a warpgroup's key rows: a block is either on this
+                # warpgroup's diagonal (start_m == my_start), wholly above its keys (the second
+                # warpgroup's first block: nothing to add) or wholly below them.
                 if start_m == my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
                                          qk_scale, dq_parts, 0, WARPGROUP, True, False, s_layout, operand_layout)
                 elif start_m > my_start:
+                    dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
+                                         qk_scale, dq_parts, 0, WARPGROUP, False, False, s_layout, operand_layout)
+            elif CAUSAL:
+                # Taller query blocks (QUERY_ROWS): a block crossing this warpgroup's diagonal
+                # (with 128 rows the program's first, from the second warpgroup's 65th query), or
+                # wholly below it. (Tested as "across, else wholly below": ptxas then spills
+                # fewer scalars in the loop than for "the first block, else".)
+                if start_m < my_start + ROWS and start_m + BLOCK_M > my_start:
+                    dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
+                                         qk_scale, dq_parts, start_m - my_start, WARPGROUP, True, False, s_layout,
+                                         operand_layout)
+                elif start_m >= my_start + ROWS:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
                                          qk_scale, dq_parts, 0, WARPGROUP, False, False, s_layout, operand_layout)
             else:
@@ -292,14 +320,15 @@ if attention_gluon.available():
         # lse and delta go through registers, not TMA: a flat (batch * heads * seq_q) row starts
         # 16-byte aligned only when seq_q is a multiple of 4 (an odd seq_q stopped the H200 with
         # "an illegal instruction"), and a 2-D descriptor would need the same of its stride.
-        row_layout: gl.constexpr = gl.BlockedLayout([2], [32], [1], [0])
-        offsets = gl.arange(0, 64, layout=row_layout)
+        BLOCK_M: gl.constexpr = q_desc.block_type.shape[2]
+        row_layout: gl.constexpr = gl.BlockedLayout([BLOCK_M // 32], [32], [1], [0])
+        offsets = gl.arange(0, BLOCK_M, layout=row_layout)
         for i in range(group * query_blocks):
             slot = i % 2
             # A new barrier counts as phase 1 complete: each slot's first fill does not wait.
             phase = ((i // 2) & 1) ^ 1
             head = kv_head * group + i // query_blocks
-            start_m = _start_m(i, first_block, query_blocks)
+            start_m = _start_m(i, first_block, query_blocks, BLOCK_M)
             queries = start_m + offsets
             rows = (batch * num_heads + head).to(gl.int64) * seq_q
             # lse = +inf past seq_q: those queries' Pᵀ is exactly 0 (their Q and dO are zero-filled).
@@ -327,22 +356,23 @@ if attention_gluon.available():
                                            HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
                                            HEAD_GROUP: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
+        BLOCK_M: gl.constexpr = q_desc.block_type.shape[2]  # query_rows(HEAD_DIM)
         start_n, batch, kv_head, first_block, query_blocks = _program_keys(num_kv_heads, seq_q, 128, CAUSAL,
-                                                                           HEAD_GROUP)
+                                                                           HEAD_GROUP, BLOCK_M)
 
         k_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], v_desc.layout)
-        q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], q_desc.layout)
-        do_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], do_desc.layout)
+        q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_M, HEAD_DIM], q_desc.layout)
+        do_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_M, HEAD_DIM], do_desc.layout)
         row_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-        lse_smem = gl.allocate_shared_memory(gl.float32, [2, 64], row_layout)
-        delta_smem = gl.allocate_shared_memory(gl.float32, [2, 64], row_layout)
+        lse_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M], row_layout)
+        delta_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M], row_layout)
         if ATOMIC_DQ:
             # dSᵀ of both warpgroups per block for two blocks (2 * slot + warpgroup); each
             # warpgroup's dQ share.
-            ds_smem = gl.allocate_shared_memory(dtype, [4, 64, 64],
-                                                gl.NVMMASharedLayout.get_default_for([64, 64], dtype))
-            dq_smem = gl.allocate_shared_memory(gl.float32, [2, 64, HEAD_DIM // 2], dq_desc.layout)
+            ds_smem = gl.allocate_shared_memory(dtype, [4, 64, BLOCK_M],
+                                                gl.NVMMASharedLayout.get_default_for([64, BLOCK_M], dtype))
+            dq_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, HEAD_DIM // 2], dq_desc.layout)
         else:  # never touched
             ds_smem = lse_smem
             dq_smem = lse_smem
@@ -392,25 +422,31 @@ def sums_dq(head_dim: int) -> bool:
     return SUMS_DQ and attention_gluon.kernel_width(head_dim) in WIDTHS + (WIDE_WIDTH,)
 
 
+def query_rows(width: int) -> int:
+    """Query rows per block of the inner loop at this width."""
+    return QUERY_ROWS.get(width, BLOCK_M)
+
+
 @functools.lru_cache(maxsize=None)
-def _dq_layout(columns: int):
-    # One reduce-add's box: BLOCK_M rows of ``columns`` (here a warpgroup's share, half of dQ's
+def _dq_layout(rows: int, columns: int):
+    # One reduce-add's box: a block's rows of ``columns`` (here a warpgroup's share, half of dQ's
     # columns: _dq_share; in the wide kernel a 64-column chunk).
-    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, columns], gl.float32)
+    return gl.NVMMASharedLayout.get_default_for([rows, columns], gl.float32)
 
 
-def _dq_descriptor(dq_sum: torch.Tensor, columns: int):
+def _dq_descriptor(dq_sum: torch.Tensor, columns: int, rows: int = BLOCK_M):
     # Rows of (batch * heads * seq_q, head_dim): a block running past a head's seq_q adds exact
     # zeros to the next head's first rows (those queries' dS is 0: their lse reads +inf), and a
     # box's columns past head_dim are clipped.
-    return TensorDescriptor(dq_sum, list(dq_sum.shape), list(dq_sum.stride()), [BLOCK_M, columns],
-                            _dq_layout(columns))
+    return TensorDescriptor(dq_sum, list(dq_sum.shape), list(dq_sum.stride()), [rows, columns],
+                            _dq_layout(rows, columns))
 
 
 @functools.lru_cache(maxsize=None)
 def _placeholder(device: torch.device, width: int) -> torch.Tensor:
-    # The dQ descriptor's tensor when the kernel does not sum dQ (the argument is never read).
-    return torch.zeros(BLOCK_M, width, device=device, dtype=torch.float32)
+    # The dQ descriptor's tensor when the kernel does not sum dQ (the argument is never read); as
+    # tall as the tallest box.
+    return torch.zeros(max(BLOCK_M, *QUERY_ROWS.values()), width, device=device, dtype=torch.float32)
 
 
 def dq_sum_buffer(q: torch.Tensor) -> torch.Tensor:
@@ -440,12 +476,13 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     descriptor = attention_gluon._descriptor
+    rows = query_rows(width)
     grid = (-(-seq_k // BLOCK_N), batch * num_kv_heads)
     fast(_attention_backward_dkdv_ws_kernel)[grid](
-        descriptor(q, BLOCK_M, width), descriptor(k, CONSUMER_ROWS, width), descriptor(v, CONSUMER_ROWS, width),
-        descriptor(grad_out, BLOCK_M, width), descriptor(dk, CONSUMER_ROWS, width),
+        descriptor(q, rows, width), descriptor(k, CONSUMER_ROWS, width), descriptor(v, CONSUMER_ROWS, width),
+        descriptor(grad_out, rows, width), descriptor(dk, CONSUMER_ROWS, width),
         descriptor(dv, CONSUMER_ROWS, width), lse, delta,
-        _dq_descriptor(_placeholder(q.device, width) if dq_sum is None else dq_sum, width // 2),
+        _dq_descriptor(_placeholder(q.device, width) if dq_sum is None else dq_sum, width // 2, rows),
         seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads, softmax_scale * attention_gluon.LOG2_E,
         softmax_scale, HEAD_DIM=width, CAUSAL=causal, ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS,
         num_warps=4, maxnreg=MAX_REGISTERS)
@@ -458,18 +495,24 @@ def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch
     if width == WIDE_WIDTH:
         return attention_gluon_backward_wide.compile_sm90(causal, atomic_dq, dtype)
     return compile_dkdv_kernel(_attention_backward_dkdv_ws_kernel, width, causal, atomic_dq, dtype, width // 2,
-                               LONGEST_FIRST_HEADS)
+                               LONGEST_FIRST_HEADS, query_rows(width))
 
 
 def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype: torch.dtype, dq_columns: int,
-                        head_group: int):
+                        head_group: int, rows: int = BLOCK_M):
     """A dK/dV kernel of this module's signature (or the wide one's, the same) compiled for sm90
-    as backward_dkdv launches it: 64-row boxes at ``width``, dQ reduce-adds of ``dq_columns``."""
+    as backward_dkdv launches it: 64-row boxes of K, V, dK and dV at ``width``, ``rows``-row boxes
+    of Q and dO, dQ reduce-adds of ``dq_columns``."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
-    block = f"tensordesc<{name}[1, 1, 64, {width}], {attention_gluon._shared_layout(64, width, dtype)!r}>"
-    signature = {"q_desc": block, "k_desc": block, "v_desc": block, "do_desc": block, "dk_desc": block,
-                 "dv_desc": block, "LSE": "*fp32", "DELTA": "*fp32",
-                 "dq_desc": f"tensordesc<fp32[{BLOCK_M}, {dq_columns}], {_dq_layout(dq_columns)!r}>",
+
+    def block(box_rows: int) -> str:
+        return (f"tensordesc<{name}[1, 1, {box_rows}, {width}], "
+                f"{attention_gluon._shared_layout(box_rows, width, dtype)!r}>")
+
+    keys, queries = block(64), block(rows)
+    signature = {"q_desc": queries, "k_desc": keys, "v_desc": keys, "do_desc": queries, "dk_desc": keys,
+                 "dv_desc": keys, "LSE": "*fp32", "DELTA": "*fp32",
+                 "dq_desc": f"tensordesc<fp32[{rows}, {dq_columns}], {_dq_layout(rows, dq_columns)!r}>",
                  "seq_q": "i32", "seq_k": "i32",
                  "num_heads": "i32", "num_kv_heads": "i32", "group": "i32", "qk_scale": "fp32",
                  "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "ATOMIC_DQ": "constexpr",

@@ -141,7 +141,7 @@ if attention_gluon.available():
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
         head = kv_head * group + i // query_blocks
         return (dq_smem.index(WARPGROUP), dq_desc,
-                (batch * num_heads + head) * seq_q + _start_m(i, first_block, query_blocks), softmax_scale)
+                (batch * num_heads + head) * seq_q + _start_m(i, first_block, query_blocks, 64), softmax_scale)
 
     @gluon.jit
     def _summing_step(dk, dv, i, next_start_m, my_k, my_v, keys, q_smem, do_smem, lse_smem, delta_smem, tiles,
@@ -237,7 +237,7 @@ if attention_gluon.available():
             last = blocks - 1
             if ATOMIC_DQ:
                 for i in range(last):
-                    dk, dv = _summing_step(dk, dv, i, _start_m(i + 1, first_block, query_blocks), my_k, my_v, keys,
+                    dk, dv = _summing_step(dk, dv, i, _start_m(i + 1, first_block, query_blocks, 64), my_k, my_v, keys,
                                            q_smem, do_smem, lse_smem, delta_smem, tiles, barriers,
                                            _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP), qk_scale, my_keys,
                                            WARPGROUP, HEAD_DIM, CAUSAL, True, s_layout)
@@ -258,7 +258,7 @@ if attention_gluon.available():
                     dk, dv = _issue_products(dk, dv, _tile(q_smem, slot, 64, HEAD_DIM),
                                              _tile(do_smem, slot, 64, HEAD_DIM), tiles, slot, phase, WARPGROUP)
                     _publish(scores, dprobs, lse_smem.index(next_slot), delta_smem.index(next_slot), qk_scale,
-                             _start_m(i + 1, first_block, query_blocks), my_keys, tiles, next_slot, next_phase,
+                             _start_m(i + 1, first_block, query_blocks, 64), my_keys, tiles, next_slot, next_phase,
                              WARPGROUP, CAUSAL, 2, s_layout)
                     dk, dv = warpgroup_mma_wait(0, deps=(dk, dv))
                     mbarrier.arrive(tiles_empty.index(slot), count=1)
@@ -302,7 +302,7 @@ if attention_gluon.available():
                                              num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         start_n, batch, kv_head, first_block, query_blocks = attention_gluon_backward._program_keys(
-            num_kv_heads, seq_q, 64, CAUSAL, HEAD_GROUP)
+            num_kv_heads, seq_q, 64, CAUSAL, HEAD_GROUP, 64)
 
         k_smem = gl.allocate_shared_memory(dtype, [1, 1, 1, 64, HEAD_DIM], k_desc.layout)
         v_smem = gl.allocate_shared_memory(dtype, [1, 1, 1, 64, HEAD_DIM], v_desc.layout)

@@ -2,8 +2,9 @@
 and attention_gluon_backward_wide at width 256).
 
 CPU (CI): the kernels compile for sm90 at every width they run at, with no local-memory traffic
-in their main loops (summing dQ: reloaded scalars at width 128, and spilled scalars but no
-accumulators at width 256); which calls take them; that a config asking for them off
+in their main loops but a bounded number of 32-bit scalars (width 64 with its 128-query blocks,
+summing dQ at widths 64 and 128), and spilled scalars but no accumulators at width 256; which
+calls take them; that a config asking for them off
 Hopper runs the Triton kernels. Gluon has no interpreter, so their results are checked on the GPU
 (`pytest -m gpu`): against a float32 reference and the Triton backward at ragged and whole
 lengths, GQA, cross-attention lengths, both dtypes, and through flash_attention's autograd.
@@ -21,9 +22,8 @@ from gpudoctor.kernels.attention import flash_attention, reference_attention, se
 
 # Compiled in a child process (gluonhelpers.compiled_in_child). The SASS
 # (nvdisasm, shipped with Triton) says where local memory is touched: ptxas may spill the few
-# scalars the epilogue needs around the loop (32 bytes at width 128, causal), never inside it
-# (except the summing kernels: test_summing_dq_compiles_for_sm90_within_shared_memory and
-# test_wide_kernel_compiles_for_sm90_without_local_memory).
+# scalars the epilogue needs around the loop (32 bytes at width 128, causal), inside it only the
+# scalars counted in LOCAL_SCALARS_IN_LOOP (and test_wide_kernel_compiles_for_sm90_without_local_memory's).
 _COMPILE = SASS_TOOLS + """
 import json, sys
 from gpudoctor.kernels import attention_gluon_backward
@@ -45,6 +45,14 @@ COMPILE_CASES = [(width, causal, False) for width in attention_gluon_backward.WI
 # With dQ summed in the kernel (gluon_atomic_dq): every width, causal or not.
 ATOMIC_CASES = [(width, causal, True) for width in attention_gluon_backward.WIDTHS for causal in (True, False)]
 
+# Distinct 32-bit local-memory accesses (spilled scalars: indices, addresses, barrier phases)
+# inside the main loops, read from the SASS; none elsewhere, and never an accumulator (a 64- or
+# 128-bit access). Width 64 runs 128-query blocks (QUERY_ROWS): 64 + 64 float32 registers of Sᵀ
+# and dPᵀ per thread. Measured on the H200 with them (docs/benchmarks.md, seventeenth session):
+# the dK/dV kernel up to 22 % faster than with 64-query blocks, these spills included (level at
+# 512 keys summing dQ).
+LOCAL_SCALARS_IN_LOOP = {(64, True, False): 2, (64, True, True): 36, (64, False, True): 12, (128, True, True): 9}
+
 # Width 256: attention_gluon_backward_wide's kernel (backward_dkdv hands it that width).
 WIDE_CASES = [(256, causal, atomic_dq) for causal in (True, False) for atomic_dq in (False, True)]
 
@@ -57,7 +65,8 @@ def compiled_sm90():
 @pytest.mark.parametrize("case", COMPILE_CASES, ids=lambda case: "-".join(map(str, case)))
 def test_compiles_for_sm90_without_local_memory_in_the_loop(case, compiled_sm90):
     row = compiled_sm90[tuple(case)]
-    assert row["local_in_loop"] == [], row["local_in_loop"]
+    assert len(set(row["local_in_loop"])) <= LOCAL_SCALARS_IN_LOOP.get(tuple(case), 0), row["local_in_loop"]
+    assert not [line for line in row["local_in_loop"] if ".64" in line or ".128" in line], row["local_in_loop"]
     assert row["loops"] == 2, row["loops"]  # one main loop per consumer warpgroup
     # Three partitions: two consumer warpgroups at 240 registers each, a producer at 24.
     assert row["warps"] == 12
@@ -76,11 +85,11 @@ def test_summing_dq_compiles_for_sm90_within_shared_memory(case, compiled_sm90):
     assert ["inc", "240"] in row["setmaxnreg"] and ["dec", "24"] in row["setmaxnreg"]
     # dSᵀ (2 blocks x 128 x 64) and a float32 dQ share per warpgroup beside the rings: within 227 KB.
     assert row["shared"] <= 232448
-    # dK, dV and the dQ share stay in registers. At width 128, causal, ptxas reloads scalars
-    # inside the loop (9 distinct 32-bit local accesses, read from the SASS, since the causal
-    # programs run heaviest first: LONGEST_FIRST_HEADS); nowhere else any. The loops are not
-    # counted here: the barrier waits between the products leave more label-to-branch spans.
-    assert len(set(row["local_in_loop"])) <= (10 if tuple(case) == (128, True, True) else 0), row["local_in_loop"]
+    # dK, dV and the dQ share stay in registers; ptxas reloads scalars inside the loop
+    # (LOCAL_SCALARS_IN_LOOP; at width 128, causal, since the causal programs run heaviest first:
+    # LONGEST_FIRST_HEADS). The loops are not counted here: the barrier waits between the products
+    # leave more label-to-branch spans.
+    assert len(set(row["local_in_loop"])) <= LOCAL_SCALARS_IN_LOOP.get(tuple(case), 0), row["local_in_loop"]
     assert not [line for line in row["local_in_loop"] if ".64" in line or ".128" in line], row["local_in_loop"]
 
 
@@ -259,7 +268,7 @@ def test_gpu_matches_float32_reference(head_dim, causal, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("head_dim", [128, 256])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
 @pytest.mark.parametrize("seq_q, seq_k", [(300, 1111), (1111, 300), (64, 129)])
 def test_gpu_cross_attention_lengths(seq_q, seq_k, head_dim):
     if not hopper():
@@ -307,7 +316,8 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch, d
     (112, False, 2, 1100, torch.bfloat16), (40, True, 4, 300, torch.bfloat16), (80, False, 1, 640, torch.bfloat16),
     (96, True, 4, 64, torch.bfloat16), (256, True, 2, 777, torch.bfloat16), (192, False, 1, 1000, torch.bfloat16),
     (256, True, 4, 64, torch.bfloat16), (256, False, 2, 555, torch.float16), (136, True, 4, 300, torch.float16),
-    (72, True, 2, 1000, torch.bfloat16), (88, False, 4, 777, torch.float16)])
+    (72, True, 2, 1000, torch.bfloat16), (88, False, 4, 777, torch.float16), (56, False, 2, 130, torch.float16),
+    (64, True, 4, 2048, torch.bfloat16), (48, True, 2, 200, torch.float16)])
 def test_gpu_summed_dq_matches_float32_reference(head_dim, causal, kv_heads, seq, dtype, monkeypatch):
     """dQ summed in the kernel by TMA reduce-adds (gluon_atomic_dq), through flash_attention with
     deterministic=False, against float32 and, element by element, the deterministic Triton dQ (a
