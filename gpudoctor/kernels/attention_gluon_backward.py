@@ -17,9 +17,9 @@ here owns 128 key rows of one KV head and walks every query block of every query
 
 delta comes from a Triton kernel (attention.py) run first, dQ from the Triton dQ kernel, or with
 ``dq_sum`` from this kernel, split as FlashAttention-3 splits it: each warpgroup stores its dSᵀ
-into one shared [128 keys x the block's queries] tile per block (dK's A operand then comes from there, not
-registers), and once both halves are there computes half of dQ's columns over all 128 keys and
-adds them by one TMA reduce-add. The two consumers then meet at every block (the tile's
+into one shared [128 keys x the block's queries] tile per block (dK's A operand then comes from
+there, not registers), and once both halves are there computes half of dQ's columns over all 128
+keys and adds them by one TMA reduce-add. The two consumers then meet at every block (the tile's
 "full"/"empty" barriers) instead of running independently. Loads and stores use
 attention_gluon's 4-D TMA descriptors: rows past a sequence's end are zero-filled (their lse is
 read as +inf, so their Pᵀ is 0) and dK/dV rows past seq_k are clipped on store.
