@@ -60,6 +60,10 @@ CASE_SETS = {
     "small": [(head_dim, 4, 32, 1024, causal) for head_dim in (64, 80) for causal in (True, False)]
              + [(head_dim, 16, 32, 512, True) for head_dim in (64, 80)]
              + [(head_dim, 4, 32, 512, True) for head_dim in (40, 64, 96, 128)] + [(128, 4, 32, 512, False)],
+    # hd64 from 1024 keys past the one-launch backward's calls (GLUON_MANY_SCORES_NOT), once the
+    # Gluon backward walked 128-query blocks there (seventeenth session).
+    "wide64": [(64, batch, 32, 1024, causal) for batch in (8, 16) for causal in (True, False)]
+              + [(64, 8, 32, 512, False), (56, 8, 32, 1024, True)],
     "confirm": [(head_dim, 8, 32, 512, True) for head_dim in (40, 72, 96, 112, 128)]
                + [(128, 8, 32, 512, False)] + [(head_dim, 4, 32, 1024, True) for head_dim in (88, 104, 120)],
 }
