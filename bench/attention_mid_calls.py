@@ -49,7 +49,7 @@ CASE_SETS = {
                 + [(128, 4, 32, 1024, False), (72, 4, 32, 1024, True), (40, 4, 32, 1024, True)]
                 + [(head_dim, 32, 32, 512, causal) for head_dim in (48, 56) for causal in (True, False)],
     "probe": [(112, 4, 32, 1024, True), (128, 4, 32, 1024, True)],
-    # Where the Gluon backward should start (GLUON_MANY_SCORES) and where not (GLUON_MANY_SCORES_NOT),
+    # Where the Gluon backward should start (GLUON_MANY_SCORES) and where not (then GLUON_MANY_SCORES_NOT),
     # by device time: 2^26, 2^27 (two ways) and 2^28 scores, causal; two not causal.
     "routing": [(head_dim, batch, 32, seq, True) for head_dim in (40, 48, 56, 64, 72, 96, 112, 128)
                 for batch, seq in ((2, 1024), (4, 1024), (16, 512), (32, 512))]
@@ -60,7 +60,7 @@ CASE_SETS = {
     "small": [(head_dim, 4, 32, 1024, causal) for head_dim in (64, 80) for causal in (True, False)]
              + [(head_dim, 16, 32, 512, True) for head_dim in (64, 80)]
              + [(head_dim, 4, 32, 512, True) for head_dim in (40, 64, 96, 128)] + [(128, 4, 32, 512, False)],
-    # hd64 from 1024 keys past the one-launch backward's calls (GLUON_MANY_SCORES_NOT), once the
+    # hd64 from 1024 keys past the one-launch backward's calls (GLUON_MANY_SCORES_MIN_SEQ_AT), once the
     # Gluon backward walked 128-query blocks there (seventeenth session).
     "wide64": [(64, batch, 32, 1024, causal) for batch in (8, 16) for causal in (True, False)]
               + [(64, 8, 32, 512, False), (56, 8, 32, 1024, True)],

@@ -20,9 +20,9 @@ program (dK/dV of a shared KV head sum their query heads inside one program), so
 two fewer matrix products per block pair by summing dQ in float32 inside the dK/dV kernel: the
 Triton kernel's ``atomic_dq`` is off everywhere (measured slower); the Gluon kernel's
 ``gluon_atomic_dq`` is on for Hopper from GLUON_MIN_SEQ keys at GLUON_SUMMED_DQ_HEAD_DIMS (from
-GLUON_MANY_SCORES_MIN_SEQ in calls of GLUON_MANY_SCORES scores, but not at GLUON_MANY_SCORES_NOT;
-from GLUON_WIDE_MIN_SEQ in GLUON_SUMMED_DQ_BUCKETS), so there dQ's last bits vary from run to
-run. (The training pass's shapes are below both: its eager and compiled paths run the same
+GLUON_MANY_SCORES_MIN_SEQ in calls of GLUON_MANY_SCORES scores, at some head dims from more
+keys: GLUON_MANY_SCORES_MIN_SEQ_AT; from GLUON_WIDE_MIN_SEQ in GLUON_SUMMED_DQ_BUCKETS), so there
+dQ's last bits vary from run to run. (The training pass's shapes are below both: its eager and compiled paths run the same
 kernels.)
 
 Head dims that are a power of two plus a smaller power of two of at least 16 are computed as a
@@ -1289,7 +1289,8 @@ GLUON_MIN_SEQ = 2048
 # rounds, Triton backward / Gluon summing dQ; cuDNN): hd40 0.950 / 0.748 (0.677), hd72 1.144 /
 # 1.103 (0.990), hd112 1.343 / 1.203 (1.169), hd128 1.387 / 1.272 (1.236); but not hd64, which the
 # Triton kernels run unpadded and unsplit (0.769-0.774 / 0.794-0.795 (0.773-0.779), not causal
-# 0.930 / 0.982 (0.932)): GLUON_MANY_SCORES_NOT, at 1024 keys too (level there, above).
+# 0.930 / 0.982 (0.932)): GLUON_MANY_SCORES_NOT until the seventeenth session, at 1024 keys too
+# (level there, above); from 1024 keys since (GLUON_MANY_SCORES_MIN_SEQ_AT).
 # From 2^26 since the sixteenth session, by device time (torch.profiler, the sum of a
 # forward+backward's kernels; bench/attention_mid_calls.py --cases routing, H200, b h32 causal
 # bf16, µs, Triton backward / Gluon summing dQ / cuDNN): hd128 b2 s1024 246 / 206 / 210, b4 s1024
@@ -1301,7 +1302,14 @@ GLUON_MIN_SEQ = 2048
 # measures the host, where the two paths took alike within its noise (0.4-0.8 ms).
 GLUON_MANY_SCORES = 2 ** 26
 GLUON_MANY_SCORES_MIN_SEQ = 512
-GLUON_MANY_SCORES_NOT = (64,)
+# But hd64 from 1024 keys, since the seventeenth session's 128-query blocks at width 64
+# (attention_gluon_backward.QUERY_ROWS; before, not at all: GLUON_MANY_SCORES_NOT, the 512-key
+# figures above). By device time (bench/attention_mid_calls.py --cases wide64, H200, b h32 bf16,
+# µs, Triton backward / Gluon summing dQ / cuDNN; do_bench ms alike): b8 s1024 causal 477 / 466 /
+# 456 (0.482 / 0.493 / 0.465), not causal 709 / 670 / 644 (0.708 / 0.678 / 0.686); b16 s1024
+# causal 936 / 895 / 885 (0.937 / 0.901 / 0.907), not causal 1494 / 1295 / 1261 (1.482 / 1.318 /
+# 1.315). At 512 keys still slower (b32 s512 causal 623 / 650 / 629).
+GLUON_MANY_SCORES_MIN_SEQ_AT = {64: 1024}
 # But the 256 bucket's backward from this many keys: GLUON_BACKWARD_BUCKETS' and
 # GLUON_SUMMED_DQ_BUCKETS' measurements at s1024 above, and forward+backward at s1024 taking
 # turns (twelfth session, --alternate 5, b4 h32, fastest ms, Triton forward / Gluon forward, both
@@ -1322,8 +1330,8 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
              else FUSED_BACKWARD_MAX_SCORES)
     small_call = (scores is not None and scores <= limit
                   and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
-    many_scores = (seq_k is not None and seq_k >= GLUON_MANY_SCORES_MIN_SEQ
-                   and (scores is None or scores >= GLUON_MANY_SCORES) and head_dim not in GLUON_MANY_SCORES_NOT)
+    many_scores = (seq_k is not None and seq_k >= GLUON_MANY_SCORES_MIN_SEQ_AT.get(head_dim, GLUON_MANY_SCORES_MIN_SEQ)
+                   and (scores is None or scores >= GLUON_MANY_SCORES))
     # The Gluon forward outside the small calls proper (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD's band
     # included).
     small_forward = small_call and scores <= FUSED_BACKWARD_MAX_SCORES

@@ -128,7 +128,12 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     assert not select_config((9, 0), 128, 256, 2 ** 30).gluon_backward  # from 512 keys
     assert select_config((9, 0), 40, 1024, 16 * 32 * 1024 * 1024).gluon_atomic_dq
     assert not select_config((9, 0), 40, 1024, 1 * 32 * 1024 * 1024).gluon_atomic_dq
-    assert not select_config((9, 0), 64, 1024, 16 * 32 * 1024 * 1024).gluon_atomic_dq  # GLUON_MANY_SCORES_NOT
+    # hd64 from 1024 keys only (GLUON_MANY_SCORES_MIN_SEQ_AT); below, and in the one-launch
+    # backward's calls with gradients, not.
+    assert select_config((9, 0), 64, 1024, 16 * 32 * 1024 * 1024).gluon_atomic_dq
+    assert not select_config((9, 0), 64, 512, 32 * 32 * 512 * 512).gluon_atomic_dq
+    assert select_config((9, 0), 48, 512, 32 * 32 * 512 * 512).gluon_atomic_dq
+    assert select_config((9, 0), 64, 1024, 4 * 32 * 1024 * 1024, backward=True).fused_backward
     assert not select_config((9, 0), 96, 4096).gluon_backward  # measured slower than the split kernels
     assert not select_config((9, 0), 64, 4096).gluon_backward
     assert select_config((9, 0), 256, 4096).gluon_backward  # attention_gluon_backward_wide
@@ -146,13 +151,13 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
                                               (192, True), (256, True)])
 def test_summing_dq_selected_on_hopper_at_the_measured_head_dims(head_dim, summed):
     """deterministic=False runs a kernel summing dQ where it was measured faster end to end
-    (hd40, 64, 72, 88, 96, 112, 128 from 2048 keys, or from 512 in calls of 2^26 scores but hd64;
-    hd136-256 from 1024) and at the head dims of the same kernel widths between them; not hd80 (measured
+    (hd40, 64, 72, 88, 96, 112, 128 from 2048 keys, or from 512 in calls of 2^26 scores, hd64 from
+    1024 there; hd136-256 from 1024) and at the head dims of the same kernel widths between them; not hd80 (measured
     level or slower) or hd32 (unmeasured)."""
     assert select_config((9, 0), head_dim, 4096).gluon_atomic_dq == summed
     assert select_config((9, 0), head_dim).gluon_atomic_dq == summed
     for scores in (2 * 32 * 1024 * 1024, 4 * 32 * 1024 * 1024, 16 * 32 * 1024 * 1024):  # GLUON_MANY_SCORES
-        assert select_config((9, 0), head_dim, 1024, scores).gluon_atomic_dq == (summed and head_dim != 64)
+        assert select_config((9, 0), head_dim, 1024, scores).gluon_atomic_dq == summed
     assert select_config((9, 0), head_dim, 1024, 48 * 1024 * 1024).gluon_atomic_dq == (summed and head_dim > 128)
     for scores in (8 * 32 * 512 * 512, 32 * 32 * 512 * 512):
         assert select_config((9, 0), head_dim, 512, scores).gluon_atomic_dq == (
