@@ -114,15 +114,19 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--causal-only", action="store_true", help="the causal cases only")
+    parser.add_argument("--label", default="", help="a name for this tree, printed and kept")
     args = parser.parse_args(argv)
-    report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+    report = {"label": args.label, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "settings": SETTINGS, "cases": []}
     print("case                      dkdv 64/128 us      summing 64/128 us   backward 64/128 us   cuDNN   "
           "x cuDNN 64/128   apart dk dv dq")
     for head_dim, batch, heads, kv_heads, seq, causal in CASES:
+        if args.causal_only and not causal:
+            continue
         row = case(head_dim, batch, heads, kv_heads, seq, causal, args.rounds)
         report["cases"].append(row)
-        name = f"hd{head_dim} b{batch} h{heads}:{kv_heads} s{seq} {'causal' if causal else 'full'}"
+        name = f"{args.label}hd{head_dim} b{batch} h{heads}:{kv_heads} s{seq} {'causal' if causal else 'full'}"
         print(f"{name:26s}{row['dkdv_us_64']:8.1f} {row['dkdv_us_128']:8.1f}   {row['dkdv_sum_us_64']:8.1f} "
               f"{row['dkdv_sum_us_128']:8.1f}   {row['backward_us_64']:8.1f} {row['backward_us_128']:8.1f}  "
               f"{row['cudnn_us']:7.1f}  {row['cudnn_us'] / row['backward_us_64']:.3f} "

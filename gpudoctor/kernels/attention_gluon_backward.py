@@ -194,7 +194,19 @@ if attention_gluon.available():
         dprobs_t = warpgroup_mma(my_v, do.permute((1, 0)), zero_scores, use_acc=False, is_async=True)
         scores_t = warpgroup_mma_wait(1, deps=(scores_t,))
         probs_t = gl.exp2(scores_t * qk_scale - lse_row.load(column_layout)[None, :])
-        if DIAGONAL:
+        if DIAGONAL and ATOMIC_DQ and BLOCK_M == 128:
+            # Summing dQ, causal, every block comes here (_dkdv_consumer), but only the first of
+            # 128 rows crosses the diagonal: the rest skip the mask. Measured on the H200
+            # (seventeenth session, bench/attention_gluon_backward_rows.py, bf16 causal, device µs
+            # of the kernel, masking every block / this, two rounds each taking turns): hd64 b4 h32
+            # s4096 1742-1779 / 1653-1658, GQA 4:1 1711-1716 / 1568-1570, s1024 155 / 151; hd40
+            # s4096 1751-1770 / 1668-1676; level at b16 s512 (195 / 195). ptxas spills fewer
+            # scalars in the loop so, too.
+            if diagonal < 64:
+                queries = gl.arange(0, BLOCK_M, layout=column_layout)
+                keys = gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
+                probs_t = gl.where(queries[None, :] + diagonal >= keys[:, None], probs_t, 0.0)
+        elif DIAGONAL:
             queries = gl.arange(0, BLOCK_M, layout=column_layout)
             keys = gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
             probs_t = gl.where(queries[None, :] + diagonal >= keys[:, None], probs_t, 0.0)
