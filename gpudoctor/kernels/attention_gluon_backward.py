@@ -194,14 +194,18 @@ if attention_gluon.available():
         dprobs_t = warpgroup_mma(my_v, do.permute((1, 0)), zero_scores, use_acc=False, is_async=True)
         scores_t = warpgroup_mma_wait(1, deps=(scores_t,))
         probs_t = gl.exp2(scores_t * qk_scale - lse_row.load(column_layout)[None, :])
-        if DIAGONAL and ATOMIC_DQ and BLOCK_M == 128:
-            # Summing dQ, causal, every block comes here (_dkdv_consumer), but only the first of
-            # 128 rows crosses the diagonal: the rest skip the mask. Measured on the H200
-            # (seventeenth session, bench/attention_gluon_backward_rows.py, bf16 causal, device µs
-            # of the kernel, masking every block / this, two rounds each taking turns): hd64 b4 h32
-            # s4096 1742-1779 / 1653-1658, GQA 4:1 1711-1716 / 1568-1570, s1024 155 / 151; hd40
-            # s4096 1751-1770 / 1668-1676; level at b16 s512 (195 / 195). ptxas spills fewer
-            # scalars in the loop so, too.
+        if DIAGONAL and ATOMIC_DQ:
+            # Summing dQ, causal, every block comes here (_dkdv_consumer), but only those crossing
+            # the diagonal (with 128 rows the first, with 64 the first two) need the mask: the
+            # rest skip it. Measured on the H200 (seventeenth session, bf16 causal, device µs of
+            # the kernel, masking every block / this, two rounds each taking turns;
+            # bench/attention_gluon_backward_rows.py at width 64): hd64 b4 h32 s4096 1742-1779 /
+            # 1653-1658, GQA 4:1 1711-1716 / 1568-1570, s1024 155 / 151; hd40 s4096 1751-1770 /
+            # 1668-1676; level at b16 s512 (195 / 195); at width 128
+            # (bench/attention_gluon_backward_launch.py) hd128 b4 s1024 230.4-230.7 / 226.7-228.0,
+            # hd96 b2 s1024 123.3-123.4 / 119.6-119.7, hd112 b16 s512 283.7-284.0 / 281.0-281.9,
+            # hd128 s4096 2795-2846 / 2745-2781. ptxas spills fewer scalars in the loop so at
+            # width 64, more at 128 (tests/kernels/test_attention_gluon_backward.py).
             if diagonal < 64:
                 queries = gl.arange(0, BLOCK_M, layout=column_layout)
                 keys = gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))

@@ -51,7 +51,7 @@ ATOMIC_CASES = [(width, causal, True) for width in attention_gluon_backward.WIDT
 # and dPᵀ per thread. Measured on the H200 with them (docs/benchmarks.md, seventeenth session):
 # the dK/dV kernel up to 22 % faster than with 64-query blocks, these spills included (level at
 # 512 keys summing dQ).
-LOCAL_SCALARS_IN_LOOP = {(64, True, False): 2, (64, True, True): 19, (64, False, True): 12, (128, True, True): 9}
+LOCAL_SCALARS_IN_LOOP = {(64, True, False): 2, (64, True, True): 19, (64, False, True): 12, (128, True, True): 26}
 
 # Width 256: attention_gluon_backward_wide's kernel (backward_dkdv hands it that width).
 WIDE_CASES = [(256, causal, atomic_dq) for causal in (True, False) for atomic_dq in (False, True)]
@@ -86,8 +86,8 @@ def test_summing_dq_compiles_for_sm90_within_shared_memory(case, compiled_sm90):
     # dSᵀ (2 blocks x 128 x 64) and a float32 dQ share per warpgroup beside the rings: within 227 KB.
     assert row["shared"] <= 232448
     # dK, dV and the dQ share stay in registers; ptxas reloads scalars inside the loop
-    # (LOCAL_SCALARS_IN_LOOP; at width 128, causal, since the causal programs run heaviest first:
-    # LONGEST_FIRST_HEADS). The loops are not counted here: the barrier waits between the products
+    # (LOCAL_SCALARS_IN_LOOP; at width 128, causal, 9 since the causal programs run heaviest first,
+    # LONGEST_FIRST_HEADS, 26 since the causal mask is skipped where no key is masked). The loops are not counted here: the barrier waits between the products
     # leave more label-to-branch spans.
     assert len(set(row["local_in_loop"])) <= LOCAL_SCALARS_IN_LOOP.get(tuple(case), 0), row["local_in_loop"]
     assert not [line for line in row["local_in_loop"] if ".64" in line or ".128" in line], row["local_in_loop"]
