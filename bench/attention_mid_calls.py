@@ -64,6 +64,10 @@ CASE_SETS = {
     # Gluon backward walked 128-query blocks there (seventeenth session).
     "wide64": [(64, batch, 32, 1024, causal) for batch in (8, 16) for causal in (True, False)]
               + [(64, 8, 32, 512, False), (56, 8, 32, 1024, True)],
+    # The Gluon backward summing dQ replayed by a plan (attention_plan._SummingGluonBackward,
+    # seventeenth session): calls it serves, and the one-launch band at hd64 (its "unfused").
+    "plan": [(128, 2, 32, 1024, True), (128, 4, 32, 1024, False), (96, 2, 32, 1024, True), (40, 4, 32, 1024, True),
+             (56, 16, 32, 512, True), (64, 8, 32, 1024, True), (64, 4, 32, 1024, True), (64, 4, 32, 1024, False)],
     "confirm": [(head_dim, 8, 32, 512, True) for head_dim in (40, 72, 96, 112, 128)]
                + [(128, 8, 32, 512, False)] + [(head_dim, 4, 32, 1024, True) for head_dim in (88, 104, 120)],
 }

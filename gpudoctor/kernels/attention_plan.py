@@ -13,9 +13,12 @@ signature runs the general path (``attention._Call``) while ``launch.recording()
 launches. Its forward becomes a plan only where it was one direct launch of a kernel that took
 the caller's q, k and v themselves (no padded or realigned copy), the output and the
 log-sum-exp as its leading tensors and plain values after them; its backward (at the first
-backward) only where it was one direct launch taking q, k, v, the output, the incoming gradient
-as it came, the three gradients it returns and the log-sum-exp, in that order: the one-launch
-backward. Everything else keeps the general path. A plan holds no tensor, and steps aside
+backward) where it was one direct launch taking q, k, v, the output, the incoming gradient
+as it came, the three gradients it returns and the log-sum-exp, in that order (the one-launch
+backward), or the two launches of the Gluon backward summing dQ (the delta kernel on the output
+and the incoming gradient, then the dK/dV kernel on TMA descriptors of q, k, v, the gradient, dK,
+dV and dQ's float32 sums, with the log-sum-exp and delta): ``_SummingGluonBackward``. Everything
+else keeps the general path. A plan holds no tensor, and steps aside
 (``usable``) wherever the direct launch may not serve a call: a launch hook (profilers), Triton's
 debug knobs, another device current.
 """
@@ -122,19 +125,103 @@ class Plan:
         replay = self.backward_replay
         if (replay is not None and grad_out.stride() == self.grad_stride and grad_out.data_ptr() % 16 == 0
                 and replay.usable()):
-            dq = torch.empty_like(q, memory_format=_CONTIGUOUS)
-            dk = torch.empty_like(k, memory_format=_CONTIGUOUS)
-            dv = torch.empty_like(v, memory_format=_CONTIGUOUS)
-            replay(q, k, v, out, grad_out, dq, dk, dv, lse)
-            return dq, dk, dv
+            return replay.run(grad_out, q, k, v, out, lse)
         if self.backward_seen or not launch.fast_launch_enabled() or not grad_out.is_contiguous():
             return self.call.backward(grad_out, q, k, v, out, lse)
         # The first backward with a contiguous incoming gradient: the general path, watched.
         self.backward_seen = True
         with launch.recording() as launches:
             grads = self.call.backward(grad_out, q, k, v, out, lse)
-        one = _one_replay(launches, 9)
-        if one is not None and all(a is b for a, b in zip(one[1], (q, k, v, out, grad_out, *grads, lse))):
+        replay = _OneLaunchBackward.of(launches, (q, k, v, out, grad_out, *grads, lse))
+        if replay is None:
+            replay = _SummingGluonBackward.of(launches, q, k, v, out, grad_out, grads, lse)
+        if replay is not None:
             self.grad_stride = grad_out.stride()
-            self.backward_replay = one[0]
+            self.backward_replay = replay
         return grads
+
+
+class _OneLaunchBackward:
+    """The one-launch backward (attention._launch_fused_backward) replayed: q, k, v, the output,
+    the incoming gradient, dq, dk, dv and the log-sum-exp."""
+
+    __slots__ = ("replay",)
+
+    def __init__(self, replay):
+        self.replay = replay
+
+    @classmethod
+    def of(cls, launches: list, arguments: tuple):
+        """The replay where ``launches`` were that one launch on exactly ``arguments``; else None."""
+        one = _one_replay(launches, 9)
+        if one is not None and all(a is b for a, b in zip(one[1], arguments)):
+            return cls(one[0])
+        return None
+
+    def usable(self) -> bool:
+        return self.replay.usable()
+
+    def run(self, grad_out, q, k, v, out, lse):
+        dq = torch.empty_like(q, memory_format=_CONTIGUOUS)
+        dk = torch.empty_like(k, memory_format=_CONTIGUOUS)
+        dv = torch.empty_like(v, memory_format=_CONTIGUOUS)
+        self.replay(q, k, v, out, grad_out, dq, dk, dv, lse)
+        return dq, dk, dv
+
+
+class _SummingGluonBackward:
+    """The Gluon backward summing dQ (attention.attention_backward's ``gluon_dq`` path) replayed:
+    delta = rowsum(out * grad_out) by the delta kernel, dQ's float32 sums zeroed, the dK/dV kernel
+    (attention_gluon_backward.backward_dkdv, either width's) on TMA descriptors of q, k, v, the
+    gradient, dk, dv, the log-sum-exp, delta and descriptors of the sums, then the sums as q's
+    dtype. Why: that path's Python (routing, checks, seven descriptors validated as they are made,
+    two launches' keys) is host time that no one-launch plan replays; mid-size calls of 2^26-2^27
+    scores were host-bound by it on the H200's hosts (docs/benchmarks.md, sixteenth and
+    seventeenth sessions). The descriptors are remade over the new tensors with the recorded
+    shapes and strides (launch.DescriptorArgument): the signature fixes q's, k's and v's, the
+    plan checks the gradient's, and dk, dv and the sums are made contiguous as recorded."""
+
+    __slots__ = ("delta", "dkdv", "descriptors", "sums_shape")
+
+    def __init__(self, delta, dkdv, descriptors, sums_shape):
+        self.delta, self.dkdv, self.descriptors, self.sums_shape = delta, dkdv, descriptors, sums_shape
+
+    @classmethod
+    def of(cls, launches: list, q, k, v, out, grad_out, grads, lse):
+        """The replay where ``launches`` were that path's two launches on these tensors (the
+        gradients it returned: dq converted from the sums, dk and dv themselves); else None."""
+        if len(launches) != 2 or any(launched.replay is None for launched in launches):
+            return None
+        delta_launch, dkdv_launch = launches
+        if delta_launch.replay.leading != 3 or dkdv_launch.replay.leading != 9:
+            return None
+        delta_out, delta_grad, delta = delta_launch.arguments[:3]
+        descriptors = dkdv_launch.arguments[:6] + dkdv_launch.arguments[8:9]
+        dq, dk, dv = grads
+        sums = descriptors[6].base
+        if not (delta_out is out and delta_grad is grad_out and dkdv_launch.arguments[6] is lse
+                and dkdv_launch.arguments[7] is delta
+                and all(descriptor.base is tensor for descriptor, tensor in zip(descriptors, (q, k, v, grad_out, dk, dv)))
+                and isinstance(sums, torch.Tensor) and sums.dtype == torch.float32 and sums.is_contiguous()
+                and sums.numel() == q.numel() and dq.shape == q.shape and dq.dtype == q.dtype
+                and dk.is_contiguous() and dv.is_contiguous() and delta.shape == lse.shape):
+            return None
+        # Their shapes, strides and padding only: a plan holds no tensor.
+        templates = tuple(launch.DescriptorArgument(None, list(descriptor.shape), list(descriptor.strides),
+                                                    descriptor.padding) for descriptor in descriptors)
+        return cls(delta_launch.replay, dkdv_launch.replay, templates, tuple(sums.shape))
+
+    def usable(self) -> bool:
+        return self.delta.usable() and self.dkdv.usable()
+
+    def run(self, grad_out, q, k, v, out, lse):
+        delta = torch.empty_like(lse)
+        self.delta(out, grad_out, delta)
+        sums = torch.zeros(self.sums_shape, device=q.device, dtype=torch.float32)
+        dk = torch.empty_like(k, memory_format=_CONTIGUOUS)
+        dv = torch.empty_like(v, memory_format=_CONTIGUOUS)
+        q_desc, k_desc, v_desc, grad_desc, dk_desc, dv_desc, sums_desc = self.descriptors
+        like = launch.DescriptorArgument.like
+        self.dkdv(like(q_desc, q), like(k_desc, k), like(v_desc, v), like(grad_desc, grad_out), like(dk_desc, dk),
+                  like(dv_desc, dv), lse, delta, like(sums_desc, sums))
+        return sums.view(q.shape).to(q.dtype), dk, dv

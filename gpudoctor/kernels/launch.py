@@ -189,11 +189,12 @@ class FastLauncher:
 
     def _replay(self, entry, device: int, key: tuple, grid, args: tuple, kwargs: dict):
         """The Replay of this launch (the compiled kernel ``entry`` holds), or None where its
-        arguments after the leading tensors are not all plain values."""
+        arguments after the leading tensors and host-side TMA descriptors are not all plain
+        values."""
         if entry is False:
             return None
         leading = 0
-        while leading < len(args) and isinstance(args[leading], _Tensor):
+        while leading < len(args) and (isinstance(args[leading], _Tensor) or type(args[leading]) in _DESCRIPTORS):
             leading += 1
         rest = args[leading:]
         if not all(type(a) in _PLAIN for a in rest):
@@ -227,7 +228,8 @@ def _full_grid(grid) -> tuple:
 
 class Replay:
     """One launch made again with other leading tensors (same dtypes and 16-byte alignment, in the
-    same order), every other argument as it was: the compiled kernel's launcher called straight,
+    same order; host-side TMA descriptors among them as ``DescriptorArgument``s of the same block
+    shape), every other argument as it was: the compiled kernel's launcher called straight,
     without building FastLauncher's key. Whoever keeps a Replay answers for it: the leading
     tensors have the recorded dtypes and 16-byte alignment, and every other value the launch
     depended on is the same (attention.py keys its replays by the inputs' shapes, strides,
@@ -258,6 +260,26 @@ class Replay:
             use_torch_scratch()
         compiled.run(grid[0], grid[1], grid[2], _driver.active.get_current_stream(self.device),
                      compiled.function, compiled.packed_metadata, None, None, None, *tensors, *self.rest)
+
+
+class DescriptorArgument:
+    """A host-side TMA descriptor as a Replay passes it: what the compiled kernel's launcher reads
+    of one (Triton 3.6's make_tensordesc_arg: the base tensor's address, the shape, the strides,
+    the padding; the block shape and shared layout were compiled in), without the validation in
+    Python that Gluon's TensorDescriptor runs when made (2.3-5.0 µs a descriptor on the H200's
+    hosts, seventeenth session: bench/attention_backward_host_parts.py). Whoever makes one
+    answers for what that validation checks: a 16-byte aligned base, the recorded descriptor's
+    shape and strides."""
+
+    __slots__ = ("base", "shape", "strides", "padding")
+
+    def __init__(self, base, shape, strides, padding):
+        self.base, self.shape, self.strides, self.padding = base, shape, strides, padding
+
+    @classmethod
+    def like(cls, descriptor, base) -> "DescriptorArgument":
+        """``descriptor``'s shape, strides and padding over ``base``."""
+        return cls(base, descriptor.shape, descriptor.strides, descriptor.padding)
 
 
 class Recorded:

@@ -133,7 +133,7 @@ def test_the_one_launch_backward_is_replayed_after_the_first(monkeypatch):
     q, k, v, out, grad = (torch.randn(1, 2, 8, 16) for _ in range(5))
     lse = torch.empty(2, 8)
     plan.backward(grad, q, k, v, out, lse)
-    assert call.backwards == 1 and plan.backward_replay is replay
+    assert call.backwards == 1 and plan.backward_replay.replay is replay
     grad2 = torch.randn(1, 2, 8, 16)
     dq, dk, dv = plan.backward(grad2, q, k, v, out, lse)
     assert call.backwards == 1
@@ -152,6 +152,67 @@ def test_a_backward_that_copied_the_gradient_is_not_replayed(monkeypatch):
     for _ in range(3):
         plan.backward(grad, q, k, v, out, lse)
     assert call.backwards == 3 and plan.backward_replay is None
+
+
+class _SummingCall:
+    """The general path's backward as the Gluon backward summing dQ launches it (attention.
+    attention_backward's gluon_dq path): the delta kernel on (out, grad_out, delta), then the dK/dV
+    kernel on descriptors of q, k, v, grad_out, dk, dv, then lse, delta and a descriptor of dQ's
+    float32 sums; dq returned as the sums converted. ``tamper`` breaks one of those identities."""
+
+    def __init__(self, tamper=None):
+        self.delta, self.dkdv, self.tamper, self.backwards = _Replay(3), _Replay(9), tamper, 0
+
+    def backward(self, grad_out, q, k, v, out, lse):
+        self.backwards += 1
+        delta = torch.empty_like(lse)
+        sums = torch.zeros(q.numel() // q.shape[-1], q.shape[-1])
+        dk, dv = torch.empty_like(k), torch.empty_like(v)
+        bases = [q, k, v, grad_out, dk, dv]
+        if self.tamper == "padded q":  # _Call.backward padded the inputs: other tensors
+            bases[0] = q.clone()
+        descriptors = [launch.DescriptorArgument(t, list(t.shape), list(t.stride()), "zero") for t in bases]
+        sums_descriptor = launch.DescriptorArgument(sums, list(sums.shape), list(sums.stride()), "zero")
+        recorder = launch._RECORDER.get()
+        if recorder is not None:
+            recorder.append(launch.Recorded(self.delta, (out, grad_out, delta, 4, 8)))
+            if self.tamper != "one launch":
+                recorder.append(launch.Recorded(self.dkdv, (*descriptors, lse, delta, sums_descriptor, 8, 8)))
+        return sums.view(q.shape).to(q.dtype), dk, dv
+
+
+def test_the_gluon_backward_summing_dq_is_replayed_after_the_first(monkeypatch):
+    call = _SummingCall()
+    plan = _plan(call, monkeypatch)
+    q, k, v, out, grad = (torch.randn(1, 2, 8, 16, dtype=torch.bfloat16) for _ in range(5))
+    lse = torch.empty(2, 8)
+    plan.backward(grad, q, k, v, out, lse)
+    assert call.backwards == 1 and isinstance(plan.backward_replay, attention_plan._SummingGluonBackward)
+    # The plan holds no tensor: the descriptors' shapes, strides and padding only.
+    assert all(template.base is None for template in plan.backward_replay.descriptors)
+    grad2, q2 = torch.randn(1, 2, 8, 16, dtype=torch.bfloat16), q.clone()
+    dq, dk, dv = plan.backward(grad2, q2, k, v, out, lse)
+    assert call.backwards == 1
+    (delta_call,), (dkdv_call,) = call.delta.calls, call.dkdv.calls  # the replays, once each
+    assert delta_call[0] is out and delta_call[1] is grad2 and delta_call[2].shape == lse.shape
+    descriptors = dkdv_call[:6] + dkdv_call[8:9]
+    assert all(d.base is t for d, t in zip(descriptors, (q2, k, v, grad2, dk, dv)))
+    assert dkdv_call[6] is lse and dkdv_call[7] is delta_call[2]
+    sums = descriptors[6].base
+    assert sums.dtype == torch.float32 and sums.shape == (2 * 8, 16) and not sums.any()
+    assert [d.shape for d in descriptors] == [list(q.shape)] * 4 + [list(k.shape)] * 2 + [[16, 16]]
+    assert dq.dtype == q.dtype and dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
+
+
+@pytest.mark.parametrize("tamper", ["padded q", "one launch"])
+def test_a_gluon_backward_on_other_tensors_is_not_replayed(monkeypatch, tamper):
+    call = _SummingCall(tamper)
+    plan = _plan(call, monkeypatch)
+    q, k, v, out, grad = (torch.randn(1, 2, 8, 16, dtype=torch.bfloat16) for _ in range(5))
+    lse = torch.empty(2, 8)
+    for _ in range(2):
+        plan.backward(grad, q, k, v, out, lse)
+    assert call.backwards == 2 and plan.backward_replay is None
 
 
 # -- on the GPU: replays against the general path
@@ -206,6 +267,37 @@ def test_gpu_a_planned_call_gives_the_general_paths_bits(device, no_plans, monke
         assert launches == []
     else:  # a backward of several launches (off sm90: no one-launch backward) stays general
         assert torch.cuda.get_device_capability()[0] != 9
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, kv_heads, causal", [((2, 8, 2048, 128), 8, True), ((1, 8, 2048, 64), 2, False),
+                                                     ((1, 4, 1100, 256), 2, True), ((1, 4, 2100, 112), 4, True)])
+def test_gpu_the_gluon_backward_summing_dq_is_planned(device, no_plans, monkeypatch, shape, kv_heads, causal):
+    """Calls whose shipped backward is the Gluon dK/dV kernel summing dQ (widths 128, 64 with its
+    128-query blocks, the wide kernel at 256; GQA; a ragged length): from the third call no
+    FastLauncher launch either way, dK and dV bit for bit the general path's, dQ within its
+    run-to-run variation (the reduce-adds' order), all against float32."""
+    _needs_gpu(device)
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the Gluon backward runs on sm90")
+    q, k, v, grad = _inputs(shape, kv_heads, device)
+    assert config_for(q, k, backward=True).gluon_atomic_dq
+    expected = _forward_backward(q, k, v, grad, causal=causal)  # the general path; the plan made
+    plan = attention_plan.find((_key(q, k, v, causal=causal), True))
+    assert plan is not None
+    _forward_backward(q, k, v, grad, causal=causal)  # its backward recorded
+    assert isinstance(plan.backward_replay, attention_plan._SummingGluonBackward)
+    launches = []
+    real = launch.FastLauncher.launch
+    monkeypatch.setattr(launch.FastLauncher, "launch", lambda self, *a: launches.append(a) or real(self, *a))
+    got = _forward_backward(q.clone(), k.clone(), v.clone(), grad.clone(), causal=causal)
+    assert launches == []
+    assert torch.equal(got[0], expected[0]) and torch.equal(got[2], expected[2]) and torch.equal(got[3], expected[3])
+    assert (got[1].float() - expected[1].float()).abs().max().item() <= 1e-2 * expected[1].float().abs().max().item()
+    leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    reference_attention(*leaves, causal=causal, dtype=torch.float32).backward(grad.float())
+    for ours, theirs in zip(got[1:], (t.grad for t in leaves)):
+        assert ((ours.float() - theirs).norm() / theirs.norm()).item() < 3e-2
 
 
 @pytest.mark.gpu
