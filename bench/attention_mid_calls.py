@@ -67,7 +67,8 @@ CASE_SETS = {
     # The Gluon backward summing dQ replayed by a plan (attention_plan._SummingGluonBackward,
     # seventeenth session): calls it serves, and the one-launch band at hd64 (its "unfused").
     "plan": [(128, 2, 32, 1024, True), (128, 4, 32, 1024, False), (96, 2, 32, 1024, True), (40, 4, 32, 1024, True),
-             (56, 16, 32, 512, True), (64, 8, 32, 1024, True), (64, 4, 32, 1024, True), (64, 4, 32, 1024, False)],
+             (56, 16, 32, 512, True), (64, 8, 32, 1024, True), (64, 4, 32, 1024, True), (64, 4, 32, 1024, False),
+             (64, 2, 32, 1024, True), (64, 2, 32, 1024, False), (80, 4, 32, 1024, True)],
     "confirm": [(head_dim, 8, 32, 512, True) for head_dim in (40, 72, 96, 112, 128)]
                + [(128, 8, 32, 512, False)] + [(head_dim, 4, 32, 1024, True) for head_dim in (88, 104, 120)],
 }
