@@ -69,6 +69,11 @@ CASE_SETS = {
     "plan": [(128, 2, 32, 1024, True), (128, 4, 32, 1024, False), (96, 2, 32, 1024, True), (40, 4, 32, 1024, True),
              (56, 16, 32, 512, True), (64, 8, 32, 1024, True), (64, 4, 32, 1024, True), (64, 4, 32, 1024, False),
              (64, 2, 32, 1024, True), (64, 2, 32, 1024, False), (80, 4, 32, 1024, True)],
+    # Calls whose shipped backward is the Triton one, replayed by a plan since the seventeenth
+    # session (attention_plan._LaunchesBackward): hd80 past the one-launch band, hd32, and
+    # 2^25-2^26 scores at 48 heads.
+    "plan3": [(80, 8, 32, 1024, True), (80, 8, 32, 1024, False), (80, 4, 32, 2048, True), (32, 4, 32, 2048, True),
+              (96, 1, 48, 1024, True), (128, 1, 48, 1024, False)],
     "confirm": [(head_dim, 8, 32, 512, True) for head_dim in (40, 72, 96, 112, 128)]
                + [(128, 8, 32, 512, False)] + [(head_dim, 4, 32, 1024, True) for head_dim in (88, 104, 120)],
 }

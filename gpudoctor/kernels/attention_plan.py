@@ -17,8 +17,9 @@ backward) where it was one direct launch taking q, k, v, the output, the incomin
 as it came, the three gradients it returns and the log-sum-exp, in that order (the one-launch
 backward), or the two launches of the Gluon backward summing dQ (the delta kernel on the output
 and the incoming gradient, then the dK/dV kernel on TMA descriptors of q, k, v, the gradient, dK,
-dV and dQ's float32 sums, with the log-sum-exp and delta): ``_SummingGluonBackward``. Everything
-else keeps the general path. A plan holds no tensor, and steps aside
+dV and dQ's float32 sums, with the log-sum-exp and delta): ``_SummingGluonBackward``; or where
+its launches took only the call's own tensors and delta (the Triton backward's two or three
+launches): ``_LaunchesBackward``. Everything else keeps the general path. A plan holds no tensor, and steps aside
 (``usable``) wherever the direct launch may not serve a call: a launch hook (profilers), Triton's
 debug knobs, another device current.
 """
@@ -135,6 +136,8 @@ class Plan:
         replay = _OneLaunchBackward.of(launches, (q, k, v, out, grad_out, *grads, lse))
         if replay is None:
             replay = _SummingGluonBackward.of(launches, q, k, v, out, grad_out, grads, lse)
+        if replay is None:
+            replay = _LaunchesBackward.of(launches, q, k, v, out, grad_out, grads, lse)
         if replay is not None:
             self.grad_stride = grad_out.stride()
             self.backward_replay = replay
@@ -167,6 +170,83 @@ class _OneLaunchBackward:
         dv = torch.empty_like(v, memory_format=_CONTIGUOUS)
         self.replay(q, k, v, out, grad_out, dq, dk, dv, lse)
         return dq, dk, dv
+
+
+# _LaunchesBackward's roles: the call's tensors by index (the three gradients it returns, then
+# delta, made for each call).
+_ROLES = ("q", "k", "v", "out", "grad_out", "lse", "dq", "dk", "dv", "delta")
+_DELTA = len(_ROLES) - 1
+_GRADIENTS = {_ROLES.index(name) for name in ("dq", "dk", "dv")}
+
+
+class _LaunchesBackward:
+    """A backward of several launches on the call's own tensors replayed: the Triton backward's
+    delta, dK/dV and dQ kernels (or dQ computing delta, then dK/dV). (Not the Gluon dK/dV kernel
+    with the Triton dQ, ``deterministic=True``: its unused dQ descriptor is over a placeholder
+    tensor.) Every leading argument of every launch is one of
+    q, k, v, the output, the incoming gradient, the log-sum-exp, the three gradients the backward
+    returned, or delta (a float32 temporary shaped like the log-sum-exp, which the general path
+    writes whole before any kernel reads it); itself, or as the base of a host-side descriptor
+    (its shape, strides and padding kept, launch.DescriptorArgument). Anything else (a padded
+    copy, a zeroed buffer, the gradients cut from wider ones) is a tensor the replay could not
+    make: then no replay. Why: host time, as _SummingGluonBackward's (docs/benchmarks.md,
+    seventeenth session)."""
+
+    __slots__ = ("steps",)
+
+    def __init__(self, steps):
+        self.steps = steps
+
+    @classmethod
+    def of(cls, launches: list, q, k, v, out, grad_out, grads, lse):
+        """The replay where every launch in ``launches`` took only those tensors; else None."""
+        known = (q, k, v, out, grad_out, lse, *grads)
+        # Roles are found by identity: a tensor given twice (flash_attention(x, x, x)) would
+        # leave which one a launch took open, and the next call of the signature may not alias.
+        if (not launches or len({id(tensor) for tensor in known}) != len(known)
+                or not all(grad.is_contiguous() for grad in grads)):
+            return None
+        delta = None
+        steps = []
+        for launched in launches:
+            if launched.replay is None:
+                return None
+            roles = []
+            for argument in launched.arguments[:launched.replay.leading]:
+                tensor = argument if isinstance(argument, torch.Tensor) else argument.base
+                role = next((index for index, candidate in enumerate(known) if candidate is tensor), None)
+                if role is None:
+                    if (delta is None and isinstance(tensor, torch.Tensor) and tensor.dtype == torch.float32
+                            and tensor.shape == lse.shape and tensor.is_contiguous()):
+                        delta = tensor
+                    if tensor is not delta:
+                        return None
+                    role = _DELTA
+                if tensor is argument:
+                    roles.append(role)
+                else:  # a descriptor: its shape, strides and padding only (a plan holds no tensor)
+                    roles.append((role, launch.DescriptorArgument(None, list(argument.shape),
+                                                                  list(argument.strides), argument.padding)))
+            steps.append((launched.replay, tuple(roles)))
+        # Each gradient returned must be one a launch wrote (a kernel's output argument): one
+        # computed after the launches (dQ's sums converted) is work the replay would skip. The
+        # general path does nothing else to them (attention_backward only allocates).
+        taken = {role if type(role) is int else role[0] for _, roles in steps for role in roles}
+        if not _GRADIENTS <= taken:
+            return None
+        return cls(tuple(steps))
+
+    def usable(self) -> bool:
+        return all(replay.usable() for replay, _ in self.steps)
+
+    def run(self, grad_out, q, k, v, out, lse):
+        tensors = (q, k, v, out, grad_out, lse, torch.empty_like(q, memory_format=_CONTIGUOUS),
+                   torch.empty_like(k, memory_format=_CONTIGUOUS), torch.empty_like(v, memory_format=_CONTIGUOUS),
+                   torch.empty_like(lse))
+        like = launch.DescriptorArgument.like
+        for replay, roles in self.steps:
+            replay(*[tensors[role] if type(role) is int else like(role[1], tensors[role[0]]) for role in roles])
+        return tensors[6], tensors[7], tensors[8]
 
 
 class _SummingGluonBackward:

@@ -215,6 +215,66 @@ def test_a_gluon_backward_on_other_tensors_is_not_replayed(monkeypatch, tamper):
     assert call.backwards == 2 and plan.backward_replay is None
 
 
+class _ThreeLaunchCall:
+    """The general path's backward as the Triton backward launches it: delta on (out, grad_out,
+    delta); dK/dV on q, k, v, grad_out, dk, dv, dk again (no dQ sums), lse, delta and host
+    descriptors of q and k; dQ on q, k, v, grad_out, dq, lse, delta, out. ``tamper``: a padded
+    copy of q, or a second float32 buffer, where the replay could not make them."""
+
+    def __init__(self, tamper=None):
+        self.replays, self.tamper, self.backwards = (_Replay(3), _Replay(11), _Replay(8)), tamper, 0
+
+    def backward(self, grad_out, q, k, v, out, lse):
+        self.backwards += 1
+        delta = torch.empty_like(lse)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        kernel_q = q.clone() if self.tamper == "padded q" else q
+        sums = torch.zeros(q.shape) if self.tamper == "a zeroed buffer" else dk
+        descriptors = [launch.DescriptorArgument(t, [1, *t.shape[1:]], list(t.stride()), "zero") for t in (q, k)]
+        arguments = ((out, grad_out, delta, 4), (kernel_q, k, v, grad_out, dk, dv, sums, lse, delta, *descriptors, 8),
+                     (q, k, v, grad_out, dq, lse, delta, out, 8))
+        recorder = launch._RECORDER.get()
+        if recorder is not None:
+            for replay, launched in zip(self.replays, arguments):
+                recorder.append(launch.Recorded(replay, launched))
+        return dq, dk, dv
+
+
+def test_the_triton_backward_of_three_launches_is_replayed_after_the_first(monkeypatch):
+    call = _ThreeLaunchCall()
+    plan = _plan(call, monkeypatch)
+    q, k, v, out, grad = (torch.randn(1, 2, 8, 16) for _ in range(5))
+    lse = torch.empty(2, 8)
+    plan.backward(grad, q, k, v, out, lse)
+    assert isinstance(plan.backward_replay, attention_plan._LaunchesBackward)
+    grad2, q2 = torch.randn(1, 2, 8, 16), q.clone()
+    dq, dk, dv = plan.backward(grad2, q2, k, v, out, lse)
+    assert call.backwards == 1
+    (delta_call,), (dkdv_call,), (dq_call,) = (replay.calls for replay in call.replays)
+    delta = delta_call[2]
+    assert delta_call[:2] == (out, grad2) and delta.shape == lse.shape and delta.dtype == torch.float32
+    assert all(a is b for a, b in zip(dkdv_call[:9], (q2, k, v, grad2, dk, dv, dk, lse, delta)))
+    q_descriptor, k_descriptor = dkdv_call[9:]
+    assert q_descriptor.base is q2 and k_descriptor.base is k and q_descriptor.shape == [1, 2, 8, 16]
+    assert all(a is b for a, b in zip(dq_call, (q2, k, v, grad2, dq, lse, delta, out)))
+    # The plan holds no tensor.
+    held = [role[1] for _, roles in plan.backward_replay.steps for role in roles if type(role) is tuple]
+    assert len(held) == 2 and all(template.base is None for template in held)
+
+
+@pytest.mark.parametrize("tamper", ["padded q", "a zeroed buffer", "aliased"])
+def test_a_backward_on_tensors_a_replay_cannot_make_is_not_replayed(monkeypatch, tamper):
+    call = _ThreeLaunchCall(tamper)
+    plan = _plan(call, monkeypatch)
+    q, k, v, out, grad = (torch.randn(1, 2, 8, 16) for _ in range(5))
+    if tamper == "aliased":  # flash_attention(x, x, x): which of q, k, v a launch took is open
+        k = v = q
+    lse = torch.empty(2, 8)
+    for _ in range(2):
+        plan.backward(grad, q, k, v, out, lse)
+    assert call.backwards == 2 and plan.backward_replay is None
+
+
 # -- on the GPU: replays against the general path
 
 
@@ -298,6 +358,33 @@ def test_gpu_the_gluon_backward_summing_dq_is_planned(device, no_plans, monkeypa
     reference_attention(*leaves, causal=causal, dtype=torch.float32).backward(grad.float())
     for ours, theirs in zip(got[1:], (t.grad for t in leaves)):
         assert ((ours.float() - theirs).norm() / theirs.norm()).item() < 3e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, kv_heads, causal", [((2, 8, 2048, 80), 8, True), ((1, 8, 2048, 32), 2, False),
+                                                     ((1, 8, 1500, 96), 4, True)])
+def test_gpu_the_triton_backward_of_three_launches_is_planned(device, no_plans, monkeypatch, shape, kv_heads, causal):
+    """Calls whose shipped backward is the Triton one (delta, dK/dV, dQ: hd80 and 96, split into
+    64 + 16 and 64 + 32, and hd32; GQA; a ragged length): from the third call no FastLauncher
+    launch either way, bit for bit the general path."""
+    _needs_gpu(device)
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("measured and routed for sm90")
+    q, k, v, grad = _inputs(shape, kv_heads, device)
+    config = config_for(q, k, backward=True)
+    assert not (config.gluon_backward or config.gluon_atomic_dq or config.fused_backward)
+    expected = _forward_backward(q, k, v, grad, causal=causal)
+    plan = attention_plan.find((_key(q, k, v, causal=causal), True))
+    assert plan is not None
+    _forward_backward(q, k, v, grad, causal=causal)
+    assert isinstance(plan.backward_replay, attention_plan._LaunchesBackward)
+    assert len(plan.backward_replay.steps) in (2, 3)
+    launches = []
+    real = launch.FastLauncher.launch
+    monkeypatch.setattr(launch.FastLauncher, "launch", lambda self, *a: launches.append(a) or real(self, *a))
+    got = _forward_backward(q.clone(), k.clone(), v.clone(), grad.clone(), causal=causal)
+    assert launches == []
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))
 
 
 @pytest.mark.gpu
