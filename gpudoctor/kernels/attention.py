@@ -51,7 +51,7 @@ import triton
 import triton.language as tl
 
 from . import attention_gluon, attention_gluon_backward, attention_plan
-from .launch import fast, fast_launch_enabled, recording, use_torch_scratch
+from .launch import declare_scratch, fast, fast_launch_enabled, recording, use_torch_scratch
 
 try:  # host-side tensor descriptors: Triton 3.4+
     from triton.tools.tensor_descriptor import TensorDescriptor as _HostDescriptor
@@ -1728,6 +1728,7 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
                                softmax_scale, interpreted, slices)
         return dq, dk, dv
     delta = torch.empty_like(lse)
+    declare_scratch(delta)  # written whole by the delta kernel or the dQ kernel first (plans)
     delta_in_dq = config.delta_in_dq and not atomic_dq and not gluon_dq
     if delta_in_dq:
         dq = _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,

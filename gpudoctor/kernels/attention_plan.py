@@ -107,11 +107,11 @@ class Plan:
     """One signature's forward (a launch replayed) and, once seen, its backward. ``call`` is the
     general path's call object (attention._Call) for everything the plan does not replay."""
 
-    __slots__ = ("call", "forward_replay", "lse_shape", "backward_replay", "grad_stride", "backward_seen")
+    __slots__ = ("call", "forward_replay", "lse_shape", "backward_replay", "backward_layout", "backward_seen")
 
     def __init__(self, call, forward_replay, lse_shape: tuple):
         self.call, self.forward_replay, self.lse_shape = call, forward_replay, lse_shape
-        self.backward_replay = self.grad_stride = None
+        self.backward_replay = self.backward_layout = None
         self.backward_seen = False
 
     def forward(self, q, k, v):
@@ -124,8 +124,7 @@ class Plan:
     def backward(self, grad_out, q, k, v, out, lse):
         """(dq, dk, dv), as call.backward."""
         replay = self.backward_replay
-        if (replay is not None and grad_out.stride() == self.grad_stride and grad_out.data_ptr() % 16 == 0
-                and replay.usable()):
+        if replay is not None and _layout(grad_out, q, k, v, out, lse) == self.backward_layout and replay.usable():
             return replay.run(grad_out, q, k, v, out, lse)
         if self.backward_seen or not launch.fast_launch_enabled() or not grad_out.is_contiguous():
             return self.call.backward(grad_out, q, k, v, out, lse)
@@ -139,9 +138,19 @@ class Plan:
         if replay is None:
             replay = _LaunchesBackward.of(launches, q, k, v, out, grad_out, grads, lse)
         if replay is not None:
-            self.grad_stride = grad_out.stride()
+            self.backward_layout = _layout(grad_out, q, k, v, out, lse)
             self.backward_replay = replay
         return grads
+
+
+def _layout(*tensors) -> tuple:
+    """The strides and 16-byte alignment of the tensors a backward is handed, which its replay's
+    launches were recorded with (strides among their arguments, descriptors' shapes and strides).
+    Not only the incoming gradient's: a saved-tensor hook (torch.autograd.graph.save_on_cpu)
+    hands the backward q, k and v unpacked contiguous where the forward had views of another
+    layout, under the same plan; replayed with the recorded strides they were read wrong (found
+    in review, seventeenth session, on the H200: max errors 14-676)."""
+    return tuple((tensor.stride(), tensor.data_ptr() % 16) for tensor in tensors)
 
 
 class _OneLaunchBackward:
@@ -172,10 +181,9 @@ class _OneLaunchBackward:
         return dq, dk, dv
 
 
-# _LaunchesBackward's roles: the call's tensors by index (the three gradients it returns, then
-# delta, made for each call).
-_ROLES = ("q", "k", "v", "out", "grad_out", "lse", "dq", "dk", "dv", "delta")
-_DELTA = len(_ROLES) - 1
+# _LaunchesBackward's roles: the call's tensors by index (the three gradients it returns), then
+# the scratch the general path declared (launch.declare_scratch: delta), made for each call.
+_ROLES = ("q", "k", "v", "out", "grad_out", "lse", "dq", "dk", "dv")
 _GRADIENTS = {_ROLES.index(name) for name in ("dq", "dk", "dv")}
 
 
@@ -185,17 +193,17 @@ class _LaunchesBackward:
     with the Triton dQ, ``deterministic=True``: its unused dQ descriptor is over a placeholder
     tensor.) Every leading argument of every launch is one of
     q, k, v, the output, the incoming gradient, the log-sum-exp, the three gradients the backward
-    returned, or delta (a float32 temporary shaped like the log-sum-exp, which the general path
-    writes whole before any kernel reads it); itself, or as the base of a host-side descriptor
-    (its shape, strides and padding kept, launch.DescriptorArgument). Anything else (a padded
-    copy, a zeroed buffer, the gradients cut from wider ones) is a tensor the replay could not
-    make: then no replay. Why: host time, as _SummingGluonBackward's (docs/benchmarks.md,
+    returned, or scratch the general path declared (launch.declare_scratch: delta, written whole
+    before any kernel reads it); itself, or as the base of a host-side descriptor (its shape,
+    strides and padding kept, launch.DescriptorArgument). Anything else (a padded copy, a zeroed
+    buffer, the gradients cut from wider ones) is a tensor the replay could not make: then no
+    replay. Why: host time, as _SummingGluonBackward's (docs/benchmarks.md,
     seventeenth session)."""
 
-    __slots__ = ("steps",)
+    __slots__ = ("steps", "scratch")
 
-    def __init__(self, steps):
-        self.steps = steps
+    def __init__(self, steps, scratch):
+        self.steps, self.scratch = steps, scratch  # scratch: (shape, dtype) of each
 
     @classmethod
     def of(cls, launches: list, q, k, v, out, grad_out, grads, lse):
@@ -206,7 +214,9 @@ class _LaunchesBackward:
         if (not launches or len({id(tensor) for tensor in known}) != len(known)
                 or not all(grad.is_contiguous() for grad in grads)):
             return None
-        delta = None
+        known += tuple(getattr(launches, "scratch", ()))
+        if len({id(tensor) for tensor in known}) != len(known):  # declared twice, or an input
+            return None
         steps = []
         for launched in launches:
             if launched.replay is None:
@@ -216,12 +226,7 @@ class _LaunchesBackward:
                 tensor = argument if isinstance(argument, torch.Tensor) else argument.base
                 role = next((index for index, candidate in enumerate(known) if candidate is tensor), None)
                 if role is None:
-                    if (delta is None and isinstance(tensor, torch.Tensor) and tensor.dtype == torch.float32
-                            and tensor.shape == lse.shape and tensor.is_contiguous()):
-                        delta = tensor
-                    if tensor is not delta:
-                        return None
-                    role = _DELTA
+                    return None
                 if tensor is argument:
                     roles.append(role)
                 else:  # a descriptor: its shape, strides and padding only (a plan holds no tensor)
@@ -234,7 +239,7 @@ class _LaunchesBackward:
         taken = {role if type(role) is int else role[0] for _, roles in steps for role in roles}
         if not _GRADIENTS <= taken:
             return None
-        return cls(tuple(steps))
+        return cls(tuple(steps), tuple((tuple(t.shape), t.dtype) for t in known[len(_ROLES):]))
 
     def usable(self) -> bool:
         return all(replay.usable() for replay, _ in self.steps)
@@ -242,7 +247,7 @@ class _LaunchesBackward:
     def run(self, grad_out, q, k, v, out, lse):
         tensors = (q, k, v, out, grad_out, lse, torch.empty_like(q, memory_format=_CONTIGUOUS),
                    torch.empty_like(k, memory_format=_CONTIGUOUS), torch.empty_like(v, memory_format=_CONTIGUOUS),
-                   torch.empty_like(lse))
+                   *[torch.empty(shape, dtype=dtype, device=q.device) for shape, dtype in self.scratch])
         like = launch.DescriptorArgument.like
         for replay, roles in self.steps:
             replay(*[tensors[role] if type(role) is int else like(role[1], tensors[role[0]]) for role in roles])
@@ -280,6 +285,7 @@ class _SummingGluonBackward:
         dq, dk, dv = grads
         sums = descriptors[6].base
         if not (delta_out is out and delta_grad is grad_out and dkdv_launch.arguments[6] is lse
+                and any(tensor is delta for tensor in getattr(launches, "scratch", ()))
                 and dkdv_launch.arguments[7] is delta
                 and all(descriptor.base is tensor for descriptor, tensor in zip(descriptors, (q, k, v, grad_out, dk, dv)))
                 and isinstance(sums, torch.Tensor) and sums.dtype == torch.float32 and sums.is_contiguous()

@@ -295,11 +295,33 @@ class Recorded:
 _RECORDER: contextvars.ContextVar = contextvars.ContextVar("gpudoctor_launch_recorder", default=None)
 
 
+class Recording(list):
+    """The launches seen (``Recorded``, in order), and in ``scratch`` the tensors the recorded
+    code declared scratch (``declare_scratch``)."""
+
+    __slots__ = ("scratch",)
+
+    def __init__(self):
+        super().__init__()
+        self.scratch: list = []
+
+
+def declare_scratch(tensor) -> None:
+    """Tell a recording on this thread, if any, that ``tensor`` is scratch made for this call and
+    written whole by the first launch that takes it before any launch reads it, so that a replay
+    may make it anew uninitialised (torch.empty of its shape and dtype). A tensor a replay could
+    not make so (zeroed, a copy) is not declared, and keeps the launches that take it from being
+    replayed."""
+    recorder = _RECORDER.get()
+    if recorder is not None:
+        recorder.scratch.append(tensor)
+
+
 @contextlib.contextmanager
 def recording():
-    """Inside, every FastLauncher launch on this thread is appended to the yielded list as a
+    """Inside, every FastLauncher launch on this thread is appended to the yielded Recording as a
     ``Recorded`` (for attention.py's per-signature plans)."""
-    launches: list = []
+    launches = Recording()
     token = _RECORDER.set(launches)
     try:
         yield launches

@@ -166,6 +166,7 @@ class _SummingCall:
     def backward(self, grad_out, q, k, v, out, lse):
         self.backwards += 1
         delta = torch.empty_like(lse)
+        launch.declare_scratch(delta)
         sums = torch.zeros(q.numel() // q.shape[-1], q.shape[-1])
         dk, dv = torch.empty_like(k), torch.empty_like(v)
         bases = [q, k, v, grad_out, dk, dv]
@@ -218,8 +219,9 @@ def test_a_gluon_backward_on_other_tensors_is_not_replayed(monkeypatch, tamper):
 class _ThreeLaunchCall:
     """The general path's backward as the Triton backward launches it: delta on (out, grad_out,
     delta); dK/dV on q, k, v, grad_out, dk, dv, dk again (no dQ sums), lse, delta and host
-    descriptors of q and k; dQ on q, k, v, grad_out, dq, lse, delta, out. ``tamper``: a padded
-    copy of q, or a second float32 buffer, where the replay could not make them."""
+    descriptors of q and k; dQ on q, k, v, grad_out, dq, lse, delta, out; delta declared scratch.
+    ``tamper``: a padded copy of q, or a zeroed buffer shaped like delta but not declared scratch
+    (a replay would make it uninitialised), where the replay could not make them."""
 
     def __init__(self, tamper=None):
         self.replays, self.tamper, self.backwards = (_Replay(3), _Replay(11), _Replay(8)), tamper, 0
@@ -227,9 +229,10 @@ class _ThreeLaunchCall:
     def backward(self, grad_out, q, k, v, out, lse):
         self.backwards += 1
         delta = torch.empty_like(lse)
+        launch.declare_scratch(delta)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         kernel_q = q.clone() if self.tamper == "padded q" else q
-        sums = torch.zeros(q.shape) if self.tamper == "a zeroed buffer" else dk
+        sums = torch.zeros_like(lse) if self.tamper == "a zeroed buffer" else dk
         descriptors = [launch.DescriptorArgument(t, [1, *t.shape[1:]], list(t.stride()), "zero") for t in (q, k)]
         arguments = ((out, grad_out, delta, 4), (kernel_q, k, v, grad_out, dk, dv, sums, lse, delta, *descriptors, 8),
                      (q, k, v, grad_out, dq, lse, delta, out, 8))
@@ -260,6 +263,11 @@ def test_the_triton_backward_of_three_launches_is_replayed_after_the_first(monke
     # The plan holds no tensor.
     held = [role[1] for _, roles in plan.backward_replay.steps for role in roles if type(role) is tuple]
     assert len(held) == 2 and all(template.base is None for template in held)
+    # Saved tensors of another layout under the same plan (a saved-tensor hook unpacking them
+    # contiguous): the general path, not the recorded strides.
+    q3 = q.transpose(1, 2).contiguous().transpose(1, 2)
+    plan.backward(grad2, q3, k, v, out, lse)
+    assert call.backwards == 2 and len(call.replays[1].calls) == 1
 
 
 @pytest.mark.parametrize("tamper", ["padded q", "a zeroed buffer", "aliased"])
@@ -385,6 +393,26 @@ def test_gpu_the_triton_backward_of_three_launches_is_planned(device, no_plans, 
     got = _forward_backward(q.clone(), k.clone(), v.clone(), grad.clone(), causal=causal)
     assert launches == []
     assert all(torch.equal(a, b) for a, b in zip(got, expected))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, kv_heads", [((1, 8, 2048, 80), 8), ((1, 8, 2048, 128), 4), ((4, 32, 256, 80), 32)])
+def test_gpu_saved_tensors_of_another_layout_take_the_general_path(device, no_plans, shape, kv_heads):
+    """Inputs that are (batch, seq, heads, head_dim) buffers seen as (batch, heads, seq, head_dim),
+    planned both ways; then a call under save_on_cpu, which hands the backward q, k and v
+    unpacked contiguous: the replays' recorded strides no longer describe them, so the general
+    path runs (found in review: the replays read them wrong). The Triton backward (hd80), the
+    Gluon one summing dQ (hd128), the one-launch one (the training pass's shape)."""
+    _needs_gpu(device)
+    q, k, v, grad = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in _inputs(shape, kv_heads, device))
+    expected = _forward_backward(q, k, v, grad)
+    _forward_backward(q, k, v, grad)  # the backward recorded
+    plan = attention_plan.find((_key(q, k, v), True))
+    assert plan is not None and plan.backward_replay is not None
+    with torch.autograd.graph.save_on_cpu(pin_memory=True):
+        got = _forward_backward(q, k, v, grad)
+    for ours, theirs in zip(got, expected):
+        assert (ours.float() - theirs.float()).abs().max().item() <= 1e-2 * theirs.float().abs().max().item()
 
 
 @pytest.mark.gpu
