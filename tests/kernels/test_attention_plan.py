@@ -398,13 +398,14 @@ def test_gpu_the_triton_backward_of_three_launches_is_planned(device, no_plans, 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape, kv_heads", [((1, 8, 2048, 80), 8), ((1, 8, 2048, 128), 4), ((4, 32, 256, 80), 32)])
 def test_gpu_saved_tensors_of_another_layout_take_the_general_path(device, no_plans, shape, kv_heads):
-    """Inputs that are (batch, seq, heads, head_dim) buffers seen as (batch, heads, seq, head_dim),
-    planned both ways; then a call under save_on_cpu, which hands the backward q, k and v
+    """Inputs that are (batch, seq, heads, head_dim) buffers seen as (batch, heads, seq, head_dim)
+    (the incoming gradient contiguous), planned both ways; then a call under save_on_cpu, which hands the backward q, k and v
     unpacked contiguous: the replays' recorded strides no longer describe them, so the general
     path runs (found in review: the replays read them wrong). The Triton backward (hd80), the
     Gluon one summing dQ (hd128), the one-launch one (the training pass's shape)."""
     _needs_gpu(device)
-    q, k, v, grad = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in _inputs(shape, kv_heads, device))
+    *inputs, grad = _inputs(shape, kv_heads, device)
+    q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in inputs)
     expected = _forward_backward(q, k, v, grad)
     _forward_backward(q, k, v, grad)  # the backward recorded
     plan = attention_plan.find((_key(q, k, v), True))
