@@ -1920,14 +1920,15 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     inside one program), so it is bitwise reproducible. False (the default): where the
     configuration says so, dQ is summed in float32 by atomic adds inside the dK/dV kernel
     (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64, 72, 88 and 96-128, from 512 in calls
-    of 2^26 scores or more but at 64, and from 1024 keys at 136-256, the Gluon kernels' TMA
+    of 2^26 scores or more (at 64 from 1024), and from 1024 keys at 136-256, the Gluon kernels' TMA
     reduce-adds: ``gluon_atomic_dq``), which saves two of the
     backward's seven matrix products per block pair; its last bits then vary from run to run.
     ``config`` overrides the per-architecture tiles (benchmarks and tuning only).
 
     A call whose inputs have the signature of an earlier call (shapes, strides, dtypes, devices,
-    alignment, options, config) and that ran as one direct launch each way replays those launches
-    (attention_plan.py): small calls are host-bound.
+    alignment, options, config) replays the direct launches that call made on its own tensors
+    (attention_plan.py; a backward only where the tensors it is handed keep their layout): small
+    and mid-size calls are host-bound.
     """
     key = attention_plan.signature(q, k, v, causal, softmax_scale, deterministic, config)
     if key is not None:  # plain tensors (else validate_inputs says what is wrong, or no plan)
