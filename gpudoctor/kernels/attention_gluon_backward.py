@@ -180,6 +180,14 @@ if attention_gluon.available():
         _tma_reduce_add(dq_desc, [dq_row, WARPGROUP * COLUMNS], dq_smem)
 
     @gluon.jit
+    def _causal_mask(probs_t, diagonal, BLOCK_M: gl.constexpr, s_layout: gl.constexpr):
+        """Pᵀ ([64 keys x BLOCK_M queries]) with 0 where query i of the block does not see the
+        key: past i + diagonal."""
+        queries = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
+        keys = gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
+        return gl.where(queries[None, :] + diagonal >= keys[:, None], probs_t, 0.0)
+
+    @gluon.jit
     def _dkdv_block(dk, dv, my_k, my_v, q, do, lse_row, delta_row, qk_scale, dq_parts, diagonal,
                     WARPGROUP: gl.constexpr, DIAGONAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
                     s_layout: gl.constexpr, operand_layout: gl.constexpr):
@@ -207,20 +215,16 @@ if attention_gluon.available():
             # hd128 s4096 2795-2846 / 2745-2781. ptxas spills fewer scalars in the loop so at
             # width 64, more at 128 (tests/kernels/test_attention_gluon_backward.py).
             if diagonal < 64:
-                queries = gl.arange(0, BLOCK_M, layout=column_layout)
-                keys = gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
-                probs_t = gl.where(queries[None, :] + diagonal >= keys[:, None], probs_t, 0.0)
+                probs_t = _causal_mask(probs_t, diagonal, BLOCK_M, s_layout)
         elif DIAGONAL:
-            queries = gl.arange(0, BLOCK_M, layout=column_layout)
-            keys = gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
-            probs_t = gl.where(queries[None, :] + diagonal >= keys[:, None], probs_t, 0.0)
+            probs_t = _causal_mask(probs_t, diagonal, BLOCK_M, s_layout)
         probs_operand = gl.convert_layout(probs_t.to(dtype), operand_layout)
         dv = warpgroup_mma(probs_operand, do, dv, is_async=True)
         # dPᵀ was issued before dV's product: waiting for all but one leaves that one running.
         dprobs_t = warpgroup_mma_wait(1, deps=(dprobs_t,))
         dscores_t = probs_t * (dprobs_t - delta_row.load(column_layout)[None, :])
         if ATOMIC_DQ:
-            # dSᵀ into this warpgroup's half of the block's shared [128 keys x 64 queries] tile:
+            # dSᵀ into this warpgroup's half of the block's shared [128 keys x queries] tile:
             # dK's A operand as it is, and with the other half dQ's (dS·K) transposed.
             my_ds = _publish_ds(dscores_t.to(dtype), dq_parts, WARPGROUP)
             dk = warpgroup_mma(my_ds, q, dk, is_async=True)
@@ -284,7 +288,9 @@ if attention_gluon.available():
             elif CAUSAL and BLOCK_M == ROWS:
                 # Query blocks as tall as a warpgroup's key rows: a block is either on this
                 # warpgroup's diagonal (start_m == my_start), wholly above its keys (the second
-                # warpgroup's first block: nothing to add) or wholly below them.
+                # warpgroup's first block: nothing to add) or wholly below them. (The taller
+                # blocks' test below would do here too, but ptxas then keeps a scalar in local
+                # memory in the width-128 loop: compiled for sm90, seventeenth session.)
                 if start_m == my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
                                          qk_scale, dq_parts, 0, WARPGROUP, True, False, s_layout, operand_layout)
