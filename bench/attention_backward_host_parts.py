@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attention_host_parts import per_call_us  # noqa: E402
+from attention_mid_calls import report_header, write_report  # noqa: E402
 
 from gpudoctor.kernels import attention as A  # noqa: E402
 from gpudoctor.kernels import attention_gluon as G  # noqa: E402
@@ -79,16 +78,13 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=300)
     args = parser.parse_args(argv)
-    report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cases": {}}
+    report = report_header(cases={})
     for head_dim in (64, 128):
         result = parts(head_dim, calls=args.calls, rounds=args.rounds)
         report["cases"][f"hd{head_dim}"] = result
         for name, us in result.items():
             print(f"hd{head_dim:<4}{name:42s}{us:9.2f} us", flush=True)
-    if args.out:
-        with open(args.out, "w") as handle:
-            json.dump(report, handle, indent=1)
+    write_report(args.out, report)
     return 0
 
 

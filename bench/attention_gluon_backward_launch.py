@@ -18,16 +18,13 @@ tree, the trees taking turns, and compare figures of the same run only:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
 
 import torch
-import triton
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from attention_mid_calls import _back_to_back_ms, _kernel_times  # noqa: E402
+from attention_mid_calls import _back_to_back_ms, _kernel_times, report_header, write_report  # noqa: E402
 
 from gpudoctor.kernels import attention as A  # noqa: E402
 from gpudoctor.kernels import attention_gluon_backward as GB  # noqa: E402
@@ -75,18 +72,14 @@ def main(argv=None) -> int:
     parser.add_argument("--out")
     parser.add_argument("--label", default="")
     args = parser.parse_args(argv)
-    report = {"label": args.label, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "triton": triton.__version__, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "cases": []}
+    report = report_header(label=args.label, cases=[])
     for head_dim, batch, heads, seq, causal, summing in CASES:
         row = case(head_dim, batch, heads, seq, causal, summing)
         report["cases"].append(row)
         print(f"{args.label:4s} hd{head_dim:<4}b{batch:<3}s{seq:<5}{'causal' if causal else 'full':7s}"
               f"{'sum' if summing else '   '} kernel {row['kernel_us']:8.1f} us  back-to-back "
               f"{row['back_to_back_ms']:.4f} ms  host {row['host_us']:6.1f} us", flush=True)
-    if args.out:
-        with open(args.out, "w") as handle:
-            json.dump(report, handle, indent=1)
+    write_report(args.out, report)
     return 0
 
 

@@ -17,19 +17,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import statistics
 import sys
-import time
 
 import torch
-import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.functional import scaled_dot_product_attention
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from attention_mid_calls import ACCUMULATE, _kernel_times  # noqa: E402
+from attention_mid_calls import ACCUMULATE, _kernel_times, report_header, write_report  # noqa: E402
 
 from gpudoctor.kernels import attention as A  # noqa: E402
 from gpudoctor.kernels import attention_gluon_backward as GB  # noqa: E402
@@ -117,8 +114,7 @@ def main(argv=None) -> int:
     parser.add_argument("--causal-only", action="store_true", help="the causal cases only")
     parser.add_argument("--label", default="", help="a name for this tree, printed and kept")
     args = parser.parse_args(argv)
-    report = {"label": args.label, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "settings": SETTINGS, "cases": []}
+    report = report_header(label=args.label, settings=SETTINGS, cases=[])
     print("case                      dkdv 64/128 us      summing 64/128 us   backward 64/128 us   cuDNN   "
           "x cuDNN 64/128   apart dk dv dq")
     for head_dim, batch, heads, kv_heads, seq, causal in CASES:
@@ -132,9 +128,7 @@ def main(argv=None) -> int:
               f"{row['cudnn_us']:7.1f}  {row['cudnn_us'] / row['backward_us_64']:.3f} "
               f"{row['cudnn_us'] / row['backward_us_128']:.3f}   {row['apart']['dk']:.1e} {row['apart']['dv']:.1e} "
               f"{row['apart']['dq_sum']:.1e}", flush=True)
-    if args.out:
-        with open(args.out, "w") as handle:
-            json.dump(report, handle, indent=1)
+    write_report(args.out, report)
     return 0
 
 

@@ -143,6 +143,20 @@ def _kernel_times(run, calls=10) -> dict:
     return dict(sorted(times.items(), key=lambda item: -item[1]))
 
 
+def report_header(**fields) -> dict:
+    """What a bench report begins with: the GPU, torch's and Triton's versions and the date (UTC),
+    then ``fields`` (the attention benches importing this module share it)."""
+    return {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **fields}
+
+
+def write_report(path: str | None, report: dict) -> None:
+    """``report`` as JSON at ``path``; nothing where no --out was given."""
+    if path:
+        with open(path, "w") as handle:
+            json.dump(report, handle, indent=1)
+
+
 def host_profile(run, calls=20) -> str:
     """cProfile of ``calls`` calls (after a warm-up): the host functions by own time."""
     import cProfile
@@ -237,8 +251,7 @@ def main(argv=None) -> int:
     parser.add_argument("--head-dims", nargs="*", type=int, help="only these head dims of the case set")
     parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16")
     args = parser.parse_args(argv)
-    report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host_us": host_cost(), "cases": []}
+    report = report_header(host_us=host_cost(), cases=[])
     for mode in args.modes:
         for head_dim, batch, heads, seq, causal in CASE_SETS[args.cases]:
             if args.head_dims and head_dim not in args.head_dims:
@@ -255,9 +268,7 @@ def main(argv=None) -> int:
                   flush=True)
             for name, kernels in row["kernels_us"].items():
                 print(f"    {name}: " + ", ".join(f"{key[:40]} {us}" for key, us in list(kernels.items())[:5]))
-    if args.out:
-        with open(args.out, "w") as handle:
-            json.dump(report, handle, indent=1)
+    write_report(args.out, report)
     return 0
 
 
