@@ -132,11 +132,10 @@ class Plan:
         self.backward_seen = True
         with launch.recording() as launches:
             grads = self.call.backward(grad_out, q, k, v, out, lse)
-        replay = _OneLaunchBackward.of(launches, (q, k, v, out, grad_out, *grads, lse))
-        if replay is None:
-            replay = _SummingGluonBackward.of(launches, q, k, v, out, grad_out, grads, lse)
-        if replay is None:
-            replay = _LaunchesBackward.of(launches, q, k, v, out, grad_out, grads, lse)
+        for kind in _BACKWARD_REPLAYS:
+            replay = kind.of(launches, q, k, v, out, grad_out, grads, lse)
+            if replay is not None:
+                break
         if replay is not None:
             self.backward_layout = _layout(grad_out, q, k, v, out, lse)
             self.backward_replay = replay
@@ -163,10 +162,10 @@ class _OneLaunchBackward:
         self.replay = replay
 
     @classmethod
-    def of(cls, launches: list, arguments: tuple):
-        """The replay where ``launches`` were that one launch on exactly ``arguments``; else None."""
+    def of(cls, launches: launch.Recording, q, k, v, out, grad_out, grads, lse):
+        """The replay where ``launches`` were that one launch on exactly these tensors; else None."""
         one = _one_replay(launches, 9)
-        if one is not None and all(a is b for a, b in zip(one[1], arguments)):
+        if one is not None and all(a is b for a, b in zip(one[1], (q, k, v, out, grad_out, *grads, lse))):
             return cls(one[0])
         return None
 
@@ -191,9 +190,8 @@ class _LaunchesBackward:
     """A backward of several launches on the call's own tensors replayed: the Triton backward's
     delta, dK/dV and dQ kernels (or dQ computing delta, then dK/dV). (Not the Gluon dK/dV kernel
     with the Triton dQ, ``deterministic=True``: its unused dQ descriptor is over a placeholder
-    tensor.) Every leading argument of every launch is one of
-    q, k, v, the output, the incoming gradient, the log-sum-exp, the three gradients the backward
-    returned, or scratch the general path declared (launch.declare_scratch: delta, written whole
+    tensor.) Every leading argument of every launch is one of q, k, v, the output, the incoming
+    gradient, the log-sum-exp, the three gradients the backward returned, or scratch the general path declared (launch.declare_scratch: delta, written whole
     before any kernel reads it); itself, or as the base of a host-side descriptor (its shape,
     strides and padding kept, launch.DescriptorArgument). Anything else (a padded copy, a zeroed
     buffer, the gradients cut from wider ones) is a tensor the replay could not make: then no
@@ -206,7 +204,7 @@ class _LaunchesBackward:
         self.steps, self.scratch = steps, scratch  # scratch: (shape, dtype) of each
 
     @classmethod
-    def of(cls, launches: list, q, k, v, out, grad_out, grads, lse):
+    def of(cls, launches: launch.Recording, q, k, v, out, grad_out, grads, lse):
         """The replay where every launch in ``launches`` took only those tensors; else None."""
         known = (q, k, v, out, grad_out, lse, *grads)
         # Roles are found by identity: a tensor given twice (flash_attention(x, x, x)) would
@@ -214,7 +212,7 @@ class _LaunchesBackward:
         if (not launches or len({id(tensor) for tensor in known}) != len(known)
                 or not all(grad.is_contiguous() for grad in grads)):
             return None
-        known += tuple(getattr(launches, "scratch", ()))
+        known += tuple(launches.scratch)
         if len({id(tensor) for tensor in known}) != len(known):  # declared twice, or an input
             return None
         steps = []
@@ -272,7 +270,7 @@ class _SummingGluonBackward:
         self.delta, self.dkdv, self.descriptors, self.sums_shape = delta, dkdv, descriptors, sums_shape
 
     @classmethod
-    def of(cls, launches: list, q, k, v, out, grad_out, grads, lse):
+    def of(cls, launches: launch.Recording, q, k, v, out, grad_out, grads, lse):
         """The replay where ``launches`` were that path's two launches on these tensors (the
         gradients it returned: dq converted from the sums, dk and dv themselves); else None."""
         if len(launches) != 2 or any(launched.replay is None for launched in launches):
@@ -285,7 +283,7 @@ class _SummingGluonBackward:
         dq, dk, dv = grads
         sums = descriptors[6].base
         if not (delta_out is out and delta_grad is grad_out and dkdv_launch.arguments[6] is lse
-                and any(tensor is delta for tensor in getattr(launches, "scratch", ()))
+                and any(tensor is delta for tensor in launches.scratch)
                 and dkdv_launch.arguments[7] is delta
                 and all(descriptor.base is tensor for descriptor, tensor in zip(descriptors, (q, k, v, grad_out, dk, dv)))
                 and isinstance(sums, torch.Tensor) and sums.dtype == torch.float32 and sums.is_contiguous()
@@ -311,3 +309,8 @@ class _SummingGluonBackward:
         self.dkdv(like(q_desc, q), like(k_desc, k), like(v_desc, v), like(grad_desc, grad_out), like(dk_desc, dk),
                   like(dv_desc, dv), lse, delta, like(sums_desc, sums))
         return sums.view(q.shape).to(q.dtype), dk, dv
+
+
+# What a backward recorded may be replayed as, tried in this order (each ``of`` says None where
+# the launches are not its kind).
+_BACKWARD_REPLAYS = (_OneLaunchBackward, _SummingGluonBackward, _LaunchesBackward)
