@@ -80,6 +80,16 @@ DTYPES = (torch.float16, torch.bfloat16)
 # One program per SM, each looping over its units of work (_unit), the next tile's Q and first K/V
 # blocks loading while the last one finishes; False: one program per unit (benches' A/B).
 PERSISTENT = True
+# Causal tiles: the first consumer warpgroup skips the keys of the tile's last block that are right
+# of all of its 64 rows (_consumer_tile), by width, up to this many queries. Measured on the H200
+# (eighteenth session, bench/attention_gluon_short_diagonal.py, forward device time, causal, 2^28
+# scores, two runs): at 64 keys a block (widths 192, 256: the whole block skipped) 2-12 % faster
+# at 512-4096 keys; with half the block skipped, at width 64 0-5 % faster at 512 keys, 0-1 % at
+# 1024, level at 2048 and 0.3-1.4 % slower at 4096, at width 32 2 % faster at 512 (the one length
+# measured), and at width 128 (hd96/128) 1-9 % slower but once (hd128 s1024, 1.5 % faster): not
+# there. Why half a block costs more than it saves at width 128 is not known.
+SHORT_DIAGONAL_MAX_QUERIES = {32: 512, 64: 1024, 192: 1 << 31, 256: 1 << 31}
+SHORT_DIAGONAL = True  # False: never (benches' A/B)
 
 if gluon is not None:
 
@@ -173,9 +183,58 @@ if gluon is not None:
         return ring.index(slot).reshape([ROWS, HEAD_DIM])
 
     @gluon.jit
+    def _pass_block(k_full, k_empty, v_full, v_empty, index):
+        """Releases K/V block ``index`` unread: waiting for it to arrive first, so that this
+        arrival counts toward its own phase of the "empty" barriers, not the one before."""
+        mbarrier.wait(k_full.index(index % 2), (index // 2) & 1)
+        mbarrier.arrive(k_empty.index(index % 2), count=1)
+        mbarrier.wait(v_full.index(index % 2), (index // 2) & 1)
+        mbarrier.arrive(v_empty.index(index % 2), count=1)
+
+    @gluon.jit
+    def _half_diagonal_block(my_q, probs, row_max, row_sum, acc, buffers, barriers, last, my_start, start_n,
+                             seq_k, qk_scale, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                             CHECK_N: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
+        """The first consumer's end of a causal tile at 128 keys a block: the last block's first
+        64 keys (the rest are right of its rows) after block ``last``'s P·V, pipelined as the key
+        loop is (Q·Kᵀ issued first, its softmax under P·V). Returns (row max, row sum, output
+        accumulator), the first two in the output's row layout."""
+        q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
+        q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
+        KEYS: gl.constexpr = 64
+        dtype: gl.constexpr = my_q.dtype
+        h_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, KEYS, 16])
+        h_rows: gl.constexpr = gl.SliceLayout(1, h_layout)
+        o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        index = last + 1
+        slot = index % 2
+        mbarrier.wait(k_full.index(slot), (index // 2) & 1)
+        s = warpgroup_mma(my_q, _tile(k_smem, slot, BLOCK_N, HEAD_DIM).slice(0, KEYS, dim=0).permute((1, 0)),
+                          gl.zeros([64, KEYS], gl.float32, h_layout), use_acc=False, is_async=True)
+        mbarrier.wait(v_full.index(last % 2), (last // 2) & 1)
+        acc = warpgroup_mma(gl.convert_layout(probs.to(dtype), p_layout), _tile(v_smem, last % 2, BLOCK_N, HEAD_DIM),
+                            acc, is_async=True)
+        s = warpgroup_mma_wait(1, deps=(s,))
+        mbarrier.arrive(k_empty.index(slot), count=1)
+        probs, row_max, correction, row_sum = _masked_softmax(
+            s, gl.convert_layout(row_max, h_rows), gl.convert_layout(row_sum, h_rows), my_start, start_n, seq_k,
+            qk_scale, 64, KEYS, True, CHECK_N, False, h_layout)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(last % 2), count=1)
+        acc = acc * gl.convert_layout(correction, o_rows)[:, None]
+        mbarrier.wait(v_full.index(slot), (index // 2) & 1)
+        acc = warpgroup_mma(gl.convert_layout(probs.to(dtype), p_layout),
+                            _tile(v_smem, slot, BLOCK_N, HEAD_DIM).slice(0, KEYS, dim=0), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(slot), count=1)
+        return gl.convert_layout(row_max, o_rows), gl.convert_layout(row_sum, o_rows), acc
+
+    @gluon.jit
     def _consumer_tile(descs, buffers, barriers, tile, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                        BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
-                       Q_SLOTS: gl.constexpr, TAIL: gl.constexpr):
+                       Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr):
         """One warpgroup's 64 query rows of one tile; ``tile`` is (batch, head, batch x head,
         first query row, key blocks, key blocks consumed before, tiles done before). With a
         TAIL, the head_dim columns from HEAD_DIM on are a second operand of each product."""
@@ -192,6 +251,15 @@ if gluon is not None:
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
         o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
         my_start = start_m + WARPGROUP * ROWS
+        # The first warpgroup's 64 rows end 64 before the tile's, so in a causal tile's last key block
+        # the keys from my_start + 64 on are masked for all of them: it skips that block's second
+        # half at 128 keys a block, the whole block at 64 (SHORT_DIAGONAL). Not in a tile's only
+        # block (the first query block's), which the pipeline below needs whole.
+        if CAUSAL and SHORT_DIAGONAL and WARPGROUP == 0:
+            short = ((blocks > 1) & (gl.minimum(my_start + ROWS, seq_k) - (blocks - 1) * BLOCK_N
+                                     <= BLOCK_N - ROWS)).to(gl.int32)
+        else:
+            short = 0
         q_slot = done % Q_SLOTS
         my_slot = q_slot * 2 + WARPGROUP
         my_q = _tile(q_smem, my_slot, ROWS, HEAD_DIM)
@@ -221,7 +289,7 @@ if gluon is not None:
         mbarrier.arrive(k_empty.index(it % 2), count=1)
         probs, row_max, correction, row_sum = _masked_softmax(
             s, 0.0, 0.0, my_start, 0, seq_k, qk_scale, ROWS, BLOCK_N, CAUSAL, CHECK_N, True, s_layout)
-        for j in range(1, blocks):
+        for j in range(1, blocks - short):
             slot = (it + j) % 2
             previous = 1 - slot
             mbarrier.wait(k_full.index(slot), ((it + j) // 2) & 1)
@@ -252,29 +320,40 @@ if gluon is not None:
                 acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(v_empty.index(previous), count=1)
             acc = acc * gl.convert_layout(correction, o_rows)[:, None]
-        last = it + blocks - 1
-        mbarrier.wait(v_full.index(last % 2), (last // 2) & 1)
-        p = gl.convert_layout(probs.to(dtype), p_layout)
-        acc = warpgroup_mma(p, _tile(v_smem, last % 2, BLOCK_N, HEAD_DIM), acc, is_async=True)
-        if TAIL > 0:
-            acc_tail = warpgroup_mma(gl.convert_layout(probs.to(dtype), pt_layout),
-                                     _tile(v_tail_smem, last % 2, BLOCK_N, TAIL), acc_tail, is_async=True)
-            acc, acc_tail = warpgroup_mma_wait(0, deps=(acc, acc_tail))
+        last = it + blocks - 1 - short
+        half = 0
+        if BLOCK_N == 128:
+            half = short
+        if half:
+            final_max, final_sum, acc = _half_diagonal_block(
+                my_q, probs, row_max, row_sum, acc, buffers, barriers, last, my_start, (blocks - 1) * BLOCK_N,
+                seq_k, qk_scale, HEAD_DIM, BLOCK_N, CHECK_N, s_layout, o_layout)
         else:
-            acc = warpgroup_mma_wait(0, deps=(acc,))
-        mbarrier.arrive(v_empty.index(last % 2), count=1)
-
-        out = acc / gl.convert_layout(row_sum, o_rows)[:, None]
+            mbarrier.wait(v_full.index(last % 2), (last // 2) & 1)
+            p = gl.convert_layout(probs.to(dtype), p_layout)
+            acc = warpgroup_mma(p, _tile(v_smem, last % 2, BLOCK_N, HEAD_DIM), acc, is_async=True)
+            if TAIL > 0:
+                acc_tail = warpgroup_mma(gl.convert_layout(probs.to(dtype), pt_layout),
+                                         _tile(v_tail_smem, last % 2, BLOCK_N, TAIL), acc_tail, is_async=True)
+                acc, acc_tail = warpgroup_mma_wait(0, deps=(acc, acc_tail))
+            else:
+                acc = warpgroup_mma_wait(0, deps=(acc,))
+            mbarrier.arrive(v_empty.index(last % 2), count=1)
+            if short:  # 64 keys a block: the tile's last block is right of all of this warpgroup's rows
+                _pass_block(k_full, k_empty, v_full, v_empty, last + 1)
+            final_max = gl.convert_layout(row_max, o_rows)
+            final_sum = gl.convert_layout(row_sum, o_rows)
+        out = acc / final_sum[:, None]
         my_q.store(out.to(dtype))  # this warpgroup's Q slot is free: its last Q·Kᵀ is done
         if TAIL > 0:
-            my_q_tail.store((acc_tail / gl.convert_layout(row_sum, gl.SliceLayout(1, t_layout))[:, None]).to(dtype))
+            my_q_tail.store((acc_tail / gl.convert_layout(final_sum, gl.SliceLayout(1, t_layout))[:, None]).to(dtype))
         fence_async_shared()
         tma.async_copy_shared_to_global(o_desc, [batch, head, my_start, 0], q_smem.index(my_slot))
         if TAIL > 0:
             tma.async_copy_shared_to_global(o_tail_desc, [batch, head, my_start, HEAD_DIM],
                                             q_tail_smem.index(my_slot))
-        rows = my_start + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
-        gl.store(LSE + batch_head.to(gl.int64) * seq_q + rows, row_max + gl.log2(row_sum), mask=rows < seq_q)
+        rows = my_start + gl.arange(0, ROWS, layout=o_rows)
+        gl.store(LSE + batch_head.to(gl.int64) * seq_q + rows, final_max + gl.log2(final_sum), mask=rows < seq_q)
         if Q_SLOTS == 1:  # the next tile's Q waits for this store
             tma.store_wait(pendings=0)
             mbarrier.arrive(q_empty.index(0), count=1)
@@ -282,7 +361,7 @@ if gluon is not None:
     @gluon.jit
     def _consumer(io, buffers, barriers, schedule, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                   BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr,
-                  TAIL: gl.constexpr):
+                  TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr):
         num_units, query_blocks, num_heads, kv_group_size = schedule
         Q, K, V, O, LSE, seq_q, seq_k, qk_scale, q_shape, kv_shape, q_strides, k_strides, v_strides, o_strides = io
         o_desc, o_tail_desc = _tma_descriptors(O, q_shape, o_strides, 64, HEAD_DIM, TAIL)
@@ -295,15 +374,17 @@ if gluon is not None:
                 batch, head, kv_head, start_m, blocks = _query_tile(
                     batch_head, first, index, query_blocks, num_heads, kv_group_size, seq_k, BLOCK_N, CAUSAL)
                 _consumer_tile(descs, buffers, barriers, (batch, head, batch_head, start_m, blocks, it, done),
-                               WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)
+                               WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SHORT_DIAGONAL)
                 it += blocks
                 done += 1
         tma.store_wait(pendings=0)
 
     @gluon.jit
     def _second_consumer(io, buffers, barriers, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-                         CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr):
-        _consumer(io, buffers, barriers, schedule, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)
+                         CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr,
+                         SHORT_DIAGONAL: gl.constexpr):
+        _consumer(io, buffers, barriers, schedule, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL,
+                  SHORT_DIAGONAL)
 
     @gluon.jit
     def _load_block(desc, ring, tail_desc, tail_ring, full, empty, index, batch, head, row,
@@ -368,7 +449,8 @@ if gluon is not None:
                                      batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim,
                                      qk_scale, num_units, query_blocks, HEAD_DIM: gl.constexpr,
                                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
-                                     Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, num_warps: gl.constexpr):
+                                     Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
+                                     num_warps: gl.constexpr):
         dtype: gl.constexpr = Q.dtype.element_ty
         q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, 64, HEAD_DIM], dtype)
         kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N, HEAD_DIM], dtype)
@@ -409,9 +491,10 @@ if gluon is not None:
         barriers = (q_full, q_empty, k_full, k_empty, v_full, v_empty)
         schedule = (num_units, query_blocks, num_heads, num_heads // num_kv_heads)
         gl.warp_specialize([
-            (_consumer, (io, buffers, barriers, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)),
+            (_consumer, (io, buffers, barriers, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL,
+                         SHORT_DIAGONAL)),
             (_second_consumer, (io, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS,
-                                TAIL)),
+                                TAIL, SHORT_DIAGONAL)),
             (_producer, (io, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (MAX_REGISTERS)
 
@@ -469,6 +552,12 @@ def units(seq_q: int, batch_heads: int, causal: bool) -> int:
     return batch_heads * ((query_blocks + 1) // 2 if causal else query_blocks)
 
 
+def short_diagonal(width: int, seq_q: int, causal: bool) -> bool:
+    """The first consumer skips what its rows cannot see of a causal tile's last key block
+    (SHORT_DIAGONAL_MAX_QUERIES)."""
+    return SHORT_DIAGONAL and causal and seq_q <= SHORT_DIAGONAL_MAX_QUERIES.get(width, 0)
+
+
 def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                       softmax_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) as attention.attention_forward returns them: out contiguous like q, lse the
@@ -488,7 +577,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
         batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, num_units,
         -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
-        Q_SLOTS=q_slots(width), TAIL=tail, num_warps=4, maxnreg=MAX_REGISTERS)
+        Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal), num_warps=4,
+        maxnreg=MAX_REGISTERS)
     return out, lse
 
 
@@ -507,7 +597,8 @@ def compile_for_sm90(kernel, signature: dict, constexprs: dict, max_registers: i
     return triton.compile(source, target=target, options=options.__dict__)
 
 
-def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = torch.bfloat16):
+def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = torch.bfloat16,
+                 short_diagonal: bool = True):
     """The kernel compiled for sm90 without a GPU, as a launch at this width would specialize it:
     for tests and benches on machines without a Hopper GPU (compile_for_sm90)."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
@@ -522,9 +613,9 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
         "head_dim")})
     signature.update({"qk_scale": "fp32", "num_units": "i32", "query_blocks": "i32", "HEAD_DIM": "constexpr",
                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "CHECK_N": "constexpr", "Q_SLOTS": "constexpr",
-                      "TAIL": "constexpr", "num_warps": "constexpr"})
+                      "TAIL": "constexpr", "SHORT_DIAGONAL": "constexpr", "num_warps": "constexpr"})
     constexprs = {"HEAD_DIM": main, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n,
-                  "Q_SLOTS": q_slots(width), "TAIL": tail, "num_warps": 4}
+                  "Q_SLOTS": q_slots(width), "TAIL": tail, "SHORT_DIAGONAL": short_diagonal, "num_warps": 4}
     return compile_for_sm90(_attention_forward_ws_kernel, signature, constexprs, MAX_REGISTERS)
 
 
