@@ -74,6 +74,10 @@ CASE_SETS = {
     # 2^25-2^26 scores at 48 heads.
     "plan3": [(80, 8, 32, 1024, True), (80, 8, 32, 1024, False), (80, 4, 32, 2048, True), (32, 4, 32, 2048, True),
               (96, 1, 48, 1024, True), (128, 1, 48, 1024, False)],
+    # The 256 bucket (head_dim 136-256) at 512 keys, where its Gluon backward (GLUON_WIDE_MIN_SEQ)
+    # had not been measured (eighteenth session): 2^26 and 2^28 scores.
+    "wide512": [(head_dim, batch, 32, 512, causal) for head_dim in (160, 192, 256) for batch in (8, 32)
+                for causal in (True, False)] + [(144, 32, 32, 512, True), (144, 8, 32, 512, True)],
     "confirm": [(head_dim, 8, 32, 512, True) for head_dim in (40, 72, 96, 112, 128)]
                + [(128, 8, 32, 512, False)] + [(head_dim, 4, 32, 1024, True) for head_dim in (88, 104, 120)],
 }

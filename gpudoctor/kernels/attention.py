@@ -21,7 +21,8 @@ two fewer matrix products per block pair by summing dQ in float32 inside the dK/
 Triton kernel's ``atomic_dq`` is off everywhere (measured slower); the Gluon kernel's
 ``gluon_atomic_dq`` is on for Hopper from GLUON_MIN_SEQ keys at GLUON_SUMMED_DQ_HEAD_DIMS (from
 GLUON_MANY_SCORES_MIN_SEQ in calls of GLUON_MANY_SCORES scores, at some head dims from more
-keys: GLUON_MANY_SCORES_MIN_SEQ_AT; from GLUON_WIDE_MIN_SEQ in GLUON_SUMMED_DQ_BUCKETS), so there
+keys: GLUON_MANY_SCORES_MIN_SEQ_AT; from GLUON_WIDE_MIN_SEQ in GLUON_SUMMED_DQ_BUCKETS, or from
+GLUON_MANY_SCORES_MIN_SEQ there too in calls of GLUON_MANY_SCORES), so there
 dQ's last bits vary from run to run. (The training pass's shapes are below both: its eager and compiled paths run the same
 kernels.)
 
@@ -1316,6 +1317,15 @@ GLUON_MANY_SCORES_MIN_SEQ_AT = {64: 1024}
 # with the summing backward; cuDNN): hd256 causal 1.054 / 0.999 (0.954), not causal 1.563 /
 # 1.477 (1.488), hd192 causal 0.932 / 0.887 (0.822). At 512 keys the one-launch Triton backward
 # runs at b4 h32; nothing smaller was measured.
+# And from GLUON_MANY_SCORES_MIN_SEQ keys in calls of GLUON_MANY_SCORES (many_scores), as the
+# other buckets: at 512 keys, 2^26 and 2^28 scores, forward+backward took 0.98-1.07x cuDNN's
+# time with the wide kernel summing dQ against 0.82-0.89x with the Triton backward (eighteenth
+# session, bench/attention_mid_calls.py --cases wide512, H200, b8/b32 h32 bf16, do_bench ms,
+# Triton backward / wide Gluon / cuDNN): hd256 b32 causal 2.645 / 2.236 / 2.230, not causal 3.862
+# / 3.128 / 3.331, b8 causal 0.710 / 0.582 / 0.580; hd192 b32 causal 2.225 / 1.843 / 1.906, b8
+# not causal 0.870 / 0.702 / 0.727; hd160 b32 not causal 3.067 / 2.477 / 2.657; hd144 b32 causal
+# 1.937 / 1.690 / 1.715. (deterministic=True there, the wide kernel with the Triton dQ, was not
+# measured at 512 keys.)
 GLUON_WIDE_MIN_SEQ = 1024
 
 
@@ -1339,7 +1349,7 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
                           seq_k is None or seq_k >= DESCRIPTOR_MIN_SEQ
                           or (seq_k >= DESCRIPTOR_MIN_SEQ_LARGE_CALLS and not small_call),
                           small_call, seq_k is None or seq_k >= GLUON_MIN_SEQ or many_scores,
-                          seq_k is None or seq_k >= GLUON_WIDE_MIN_SEQ,
+                          seq_k is None or seq_k >= GLUON_WIDE_MIN_SEQ or many_scores,
                           seq_k is None or (seq_k >= GLUON_FORWARD_MIN_SEQ and not small_forward))
 
 
@@ -1372,7 +1382,8 @@ def _select_config(capability, head_dim: int, long_sequence: bool, small_call: b
         config = dataclasses.replace(config, fused_backward=True)
     if family == "sm90" and forward_sequence and head_dim >= GLUON_FORWARD_MIN_HEAD_DIM:
         config = dataclasses.replace(config, gluon_forward=True)
-    # The 256 bucket's Gluon backward from GLUON_WIDE_MIN_SEQ keys, the others' from GLUON_MIN_SEQ.
+    # The 256 bucket's Gluon backward from GLUON_WIDE_MIN_SEQ keys, the others' from GLUON_MIN_SEQ
+    # (both from GLUON_MANY_SCORES_MIN_SEQ in calls of GLUON_MANY_SCORES scores).
     if family == "sm90" and (wide_sequence if bucket == 256 else gluon_sequence):
         if bucket in GLUON_BACKWARD_BUCKETS and (bucket != 256 or head_dim >= GLUON_BACKWARD_MIN_WIDE_HEAD_DIM):
             config = dataclasses.replace(config, gluon_backward=True)

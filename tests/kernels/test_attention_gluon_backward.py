@@ -141,7 +141,11 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     assert not select_config((9, 0), 136, 4096).gluon_backward  # measured level with the Triton one
     assert select_config((9, 0), 136, 4096).gluon_atomic_dq  # summing, it is faster there too
     assert select_config((9, 0), 256, 1024).gluon_backward  # from GLUON_WIDE_MIN_SEQ there
-    assert not select_config((9, 0), 256, 512).gluon_backward
+    # and from 512 keys in calls of 2^26 scores (eighteenth session), not in fewer or below 512
+    assert select_config((9, 0), 256, 512, 8 * 32 * 512 * 512).gluon_backward
+    assert select_config((9, 0), 144, 512, 32 * 32 * 512 * 512).gluon_atomic_dq
+    assert not select_config((9, 0), 256, 512, 2 * 32 * 512 * 512).gluon_backward
+    assert not select_config((9, 0), 256, 256, 2 ** 30).gluon_backward
     assert not select_config((8, 0), 128, 4096).gluon_backward
     assert not select_config(None, 128, 4096).gluon_backward
 
@@ -152,16 +156,16 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
 def test_summing_dq_selected_on_hopper_at_the_measured_head_dims(head_dim, summed):
     """deterministic=False runs a kernel summing dQ where it was measured faster end to end
     (hd40, 64, 72, 88, 96, 112, 128 from 2048 keys, or from 512 in calls of 2^26 scores, hd64 from
-    1024 there; hd136-256 from 1024) and at the head dims of the same kernel widths between them; not hd80 (measured
-    level or slower) or hd32 (unmeasured)."""
+    1024 there; hd136-256 from 1024, or from 512 in calls of 2^26 scores since the eighteenth
+    session) and at the head dims of the same kernel widths between them; not hd80 (measured level
+    or slower) or hd32 (unmeasured)."""
     assert select_config((9, 0), head_dim, 4096).gluon_atomic_dq == summed
     assert select_config((9, 0), head_dim).gluon_atomic_dq == summed
     for scores in (2 * 32 * 1024 * 1024, 4 * 32 * 1024 * 1024, 16 * 32 * 1024 * 1024):  # GLUON_MANY_SCORES
         assert select_config((9, 0), head_dim, 1024, scores).gluon_atomic_dq == summed
     assert select_config((9, 0), head_dim, 1024, 48 * 1024 * 1024).gluon_atomic_dq == (summed and head_dim > 128)
     for scores in (8 * 32 * 512 * 512, 32 * 32 * 512 * 512):
-        assert select_config((9, 0), head_dim, 512, scores).gluon_atomic_dq == (
-            summed and head_dim <= 128 and head_dim != 64)
+        assert select_config((9, 0), head_dim, 512, scores).gluon_atomic_dq == (summed and head_dim != 64)
     assert not select_config((9, 0), head_dim, 512, 6 * 32 * 512 * 512).gluon_atomic_dq
     assert not select_config((8, 9), head_dim, 4096).gluon_atomic_dq
     assert not select_config((10, 0), head_dim, 4096).gluon_atomic_dq
