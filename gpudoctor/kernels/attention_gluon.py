@@ -18,7 +18,9 @@ next tile's Q and first K/V blocks load while the last tile finishes, instead of
 start and end leaving the SM idle (at 1024 keys a causal tile holds four key blocks on average).
 A causal unit pairs a head's query blocks i and last-i, so every unit holds the same work and a
 static schedule balances; a head's units are consecutive, so programs running at once share its
-K and V in L2. Q has two slots where they fit (width <= 128):
+K and V in L2. In a causal tile's last key block the first consumer's 64 rows see at most the
+block's first 64 keys: it skips the rest (the whole block at widths 192/256, whose blocks are 64
+keys; half of it at 32/64), where that measured faster (short_diagonal). Q has two slots where they fit (width <= 128):
 the output goes out through the slot its tile's Q held, which the producer refills for the tile
 after next once that store has drained.
 
