@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     from attention_mid_calls import ACCUMULATE, _kernel_times, report_header, write_report
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from gpudoctor.kernels import attention_gluon
+    from gpudoctor.kernels import attention_gluon, attention_plan
     from gpudoctor.kernels.attention import flash_attention
 
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
@@ -72,7 +72,12 @@ def main(argv=None) -> int:
     everywhere = dict.fromkeys(attention_gluon.BLOCK_N, 1 << 31)
 
     def setting(short):
-        # short: at every width and length, whatever the shipped routing takes (short_diagonal)
+        # short: at every width and length, whatever the shipped routing takes (short_diagonal).
+        # A plan replays the launch it recorded whatever the setting now is, so a change of setting
+        # forgets the plans (the eighteenth session's runs 1-2 did not: their f+b columns compare
+        # one recording with itself).
+        if attention_gluon.SHORT_DIAGONAL != short:
+            attention_plan.forget()
         attention_gluon.SHORT_DIAGONAL = short
         attention_gluon.SHORT_DIAGONAL_MAX_QUERIES = everywhere if short else shipped_limits
 
