@@ -26,7 +26,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.functional import scaled_dot_product_attention
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from attention_mid_calls import ACCUMULATE, _kernel_times, report_header, write_report  # noqa: E402
+from attention_mid_calls import _kernel_times, device_total, report_header, write_report  # noqa: E402
 
 from gpudoctor.kernels import attention as A  # noqa: E402
 from gpudoctor.kernels import attention_gluon_backward as GB  # noqa: E402
@@ -50,9 +50,7 @@ def _inputs(head_dim, batch, heads, kv_heads, seq):
 
 
 def _device_us(run, calls=20, only=None) -> float:
-    kernels = _kernel_times(run, calls)
-    return round(sum(us for name, us in kernels.items()
-                     if ACCUMULATE not in name and (only is None or only in name)), 1)
+    return device_total(_kernel_times(run, calls), only)
 
 
 def case(head_dim, batch, heads, kv_heads, seq, causal, rounds) -> dict:

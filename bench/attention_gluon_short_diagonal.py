@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     import torch
     import torch.nn.functional as F
     import triton
-    from attention_mid_calls import ACCUMULATE, _kernel_times, report_header, write_report
+    from attention_mid_calls import _kernel_times, device_total, report_header, write_report
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from gpudoctor.kernels import attention_gluon, attention_plan
@@ -131,8 +131,7 @@ def main(argv=None) -> int:
         row["do_bench_ms"] = {label: statistics.median(values) for label, values in samples.items()}
         row["rounds_ms"] = samples
         row["kernels_us"] = {label: _kernel_times(run) for label, run in runs.items()}
-        row["device_us"] = {label: round(sum(us for kernel, us in kernels.items() if ACCUMULATE not in kernel), 1)
-                            for label, kernels in row["kernels_us"].items()}
+        row["device_us"] = {label: device_total(kernels) for label, kernels in row["kernels_us"].items()}
         attention_gluon.SHORT_DIAGONAL = True
         attention_gluon.SHORT_DIAGONAL_MAX_QUERIES = shipped_limits
         row["shipped_short"] = attention_gluon.short_diagonal(attention_gluon.forward_width(head_dim), seq, True)

@@ -147,6 +147,13 @@ def _kernel_times(run, calls=10) -> dict:
     return dict(sorted(times.items(), key=lambda item: -item[1]))
 
 
+def device_total(kernels: dict, only: str | None = None) -> float:
+    """A call's device µs from _kernel_times: its kernels (those whose name holds ``only``, where
+    given), without autograd's accumulation into .grad (ACCUMULATE), which every provider pays alike."""
+    return round(sum(us for name, us in kernels.items() if ACCUMULATE not in name and (only is None or only in name)),
+                 1)
+
+
 def report_header(**fields) -> dict:
     """What a bench report begins with: the GPU, torch's and Triton's versions and the date (UTC),
     then ``fields`` (the attention benches importing this module share it)."""
@@ -203,8 +210,7 @@ def case(head_dim, batch, heads, seq, causal, mode, rounds, profile=(), dtype=to
            "do_bench_ms": {name: statistics.median(s[0] for s in runs) for name, runs in samples.items()},
            "host_ms": {name: statistics.median(s[2] for s in runs) for name, runs in samples.items()},
            "kernels_us": {name: _kernel_times(runners[name]) for name in runners}}
-    row["device_us"] = {name: round(sum(us for kernel, us in kernels.items() if ACCUMULATE not in kernel), 1)
-                        for name, kernels in row["kernels_us"].items()}
+    row["device_us"] = {name: device_total(kernels) for name, kernels in row["kernels_us"].items()}
     row["profiles"] = {name: host_profile(runners[name]) for name in profile if name in runners}
     best = row["do_bench_ms"]["cudnn"]
     row["x_cudnn"] = {name: round(best / ms, 3) for name, ms in row["do_bench_ms"].items()}
