@@ -228,8 +228,7 @@ class _LaunchesBackward:
                 if tensor is argument:
                     roles.append(role)
                 else:  # a descriptor: its shape, strides and padding only (a plan holds no tensor)
-                    roles.append((role, launch.DescriptorArgument(None, list(argument.shape),
-                                                                  list(argument.strides), argument.padding)))
+                    roles.append((role, launch.DescriptorArgument.template(argument)))
             steps.append((launched.replay, tuple(roles)))
         # Each gradient returned must be one a launch wrote (a kernel's output argument): one
         # computed after the launches (dQ's sums converted) is work the replay would skip. The
@@ -291,8 +290,7 @@ class _SummingGluonBackward:
                 and dk.is_contiguous() and dv.is_contiguous() and delta.shape == lse.shape):
             return None
         # Their shapes, strides and padding only: a plan holds no tensor.
-        templates = tuple(launch.DescriptorArgument(None, list(descriptor.shape), list(descriptor.strides),
-                                                    descriptor.padding) for descriptor in descriptors)
+        templates = tuple(launch.DescriptorArgument.template(descriptor) for descriptor in descriptors)
         return cls(delta_launch.replay, dkdv_launch.replay, templates, tuple(sums.shape))
 
     def usable(self) -> bool:

@@ -277,6 +277,12 @@ class DescriptorArgument:
         self.base, self.shape, self.strides, self.padding = base, shape, strides, padding
 
     @classmethod
+    def template(cls, descriptor) -> "DescriptorArgument":
+        """``descriptor``'s shape, strides and padding, copied, over no tensor: what a plan keeps
+        of a recorded descriptor (a plan holds no tensor); ``like`` puts a base under it."""
+        return cls(None, list(descriptor.shape), list(descriptor.strides), descriptor.padding)
+
+    @classmethod
     def like(cls, descriptor, base) -> "DescriptorArgument":
         """``descriptor``'s shape, strides and padding over ``base``."""
         return cls(base, descriptor.shape, descriptor.strides, descriptor.padding)
