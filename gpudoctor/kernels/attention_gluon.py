@@ -10,8 +10,9 @@ each program works through tiles of 128 query rows of one head, in three partiti
 - two consumer warpgroups of 64 query rows each: the online softmax and both products, Q·K_jᵀ
   issued together with P_{j-1}·V_{j-1} and waited for alone, so the second runs on the tensor
   cores during block j's softmax; P stays in registers as the product's A operand;
-- one producer warp: each tile's Q, and K and V blocks into two-slot rings, in shared memory by
-  TMA, each slot refilled once both consumers have arrived on its "empty" barrier.
+- one producer warp: each tile's Q, and K and V blocks into rings of two slots (three at widths
+  32-64 up to 2048 keys: KV_STAGES), in shared memory by TMA, each slot refilled once both
+  consumers have arrived on its "empty" barrier.
 
 It is persistent: one program per SM (PERSISTENT), each looping over units of work, so that the
 next tile's Q and first K/V blocks load while the last tile finishes, instead of a program's
@@ -92,6 +93,14 @@ PERSISTENT = True
 # there. Why half a block costs more than it saves at width 128 is not known.
 SHORT_DIAGONAL_MAX_QUERIES = {32: 512, 64: 1024, 192: 1 << 31, 256: 1 << 31}
 SHORT_DIAGONAL = True  # False: never (benches' A/B)
+# Slots of the K and V rings by width, up to KV_STAGES_MAX_KEYS keys (two elsewhere): a third lets the
+# producer load two blocks ahead, so that a tile's first blocks (the next head's, from HBM) are on
+# their way while the tile before it ends. Measured on the H200 (nineteenth session,
+# bench/attention_gluon_kv_stages.py, forward device time, 2^28 scores, rounds taking turns): at
+# 512-1024 keys 1-6 % faster (hd64 s512 causal 153.0 -> 144.5 µs), level at 2048, at 4096-16384
+# within -1.3/+0.8 %; four slots no better than three. Widths 128-256 have no room for a third.
+KV_STAGES = {32: 3, 64: 3}
+KV_STAGES_MAX_KEYS = 2048
 
 if gluon is not None:
 
@@ -188,10 +197,11 @@ if gluon is not None:
     def _pass_block(k_full, k_empty, v_full, v_empty, index):
         """Releases K/V block ``index`` unread: waiting for it to arrive first, so that this
         arrival counts toward its own phase of the "empty" barriers, not the one before."""
-        mbarrier.wait(k_full.index(index % 2), (index // 2) & 1)
-        mbarrier.arrive(k_empty.index(index % 2), count=1)
-        mbarrier.wait(v_full.index(index % 2), (index // 2) & 1)
-        mbarrier.arrive(v_empty.index(index % 2), count=1)
+        STAGES: gl.constexpr = k_full.shape[0]
+        mbarrier.wait(k_full.index(index % STAGES), (index // STAGES) & 1)
+        mbarrier.arrive(k_empty.index(index % STAGES), count=1)
+        mbarrier.wait(v_full.index(index % STAGES), (index // STAGES) & 1)
+        mbarrier.arrive(v_empty.index(index % STAGES), count=1)
 
     @gluon.jit
     def _half_diagonal_block(my_q, probs, row_max, row_sum, acc, buffers, barriers, last, my_start, start_n,
@@ -203,6 +213,7 @@ if gluon is not None:
         accumulator), the first two in the output's row layout."""
         q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
         q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
+        STAGES: gl.constexpr = k_full.shape[0]  # slots of the K/V rings
         KEYS: gl.constexpr = 64
         dtype: gl.constexpr = my_q.dtype
         h_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -211,22 +222,22 @@ if gluon is not None:
         o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
         index = last + 1
-        slot = index % 2
-        mbarrier.wait(k_full.index(slot), (index // 2) & 1)
+        slot = index % STAGES
+        mbarrier.wait(k_full.index(slot), (index // STAGES) & 1)
         s = warpgroup_mma(my_q, _tile(k_smem, slot, BLOCK_N, HEAD_DIM).slice(0, KEYS, dim=0).permute((1, 0)),
                           gl.zeros([64, KEYS], gl.float32, h_layout), use_acc=False, is_async=True)
-        mbarrier.wait(v_full.index(last % 2), (last // 2) & 1)
-        acc = warpgroup_mma(gl.convert_layout(probs.to(dtype), p_layout), _tile(v_smem, last % 2, BLOCK_N, HEAD_DIM),
-                            acc, is_async=True)
+        mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
+        acc = warpgroup_mma(gl.convert_layout(probs.to(dtype), p_layout),
+                            _tile(v_smem, last % STAGES, BLOCK_N, HEAD_DIM), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s,))
         mbarrier.arrive(k_empty.index(slot), count=1)
         probs, row_max, correction, row_sum = _masked_softmax(
             s, gl.convert_layout(row_max, h_rows), gl.convert_layout(row_sum, h_rows), my_start, start_n, seq_k,
             qk_scale, 64, KEYS, True, CHECK_N, False, h_layout)
         acc = warpgroup_mma_wait(0, deps=(acc,))
-        mbarrier.arrive(v_empty.index(last % 2), count=1)
+        mbarrier.arrive(v_empty.index(last % STAGES), count=1)
         acc = acc * gl.convert_layout(correction, o_rows)[:, None]
-        mbarrier.wait(v_full.index(slot), (index // 2) & 1)
+        mbarrier.wait(v_full.index(slot), (index // STAGES) & 1)
         acc = warpgroup_mma(gl.convert_layout(probs.to(dtype), p_layout),
                             _tile(v_smem, slot, BLOCK_N, HEAD_DIM).slice(0, KEYS, dim=0), acc, is_async=True)
         acc = warpgroup_mma_wait(0, deps=(acc,))
@@ -243,6 +254,7 @@ if gluon is not None:
         o_desc, LSE, seq_q, seq_k, qk_scale, o_tail_desc = descs
         q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
         q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
+        STAGES: gl.constexpr = k_full.shape[0]  # slots of the K/V rings
         batch, head, batch_head, start_m, blocks, it, done = tile
         ROWS: gl.constexpr = 64
         dtype: gl.constexpr = o_desc.dtype
@@ -275,11 +287,11 @@ if gluon is not None:
             acc_tail = gl.zeros([ROWS, TAIL], gl.float32, t_layout)
         mbarrier.wait(q_full.index(q_slot), (done // Q_SLOTS) & 1)
 
-        mbarrier.wait(k_full.index(it % 2), (it // 2) & 1)
-        s = warpgroup_mma(my_q, _tile(k_smem, it % 2, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
+        mbarrier.wait(k_full.index(it % STAGES), (it // STAGES) & 1)
+        s = warpgroup_mma(my_q, _tile(k_smem, it % STAGES, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
                           use_acc=False, is_async=True)
         if TAIL > 0:
-            s = warpgroup_mma(my_q_tail, _tile(k_tail_smem, it % 2, BLOCK_N, TAIL).permute((1, 0)), s,
+            s = warpgroup_mma(my_q_tail, _tile(k_tail_smem, it % STAGES, BLOCK_N, TAIL).permute((1, 0)), s,
                               is_async=True)
         if Q_SLOTS > 1:
             # The previous tile's output store has had this product's time to drain: its slot
@@ -288,19 +300,19 @@ if gluon is not None:
                 tma.store_wait(pendings=0)
                 mbarrier.arrive(q_empty.index((done - 1) % Q_SLOTS), count=1)
         s = warpgroup_mma_wait(0, deps=(s,))
-        mbarrier.arrive(k_empty.index(it % 2), count=1)
+        mbarrier.arrive(k_empty.index(it % STAGES), count=1)
         probs, row_max, correction, row_sum = _masked_softmax(
             s, 0.0, 0.0, my_start, 0, seq_k, qk_scale, ROWS, BLOCK_N, CAUSAL, CHECK_N, True, s_layout)
         for j in range(1, blocks - short):
-            slot = (it + j) % 2
-            previous = 1 - slot
-            mbarrier.wait(k_full.index(slot), ((it + j) // 2) & 1)
+            slot = (it + j) % STAGES
+            previous = (it + j - 1) % STAGES
+            mbarrier.wait(k_full.index(slot), ((it + j) // STAGES) & 1)
             s = warpgroup_mma(my_q, _tile(k_smem, slot, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
                               use_acc=False, is_async=True)
             if TAIL > 0:
                 s = warpgroup_mma(my_q_tail, _tile(k_tail_smem, slot, BLOCK_N, TAIL).permute((1, 0)), s,
                                   is_async=True)
-            mbarrier.wait(v_full.index(previous), ((it + j - 1) // 2) & 1)
+            mbarrier.wait(v_full.index(previous), ((it + j - 1) // STAGES) & 1)
             p = gl.convert_layout(probs.to(dtype), p_layout)
             acc = warpgroup_mma(p, _tile(v_smem, previous, BLOCK_N, HEAD_DIM), acc, is_async=True)
             # Q·K_jᵀ was issued first: waiting for all but the P_{j-1}·V_{j-1} product(s) leaves
@@ -331,16 +343,16 @@ if gluon is not None:
                 my_q, probs, row_max, row_sum, acc, buffers, barriers, last, my_start, (blocks - 1) * BLOCK_N,
                 seq_k, qk_scale, HEAD_DIM, BLOCK_N, CHECK_N, s_layout, o_layout)
         else:
-            mbarrier.wait(v_full.index(last % 2), (last // 2) & 1)
+            mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
             p = gl.convert_layout(probs.to(dtype), p_layout)
-            acc = warpgroup_mma(p, _tile(v_smem, last % 2, BLOCK_N, HEAD_DIM), acc, is_async=True)
+            acc = warpgroup_mma(p, _tile(v_smem, last % STAGES, BLOCK_N, HEAD_DIM), acc, is_async=True)
             if TAIL > 0:
                 acc_tail = warpgroup_mma(gl.convert_layout(probs.to(dtype), pt_layout),
-                                         _tile(v_tail_smem, last % 2, BLOCK_N, TAIL), acc_tail, is_async=True)
+                                         _tile(v_tail_smem, last % STAGES, BLOCK_N, TAIL), acc_tail, is_async=True)
                 acc, acc_tail = warpgroup_mma_wait(0, deps=(acc, acc_tail))
             else:
                 acc = warpgroup_mma_wait(0, deps=(acc,))
-            mbarrier.arrive(v_empty.index(last % 2), count=1)
+            mbarrier.arrive(v_empty.index(last % STAGES), count=1)
             if short:  # 64 keys a block: the tile's last block is right of all of this warpgroup's rows
                 _pass_block(k_full, k_empty, v_full, v_empty, last + 1)
             final_max = gl.convert_layout(row_max, o_rows)
@@ -391,12 +403,13 @@ if gluon is not None:
     @gluon.jit
     def _load_block(desc, ring, tail_desc, tail_ring, full, empty, index, batch, head, row,
                     HEAD_DIM: gl.constexpr, TAIL: gl.constexpr):
-        """K or V block ``index`` (counted over the program's tiles) into its slot of a two-slot ring
-        (and its columns from HEAD_DIM on into the tail ring) once both consumers have released the
-        block before it there. A new barrier counts as phase 1 complete: each slot's first fill does
-        not wait; the same holds for the Q ring."""
-        slot = index % 2
-        mbarrier.wait(empty.index(slot), ((index // 2) & 1) ^ 1)
+        """K or V block ``index`` (counted over the program's tiles) into its slot of a ring (two
+        slots, or KV_STAGES) and its columns from HEAD_DIM on into the tail ring, once both
+        consumers have released the block that slot held before. A new barrier counts as phase 1
+        complete: each slot's first fill does not wait; the same holds for the Q ring."""
+        STAGES: gl.constexpr = full.shape[0]
+        slot = index % STAGES
+        mbarrier.wait(empty.index(slot), ((index // STAGES) & 1) ^ 1)
         if TAIL > 0:
             mbarrier.expect(full.index(slot), desc.block_type.nbytes + tail_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(tail_desc, [batch, head, row, HEAD_DIM], full.index(slot),
@@ -452,33 +465,33 @@ if gluon is not None:
                                      qk_scale, num_units, query_blocks, HEAD_DIM: gl.constexpr,
                                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
                                      Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
-                                     num_warps: gl.constexpr):
+                                     KV_STAGES: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = Q.dtype.element_ty
         q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, 64, HEAD_DIM], dtype)
         kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N, HEAD_DIM], dtype)
         q_smem = gl.allocate_shared_memory(dtype, [2 * Q_SLOTS, 1, 1, 64, HEAD_DIM], q_layout)
-        k_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, HEAD_DIM], kv_layout)
-        v_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, HEAD_DIM], kv_layout)
+        k_smem = gl.allocate_shared_memory(dtype, [KV_STAGES, 1, 1, BLOCK_N, HEAD_DIM], kv_layout)
+        v_smem = gl.allocate_shared_memory(dtype, [KV_STAGES, 1, 1, BLOCK_N, HEAD_DIM], kv_layout)
         if TAIL > 0:  # head_dim's columns from HEAD_DIM on (width 192: 128 + 64)
             q_tail_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, 64, TAIL], dtype)
             kv_tail_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N, TAIL], dtype)
             q_tail_smem = gl.allocate_shared_memory(dtype, [2 * Q_SLOTS, 1, 1, 64, TAIL], q_tail_layout)
-            k_tail_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, TAIL], kv_tail_layout)
-            v_tail_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, BLOCK_N, TAIL], kv_tail_layout)
+            k_tail_smem = gl.allocate_shared_memory(dtype, [KV_STAGES, 1, 1, BLOCK_N, TAIL], kv_tail_layout)
+            v_tail_smem = gl.allocate_shared_memory(dtype, [KV_STAGES, 1, 1, BLOCK_N, TAIL], kv_tail_layout)
         else:
             q_tail_smem = q_smem
             k_tail_smem = k_smem
             v_tail_smem = v_smem
         q_full = gl.allocate_shared_memory(gl.int64, [Q_SLOTS, 1], mbarrier.MBarrierLayout())
         q_empty = gl.allocate_shared_memory(gl.int64, [Q_SLOTS, 1], mbarrier.MBarrierLayout())
-        k_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        k_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        v_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        v_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        k_full = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
+        k_empty = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
+        v_full = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
         for i in gl.static_range(Q_SLOTS):
             mbarrier.init(q_full.index(i), count=1)
             mbarrier.init(q_empty.index(i), count=2)  # both consumers
-        for i in gl.static_range(2):
+        for i in gl.static_range(KV_STAGES):
             mbarrier.init(k_full.index(i), count=1)
             mbarrier.init(k_empty.index(i), count=2)
             mbarrier.init(v_full.index(i), count=1)
@@ -548,6 +561,11 @@ def q_slots(width: int) -> int:
     return 1 if width == 256 else 2
 
 
+def kv_stages(width: int, seq_k: int) -> int:
+    """Slots of the K and V rings (KV_STAGES up to KV_STAGES_MAX_KEYS keys, else two)."""
+    return KV_STAGES.get(width, 2) if seq_k <= KV_STAGES_MAX_KEYS else 2
+
+
 def units(seq_q: int, batch_heads: int, causal: bool) -> int:
     """Units of work (_unit): causal ones pair a head's query blocks i and last-i."""
     query_blocks = -(-seq_q // BLOCK_M)
@@ -579,8 +597,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
         batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, num_units,
         -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
-        Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal), num_warps=4,
-        maxnreg=MAX_REGISTERS)
+        Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal),
+        KV_STAGES=kv_stages(width, seq_k), num_warps=4, maxnreg=MAX_REGISTERS)
     return out, lse
 
 
@@ -600,9 +618,10 @@ def compile_for_sm90(kernel, signature: dict, constexprs: dict, max_registers: i
 
 
 def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = torch.bfloat16,
-                 short_diagonal: bool = True):
-    """The kernel compiled for sm90 without a GPU, as a launch at this width would specialize it:
-    for tests and benches on machines without a Hopper GPU (compile_for_sm90)."""
+                 short_diagonal: bool = True, seq_k: int = 1024):
+    """The kernel compiled for sm90 without a GPU, as a launch at this width and ``seq_k`` keys
+    (which sets the K/V rings' slots) would specialize it: for tests and benches on machines
+    without a Hopper GPU (compile_for_sm90)."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
     block_n = BLOCK_N[width]
     main, tail = SPLIT.get(width, (width, 0))
@@ -615,9 +634,11 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
         "head_dim")})
     signature.update({"qk_scale": "fp32", "num_units": "i32", "query_blocks": "i32", "HEAD_DIM": "constexpr",
                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "CHECK_N": "constexpr", "Q_SLOTS": "constexpr",
-                      "TAIL": "constexpr", "SHORT_DIAGONAL": "constexpr", "num_warps": "constexpr"})
+                      "TAIL": "constexpr", "SHORT_DIAGONAL": "constexpr", "KV_STAGES": "constexpr",
+                      "num_warps": "constexpr"})
     constexprs = {"HEAD_DIM": main, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n,
-                  "Q_SLOTS": q_slots(width), "TAIL": tail, "SHORT_DIAGONAL": short_diagonal, "num_warps": 4}
+                  "Q_SLOTS": q_slots(width), "TAIL": tail, "SHORT_DIAGONAL": short_diagonal,
+                  "KV_STAGES": kv_stages(width, seq_k), "num_warps": 4}
     return compile_for_sm90(_attention_forward_ws_kernel, signature, constexprs, MAX_REGISTERS)
 
 

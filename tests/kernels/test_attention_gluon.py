@@ -294,6 +294,41 @@ def test_gpu_first_consumer_skipping_the_diagonal_blocks_right_half(head_dim, se
     assert error < 3e-2, error
 
 
+def test_three_key_value_slots_at_widths_32_and_64_up_to_2048_keys():
+    # Measured faster at 512-1024 keys, level at 2048, within ±1.3 % past it (nineteenth session).
+    assert attention_gluon.kv_stages(64, 512) == attention_gluon.kv_stages(32, 2048) == 3
+    assert attention_gluon.kv_stages(64, 4096) == attention_gluon.kv_stages(32, 2049) == 2
+    assert attention_gluon.kv_stages(128, 512) == attention_gluon.kv_stages(256, 512) == 2  # no room
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("batch, kv_heads, seq_q, seq_k", [
+    (4, 32, 512, 512), (4, 8, 1000, 1000), (8, 32, 200, 200), (16, 32, 64, 64), (2, 8, 1111, 300),
+    (2, 8, 300, 1111)], ids=lambda value: str(value))
+@pytest.mark.parametrize("head_dim", [32, 40, 64])
+def test_gpu_more_key_value_slots_change_no_bit(head_dim, batch, kv_heads, seq_q, seq_k, causal, monkeypatch):
+    """Three and four slots in the K and V rings (KV_STAGES) only let the producer load further
+    ahead: the output and log-sum-exp are bitwise those of two. More units than SMs (several tiles
+    a program), tiles of one key block (64 and 200 queries; the first query block of a causal
+    head), ragged lengths, GQA 4:1, the first consumer's half block (SHORT_DIAGONAL, causal at
+    widths 32-64 up to its lengths) and, kernel-level only, keys shorter and longer than the
+    queries."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim)
+    scale = head_dim ** -0.5
+    width = attention_gluon.forward_width(head_dim)
+    monkeypatch.setattr(attention_gluon, "KV_STAGES", {})
+    two = attention_gluon.attention_forward(q, k, v, causal, scale)
+    for stages in (3, 4):
+        monkeypatch.setattr(attention_gluon, "KV_STAGES", {width: stages})
+        out, lse = attention_gluon.attention_forward(q, k, v, causal, scale)
+        assert torch.equal(two[0], out) and torch.equal(two[1], lse), stages
+    if seq_q == seq_k or not causal:
+        _check_forward(q, k, v, causal, 3e-2)
+
+
 @pytest.mark.gpu
 def test_gpu_a_call_with_gradients_takes_it_with_the_one_launch_backward(monkeypatch):
     """hd64 at 2^27 scores with gradients (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD's band): the Gluon
