@@ -65,7 +65,8 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         print("needs a Hopper GPU (sm90)", file=sys.stderr)
         return 2
-    shipped = (dict(attention_gluon.KV_STAGES), attention_gluon.KV_STAGES_MAX_KEYS)
+    shipped = (dict(attention_gluon.KV_STAGES), dict(attention_gluon.KV_STAGES_MAX_KEYS),
+               attention_gluon.KV_STAGES_MIN_HEAD_DIM)
     current = [None]
 
     def setting(name):
@@ -74,7 +75,9 @@ def main(argv=None) -> int:
         if current[0] != name:
             attention_plan.forget()
             current[0] = name
-        attention_gluon.KV_STAGES, attention_gluon.KV_STAGES_MAX_KEYS = (SETTINGS[name], 1 << 31) if name else shipped
+        forced = (SETTINGS[name], dict.fromkeys(attention_gluon.BLOCK_N, 1 << 31), 0)
+        (attention_gluon.KV_STAGES, attention_gluon.KV_STAGES_MAX_KEYS,
+         attention_gluon.KV_STAGES_MIN_HEAD_DIM) = forced if name else shipped
 
     report = report_header(rounds=args.rounds, settings=SETTINGS, shipped=list(shipped), rows=[])
     print("x = cuDNN's time / ours (do_bench median | device); fwd = forward alone, f+b = forward+backward")

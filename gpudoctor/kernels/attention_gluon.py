@@ -11,7 +11,7 @@ each program works through tiles of 128 query rows of one head, in three partiti
   issued together with P_{j-1}·V_{j-1} and waited for alone, so the second runs on the tensor
   cores during block j's softmax; P stays in registers as the product's A operand;
 - one producer warp: each tile's Q, and K and V blocks into rings of two slots (three at widths
-  32-64 up to 2048 keys: KV_STAGES), in shared memory by TMA, each slot refilled once both
+  32-64 in short calls: kv_stages), in shared memory by TMA, each slot refilled once both
   consumers have arrived on its "empty" barrier.
 
 It is persistent: one program per SM (PERSISTENT), each looping over units of work, so that the
@@ -93,14 +93,18 @@ PERSISTENT = True
 # there. Why half a block costs more than it saves at width 128 is not known.
 SHORT_DIAGONAL_MAX_QUERIES = {32: 512, 64: 1024, 192: 1 << 31, 256: 1 << 31}
 SHORT_DIAGONAL = True  # False: never (benches' A/B)
-# Slots of the K and V rings by width, up to KV_STAGES_MAX_KEYS keys (two elsewhere): a third lets the
-# producer load two blocks ahead, so that a tile's first blocks (the next head's, from HBM) are on
-# their way while the tile before it ends. Measured on the H200 (nineteenth session,
-# bench/attention_gluon_kv_stages.py, forward device time, 2^28 scores, rounds taking turns): at
-# 512-1024 keys 1-6 % faster (hd64 s512 causal 153.0 -> 144.5 µs), level at 2048, at 4096-16384
-# within -1.3/+0.8 %; four slots no better than three. Widths 128-256 have no room for a third.
+# Slots of the K and V rings by width, up to KV_STAGES_MAX_KEYS[width] keys and from
+# KV_STAGES_MIN_HEAD_DIM (two elsewhere): a third lets the producer load two blocks ahead, so that
+# a tile's first blocks (the next head's, from HBM) are on their way while the tile before it
+# ends. Measured on the H200 (nineteenth session, bench/attention_gluon_kv_stages.py, forward
+# device time, 2^28 scores, settings taking turns, three runs): hd32 s512 causal 2-8 % faster,
+# hd64 s512 causal 1-6 %, hd64 and hd48 s1024 causal 1.5-2.5 %, hd64 s512 and s1024 not causal
+# 0.5-1 %; level at 2048 keys, 0.5-1.3 % slower at 4096 at width 32 and hd64 s16384; hd40 s512
+# causal 4 % and 9 % slower in two runs of three (1.7 % faster in the other), though 2 % faster
+# not causal. Four slots were no better than three. Widths 128-256 have no room for a third.
 KV_STAGES = {32: 3, 64: 3}
-KV_STAGES_MAX_KEYS = 2048
+KV_STAGES_MAX_KEYS = {32: 512, 64: 1024}
+KV_STAGES_MIN_HEAD_DIM = 48
 
 if gluon is not None:
 
@@ -561,9 +565,13 @@ def q_slots(width: int) -> int:
     return 1 if width == 256 else 2
 
 
-def kv_stages(width: int, seq_k: int) -> int:
-    """Slots of the K and V rings (KV_STAGES up to KV_STAGES_MAX_KEYS keys, else two)."""
-    return KV_STAGES.get(width, 2) if seq_k <= KV_STAGES_MAX_KEYS else 2
+def kv_stages(head_dim: int, seq_k: int) -> int:
+    """Slots of the K and V rings: KV_STAGES where measured faster (KV_STAGES_MAX_KEYS,
+    KV_STAGES_MIN_HEAD_DIM at widths past 32), else two."""
+    width = forward_width(head_dim)
+    if seq_k > KV_STAGES_MAX_KEYS.get(width, 0) or (width > 32 and head_dim < KV_STAGES_MIN_HEAD_DIM):
+        return 2
+    return KV_STAGES.get(width, 2)
 
 
 def units(seq_q: int, batch_heads: int, causal: bool) -> int:
@@ -598,7 +606,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, num_units,
         -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal),
-        KV_STAGES=kv_stages(width, seq_k), num_warps=4, maxnreg=MAX_REGISTERS)
+        KV_STAGES=kv_stages(head_dim, seq_k), num_warps=4, maxnreg=MAX_REGISTERS)
     return out, lse
 
 
@@ -618,7 +626,7 @@ def compile_for_sm90(kernel, signature: dict, constexprs: dict, max_registers: i
 
 
 def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = torch.bfloat16,
-                 short_diagonal: bool = True, seq_k: int = 1024):
+                 short_diagonal: bool = True, seq_k: int = 512):
     """The kernel compiled for sm90 without a GPU, as a launch at this width and ``seq_k`` keys
     (which sets the K/V rings' slots) would specialize it: for tests and benches on machines
     without a Hopper GPU (compile_for_sm90)."""
@@ -638,7 +646,7 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
                       "num_warps": "constexpr"})
     constexprs = {"HEAD_DIM": main, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n,
                   "Q_SLOTS": q_slots(width), "TAIL": tail, "SHORT_DIAGONAL": short_diagonal,
-                  "KV_STAGES": kv_stages(width, seq_k), "num_warps": 4}
+                  "KV_STAGES": kv_stages(width, seq_k), "num_warps": 4}  # head_dim = width
     return compile_for_sm90(_attention_forward_ws_kernel, signature, constexprs, MAX_REGISTERS)
 
 
