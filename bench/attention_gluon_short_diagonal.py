@@ -56,10 +56,8 @@ def main(argv=None) -> int:
         print(f"unknown shapes: {sorted(unknown)}", file=sys.stderr)
         return 2
     import torch
-    import torch.nn.functional as F
     import triton
-    from attention_mid_calls import _kernel_times, device_total, report_header, write_report
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from attention_mid_calls import _kernel_times, device_total, report_header, seeded_call, write_report
 
     from gpudoctor.kernels import attention_gluon, attention_plan
     from gpudoctor.kernels.attention import flash_attention
@@ -89,14 +87,9 @@ def main(argv=None) -> int:
         if args.shapes and name not in args.shapes:
             continue
         dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float16
-        generator = torch.Generator(device="cuda").manual_seed(seq + head_dim)
-        q = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=dtype, generator=generator)
-        k, v = (torch.randn(batch, kv_heads, seq, head_dim, device="cuda", dtype=dtype, generator=generator)
-                for _ in range(2))
-        grad = torch.randn(q.shape, device="cuda", dtype=dtype, generator=generator)
-        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        q, k, v, grad, leaves, cudnn_forward, cudnn_both = seeded_call(batch, heads, kv_heads, seq, head_dim, dtype,
+                                                                       True)
         scale = head_dim ** -0.5
-        gqa = heads != kv_heads
 
         def forward(short):
             setting(short)
@@ -105,14 +98,6 @@ def main(argv=None) -> int:
         def both(short):
             setting(short)
             flash_attention(*leaves, causal=True).backward(grad)
-
-        def cudnn_forward():
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION), torch.no_grad():
-                F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-
-        def cudnn_both():
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                F.scaled_dot_product_attention(*leaves, is_causal=True, enable_gqa=gqa).backward(grad)
 
         whole, short = forward(False), forward(True)
         row = {"shape": name, "batch": batch, "heads": heads, "kv_heads": kv_heads, "seq": seq,

@@ -154,6 +154,29 @@ def device_total(kernels: dict, only: str | None = None) -> float:
                  1)
 
 
+def seeded_call(batch, heads, kv_heads, seq, head_dim, dtype, causal) -> tuple:
+    """What the A/B benches (short_diagonal, kv_stages) time at one shape: (q, k, v, grad, leaves,
+    cudnn_forward, cudnn_both), q/k/v and the incoming gradient seeded by seq + head_dim, leaves
+    their copies requiring grad, and cuDNN's forward and forward+backward on them."""
+    generator = torch.Generator(device="cuda").manual_seed(seq + head_dim)
+    q = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=dtype, generator=generator)
+    k, v = (torch.randn(batch, kv_heads, seq, head_dim, device="cuda", dtype=dtype, generator=generator)
+            for _ in range(2))
+    grad = torch.randn(q.shape, device="cuda", dtype=dtype, generator=generator)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    gqa = heads != kv_heads
+
+    def cudnn_forward():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION), torch.no_grad():
+            scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+
+    def cudnn_both():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=gqa).backward(grad)
+
+    return q, k, v, grad, leaves, cudnn_forward, cudnn_both
+
+
 def report_header(**fields) -> dict:
     """What a bench report begins with: the GPU, torch's and Triton's versions and the date (UTC),
     then ``fields`` (the attention benches importing this module share it)."""
