@@ -73,9 +73,8 @@ def main(argv=None) -> int:
         if current[0] != name:
             attention_plan.forget()
             current[0] = name
-        forced = (SETTINGS[name], dict.fromkeys(attention_gluon.BLOCK_N, 1 << 31), 0)
-        (attention_gluon.KV_STAGES, attention_gluon.KV_STAGES_MAX_KEYS,
-         attention_gluon.KV_STAGES_MIN_HEAD_DIM) = forced if name else shipped
+        forced = (SETTINGS[name], dict.fromkeys(attention_gluon.BLOCK_N, 1 << 31), 0) if name else shipped
+        attention_gluon.KV_STAGES, attention_gluon.KV_STAGES_MAX_KEYS, attention_gluon.KV_STAGES_MIN_HEAD_DIM = forced
 
     report = report_header(rounds=args.rounds, settings=SETTINGS, shipped=list(shipped), rows=[])
     print("x = cuDNN's time / ours (do_bench median | device); fwd = forward alone, f+b = forward+backward")
