@@ -54,8 +54,7 @@ def main(argv=None) -> int:
         print(f"unknown shapes or settings: {sorted(unknown)}", file=sys.stderr)
         return 2
     import torch
-    import triton
-    from attention_mid_calls import _kernel_times, device_total, report_header, seeded_call, write_report
+    from attention_mid_calls import report_header, rotated_rounds, seeded_call, times_cudnn, write_report
 
     from gpudoctor.kernels import attention_gluon, attention_plan
     from gpudoctor.kernels.attention import flash_attention
@@ -105,23 +104,14 @@ def main(argv=None) -> int:
         if not args.no_backward:
             runs.update({f"both_{label}": (lambda label=label: both(label)) for label in args.settings})
             runs["both_cudnn"] = cudnn_both
-        samples = {label: [] for label in runs}
-        device_samples = {label: [] for label in runs}
-        names = list(runs)
-        for index in range(args.rounds):
-            for label in names[index % len(names):] + names[:index % len(names)]:
-                samples[label].append(triton.testing.do_bench(runs[label], warmup=25, rep=100, grad_to_none=leaves,
-                                                              return_mode="median"))
-                device_samples[label].append(device_total(_kernel_times(runs[label])))
+        samples, device_samples = rotated_rounds(runs, args.rounds, leaves, device=True)
         row["do_bench_ms"] = {label: statistics.median(values) for label, values in samples.items()}
         row["rounds_ms"] = samples
         row["device_rounds_us"] = device_samples
         row["device_us"] = {label: statistics.median(values) for label, values in device_samples.items()}
         setting(None)
         ms, device = row["do_bench_ms"], row["device_us"]
-        row["x_cudnn"] = {label: round(ms[label.split("_")[0] + "_cudnn"] / ms[label], 3) for label in runs}
-        row["device_x_cudnn"] = {label: round(device[label.split("_")[0] + "_cudnn"] / device[label], 3)
-                                 for label in runs if device[label]}
+        row["x_cudnn"], row["device_x_cudnn"] = times_cudnn(ms), times_cudnn(device)
         report["rows"].append(row)
         x, dx = row["x_cudnn"], row["device_x_cudnn"]
         cells = "  ".join(f"{label} {device[label]:7.1f}us {x[label]:4.2f}|{dx.get(label, 0):4.2f}"

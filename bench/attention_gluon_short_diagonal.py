@@ -56,8 +56,8 @@ def main(argv=None) -> int:
         print(f"unknown shapes: {sorted(unknown)}", file=sys.stderr)
         return 2
     import torch
-    import triton
-    from attention_mid_calls import _kernel_times, device_total, report_header, seeded_call, write_report
+    from attention_mid_calls import (_kernel_times, device_total, report_header, rotated_rounds, seeded_call,
+                                     times_cudnn, write_report)
 
     from gpudoctor.kernels import attention_gluon, attention_plan
     from gpudoctor.kernels.attention import flash_attention
@@ -107,12 +107,7 @@ def main(argv=None) -> int:
                "max_lse_diff": (whole[1] - short[1]).abs().max().item()}
         runs = {"fwd_whole": lambda: forward(False), "fwd_short": lambda: forward(True), "fwd_cudnn": cudnn_forward,
                 "both_whole": lambda: both(False), "both_short": lambda: both(True), "both_cudnn": cudnn_both}
-        samples = {label: [] for label in runs}
-        names = list(runs)
-        for index in range(args.rounds):
-            for label in names[index % len(names):] + names[:index % len(names)]:
-                samples[label].append(triton.testing.do_bench(runs[label], warmup=25, rep=100, grad_to_none=leaves,
-                                                              return_mode="median"))
+        samples, _ = rotated_rounds(runs, args.rounds, leaves)
         row["do_bench_ms"] = {label: statistics.median(values) for label, values in samples.items()}
         row["rounds_ms"] = samples
         row["kernels_us"] = {label: _kernel_times(run) for label, run in runs.items()}
@@ -121,9 +116,7 @@ def main(argv=None) -> int:
         attention_gluon.SHORT_DIAGONAL_MAX_QUERIES = shipped_limits
         row["shipped_short"] = attention_gluon.short_diagonal(attention_gluon.forward_width(head_dim), seq, True)
         ms, device = row["do_bench_ms"], row["device_us"]
-        row["x_cudnn"] = {label: round(ms[label.split("_")[0] + "_cudnn"] / ms[label], 3) for label in runs}
-        row["device_x_cudnn"] = {label: round(device[label.split("_")[0] + "_cudnn"] / device[label], 3)
-                                 for label in runs if device[label]}
+        row["x_cudnn"], row["device_x_cudnn"] = times_cudnn(ms), times_cudnn(device)
         report["rows"].append(row)
         x, dx = row["x_cudnn"], row["device_x_cudnn"]
         print(f"{name:<16} {ms['fwd_whole']:9.3f} {ms['fwd_short']:7.3f} {x['fwd_whole']:7.2f} {x['fwd_short']:7.2f}"

@@ -177,6 +177,29 @@ def seeded_call(batch, heads, kv_heads, seq, head_dim, dtype, causal) -> tuple:
     return q, k, v, grad, leaves, cudnn_forward, cudnn_both
 
 
+def rotated_rounds(runs: dict, rounds: int, leaves, device: bool = False) -> tuple[dict, dict]:
+    """({label: do_bench's median ms, one a round}, {label: device µs (device_total), one a round,
+    where ``device``, else empty}): the runs take turns in each round, the order rotated by one a
+    round, so that a drifting clock falls on all of them alike (the A/B benches)."""
+    samples = {label: [] for label in runs}
+    device_samples = {label: [] for label in runs} if device else {}
+    names = list(runs)
+    for index in range(rounds):
+        for label in names[index % len(names):] + names[:index % len(names)]:
+            samples[label].append(triton.testing.do_bench(runs[label], warmup=25, rep=100, grad_to_none=leaves,
+                                                          return_mode="median"))
+            if device:
+                device_samples[label].append(device_total(_kernel_times(runs[label])))
+    return samples, device_samples
+
+
+def times_cudnn(values: dict) -> dict:
+    """{label: cuDNN's value / its own} for labels "<kind>_<setting>" beside "<kind>_cudnn" (kind
+    fwd or both), leaving out labels with no value."""
+    return {label: round(values[label.split("_")[0] + "_cudnn"] / value, 3) for label, value in values.items()
+            if value}
+
+
 def report_header(**fields) -> dict:
     """What a bench report begins with: the GPU, torch's and Triton's versions and the date (UTC),
     then ``fields`` (the attention benches importing this module share it)."""
