@@ -105,6 +105,10 @@ SHORT_DIAGONAL = True  # False: never (benches' A/B)
 KV_STAGES = {32: 3, 64: 3}
 KV_STAGES_MAX_KEYS = {32: 512, 64: 1024}
 KV_STAGES_MIN_HEAD_DIM = 48
+# FlashAttention-3's ping-pong: the two consumers take turns to issue their products (a turn
+# barrier each), so that one's softmax runs while the other's products keep the tensor cores
+# busy, also across a tile's start and end. By width, up to this many keys (empty: never).
+PINGPONG_MAX_KEYS: dict[int, int] = {}
 
 if gluon is not None:
 
@@ -208,13 +212,29 @@ if gluon is not None:
         mbarrier.arrive(v_empty.index(index % STAGES), count=1)
 
     @gluon.jit
+    def _take_turn(turns, turn, WARPGROUP: gl.constexpr, PINGPONG: gl.constexpr):
+        """With PINGPONG, waits for this consumer's turn ``turn`` (counted over its tiles) to issue
+        products: the first consumer's turn k follows the second's turn k-1, the second's follows
+        the first's turn k. A new barrier counts as phase 1 complete: the first's turn 0 is free."""
+        if PINGPONG:
+            mbarrier.wait(turns.index(WARPGROUP), (turn & 1) ^ (1 - WARPGROUP))
+
+    @gluon.jit
+    def _end_turn(turns, WARPGROUP: gl.constexpr, PINGPONG: gl.constexpr):
+        """Hands the turn to the other consumer, once this one's products of the turn are issued."""
+        if PINGPONG:
+            mbarrier.arrive(turns.index(1 - WARPGROUP), count=1)
+
+    @gluon.jit
     def _half_diagonal_block(my_q, probs, row_max, row_sum, acc, buffers, barriers, last, my_start, start_n,
-                             seq_k, qk_scale, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-                             CHECK_N: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
+                             seq_k, qk_scale, turns, turn, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                             CHECK_N: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
+                             PINGPONG: gl.constexpr):
         """The first consumer's end of a causal tile at 128 keys a block: the last block's first
         64 keys (the rest are right of its rows) after block ``last``'s P·V, pipelined as the key
-        loop is (Q·Kᵀ issued first, its softmax under P·V). Returns (row max, row sum, output
-        accumulator), the first two in the output's row layout."""
+        loop is (Q·Kᵀ issued first, its softmax under P·V), in the tile's last two turns (``turn``
+        the last). Returns (row max, row sum, output accumulator), the first two in the output's
+        row layout."""
         q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
         q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
         STAGES: gl.constexpr = k_full.shape[0]  # slots of the K/V rings
@@ -228,11 +248,13 @@ if gluon is not None:
         index = last + 1
         slot = index % STAGES
         mbarrier.wait(k_full.index(slot), (index // STAGES) & 1)
+        _take_turn(turns, turn - 1, 0, PINGPONG)
         s = warpgroup_mma(my_q, _tile(k_smem, slot, BLOCK_N, HEAD_DIM).slice(0, KEYS, dim=0).permute((1, 0)),
                           gl.zeros([64, KEYS], gl.float32, h_layout), use_acc=False, is_async=True)
         mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
         acc = warpgroup_mma(gl.convert_layout(probs.to(dtype), p_layout),
                             _tile(v_smem, last % STAGES, BLOCK_N, HEAD_DIM), acc, is_async=True)
+        _end_turn(turns, 0, PINGPONG)
         s = warpgroup_mma_wait(1, deps=(s,))
         mbarrier.arrive(k_empty.index(slot), count=1)
         probs, row_max, correction, row_sum = _masked_softmax(
@@ -242,19 +264,24 @@ if gluon is not None:
         mbarrier.arrive(v_empty.index(last % STAGES), count=1)
         acc = acc * gl.convert_layout(correction, o_rows)[:, None]
         mbarrier.wait(v_full.index(slot), (index // STAGES) & 1)
-        acc = warpgroup_mma(gl.convert_layout(probs.to(dtype), p_layout),
-                            _tile(v_smem, slot, BLOCK_N, HEAD_DIM).slice(0, KEYS, dim=0), acc, is_async=True)
+        p = gl.convert_layout(probs.to(dtype), p_layout)
+        _take_turn(turns, turn, 0, PINGPONG)
+        acc = warpgroup_mma(p, _tile(v_smem, slot, BLOCK_N, HEAD_DIM).slice(0, KEYS, dim=0), acc, is_async=True)
+        _end_turn(turns, 0, PINGPONG)
         acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(v_empty.index(slot), count=1)
         return gl.convert_layout(row_max, o_rows), gl.convert_layout(row_sum, o_rows), acc
 
     @gluon.jit
-    def _consumer_tile(descs, buffers, barriers, tile, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+    def _consumer_tile(descs, buffers, barriers, turns, tile, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                        BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
-                       Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr):
+                       Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
+                       PINGPONG: gl.constexpr):
         """One warpgroup's 64 query rows of one tile; ``tile`` is (batch, head, batch x head,
         first query row, key blocks, key blocks consumed before, tiles done before). With a
-        TAIL, the head_dim columns from HEAD_DIM on are a second operand of each product."""
+        TAIL, the head_dim columns from HEAD_DIM on are a second operand of each product. With
+        PINGPONG, the products are issued in turns (_take_turn), blocks + 1 a tile for either
+        consumer: the first Q·Kᵀ, one per later key block, the last P·V."""
         o_desc, LSE, seq_q, seq_k, qk_scale, o_tail_desc = descs
         q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
         q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
@@ -291,12 +318,15 @@ if gluon is not None:
             acc_tail = gl.zeros([ROWS, TAIL], gl.float32, t_layout)
         mbarrier.wait(q_full.index(q_slot), (done // Q_SLOTS) & 1)
 
+        turn = it + done  # the tile's first turn
         mbarrier.wait(k_full.index(it % STAGES), (it // STAGES) & 1)
+        _take_turn(turns, turn, WARPGROUP, PINGPONG)
         s = warpgroup_mma(my_q, _tile(k_smem, it % STAGES, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
                           use_acc=False, is_async=True)
         if TAIL > 0:
             s = warpgroup_mma(my_q_tail, _tile(k_tail_smem, it % STAGES, BLOCK_N, TAIL).permute((1, 0)), s,
                               is_async=True)
+        _end_turn(turns, WARPGROUP, PINGPONG)
         if Q_SLOTS > 1:
             # The previous tile's output store has had this product's time to drain: its slot
             # goes back to the producer for the tile after this one.
@@ -311,6 +341,7 @@ if gluon is not None:
             slot = (it + j) % STAGES
             previous = (it + j - 1) % STAGES
             mbarrier.wait(k_full.index(slot), ((it + j) // STAGES) & 1)
+            _take_turn(turns, turn + j, WARPGROUP, PINGPONG)
             s = warpgroup_mma(my_q, _tile(k_smem, slot, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
                               use_acc=False, is_async=True)
             if TAIL > 0:
@@ -324,8 +355,10 @@ if gluon is not None:
             if TAIL > 0:
                 acc_tail = warpgroup_mma(gl.convert_layout(probs.to(dtype), pt_layout),
                                          _tile(v_tail_smem, previous, BLOCK_N, TAIL), acc_tail, is_async=True)
+                _end_turn(turns, WARPGROUP, PINGPONG)
                 s = warpgroup_mma_wait(2, deps=(s,))
             else:
+                _end_turn(turns, WARPGROUP, PINGPONG)
                 s = warpgroup_mma_wait(1, deps=(s,))
             mbarrier.arrive(k_empty.index(slot), count=1)
             probs, row_max, correction, row_sum = _masked_softmax(
@@ -345,16 +378,22 @@ if gluon is not None:
         if half:
             final_max, final_sum, acc = _half_diagonal_block(
                 my_q, probs, row_max, row_sum, acc, buffers, barriers, last, my_start, (blocks - 1) * BLOCK_N,
-                seq_k, qk_scale, HEAD_DIM, BLOCK_N, CHECK_N, s_layout, o_layout)
+                seq_k, qk_scale, turns, turn + blocks, HEAD_DIM, BLOCK_N, CHECK_N, s_layout, o_layout, PINGPONG)
         else:
+            if short:  # the skipped block's turn, taken empty
+                _take_turn(turns, turn + blocks - 1, WARPGROUP, PINGPONG)
+                _end_turn(turns, WARPGROUP, PINGPONG)
             mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
             p = gl.convert_layout(probs.to(dtype), p_layout)
+            _take_turn(turns, turn + blocks, WARPGROUP, PINGPONG)
             acc = warpgroup_mma(p, _tile(v_smem, last % STAGES, BLOCK_N, HEAD_DIM), acc, is_async=True)
             if TAIL > 0:
                 acc_tail = warpgroup_mma(gl.convert_layout(probs.to(dtype), pt_layout),
                                          _tile(v_tail_smem, last % STAGES, BLOCK_N, TAIL), acc_tail, is_async=True)
+                _end_turn(turns, WARPGROUP, PINGPONG)
                 acc, acc_tail = warpgroup_mma_wait(0, deps=(acc, acc_tail))
             else:
+                _end_turn(turns, WARPGROUP, PINGPONG)
                 acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(v_empty.index(last % STAGES), count=1)
             if short:  # 64 keys a block: the tile's last block is right of all of this warpgroup's rows
@@ -377,9 +416,9 @@ if gluon is not None:
             mbarrier.arrive(q_empty.index(0), count=1)
 
     @gluon.jit
-    def _consumer(io, buffers, barriers, schedule, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+    def _consumer(io, buffers, barriers, turns, schedule, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                   BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr,
-                  TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr):
+                  TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr):
         num_units, query_blocks, num_heads, kv_group_size = schedule
         Q, K, V, O, LSE, seq_q, seq_k, qk_scale, q_shape, kv_shape, q_strides, k_strides, v_strides, o_strides = io
         o_desc, o_tail_desc = _tma_descriptors(O, q_shape, o_strides, 64, HEAD_DIM, TAIL)
@@ -391,18 +430,18 @@ if gluon is not None:
             for index in range(count):
                 batch, head, kv_head, start_m, blocks = _query_tile(
                     batch_head, first, index, query_blocks, num_heads, kv_group_size, seq_k, BLOCK_N, CAUSAL)
-                _consumer_tile(descs, buffers, barriers, (batch, head, batch_head, start_m, blocks, it, done),
-                               WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SHORT_DIAGONAL)
+                _consumer_tile(descs, buffers, barriers, turns, (batch, head, batch_head, start_m, blocks, it, done),
+                               WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG)
                 it += blocks
                 done += 1
         tma.store_wait(pendings=0)
 
     @gluon.jit
-    def _second_consumer(io, buffers, barriers, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+    def _second_consumer(io, buffers, barriers, turns, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
                          CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr,
-                         SHORT_DIAGONAL: gl.constexpr):
-        _consumer(io, buffers, barriers, schedule, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL,
-                  SHORT_DIAGONAL)
+                         SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr):
+        _consumer(io, buffers, barriers, turns, schedule, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL,
+                  SHORT_DIAGONAL, PINGPONG)
 
     @gluon.jit
     def _load_block(desc, ring, tail_desc, tail_ring, full, empty, index, batch, head, row,
@@ -469,7 +508,7 @@ if gluon is not None:
                                      qk_scale, num_units, query_blocks, HEAD_DIM: gl.constexpr,
                                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
                                      Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
-                                     KV_STAGES: gl.constexpr, num_warps: gl.constexpr):
+                                     KV_STAGES: gl.constexpr, PINGPONG: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = Q.dtype.element_ty
         q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, 64, HEAD_DIM], dtype)
         kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N, HEAD_DIM], dtype)
@@ -495,6 +534,10 @@ if gluon is not None:
         for i in gl.static_range(Q_SLOTS):
             mbarrier.init(q_full.index(i), count=1)
             mbarrier.init(q_empty.index(i), count=2)  # both consumers
+        turns = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # ping-pong
+        if PINGPONG:
+            for i in gl.static_range(2):
+                mbarrier.init(turns.index(i), count=1)
         for i in gl.static_range(KV_STAGES):
             mbarrier.init(k_full.index(i), count=1)
             mbarrier.init(k_empty.index(i), count=2)
@@ -510,10 +553,10 @@ if gluon is not None:
         barriers = (q_full, q_empty, k_full, k_empty, v_full, v_empty)
         schedule = (num_units, query_blocks, num_heads, num_heads // num_kv_heads)
         gl.warp_specialize([
-            (_consumer, (io, buffers, barriers, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL,
-                         SHORT_DIAGONAL)),
-            (_second_consumer, (io, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS,
-                                TAIL, SHORT_DIAGONAL)),
+            (_consumer, (io, buffers, barriers, turns, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS,
+                         TAIL, SHORT_DIAGONAL, PINGPONG)),
+            (_second_consumer, (io, buffers, barriers, turns, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N,
+                                Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG)),
             (_producer, (io, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (MAX_REGISTERS)
 
@@ -574,6 +617,11 @@ def kv_stages(head_dim: int, seq_k: int) -> int:
     return KV_STAGES.get(width, 2)
 
 
+def pingpong(width: int, seq_k: int) -> bool:
+    """Whether the consumers take turns to issue their products (PINGPONG_MAX_KEYS)."""
+    return seq_k <= PINGPONG_MAX_KEYS.get(width, 0)
+
+
 def units(seq_q: int, batch_heads: int, causal: bool) -> int:
     """Units of work (_unit): causal ones pair a head's query blocks i and last-i."""
     query_blocks = -(-seq_q // BLOCK_M)
@@ -606,7 +654,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, num_units,
         -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal),
-        KV_STAGES=kv_stages(head_dim, seq_k), num_warps=4, maxnreg=MAX_REGISTERS)
+        KV_STAGES=kv_stages(head_dim, seq_k), PINGPONG=pingpong(width, seq_k), num_warps=4,
+        maxnreg=MAX_REGISTERS)
     return out, lse
 
 
@@ -626,10 +675,10 @@ def compile_for_sm90(kernel, signature: dict, constexprs: dict, max_registers: i
 
 
 def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = torch.bfloat16,
-                 short_diagonal: bool = True, seq_k: int = 512):
+                 short_diagonal: bool = True, seq_k: int = 512, ping_pong: bool | None = None):
     """The kernel compiled for sm90 without a GPU, as a launch at this width and ``seq_k`` keys
-    (which sets the K/V rings' slots) would specialize it: for tests and benches on machines
-    without a Hopper GPU (compile_for_sm90)."""
+    (which sets the K/V rings' slots) would specialize it, ``ping_pong`` None as routed: for tests
+    and benches on machines without a Hopper GPU (compile_for_sm90)."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
     block_n = BLOCK_N[width]
     main, tail = SPLIT.get(width, (width, 0))
@@ -643,10 +692,12 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
     signature.update({"qk_scale": "fp32", "num_units": "i32", "query_blocks": "i32", "HEAD_DIM": "constexpr",
                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "CHECK_N": "constexpr", "Q_SLOTS": "constexpr",
                       "TAIL": "constexpr", "SHORT_DIAGONAL": "constexpr", "KV_STAGES": "constexpr",
-                      "num_warps": "constexpr"})
+                      "PINGPONG": "constexpr", "num_warps": "constexpr"})
     constexprs = {"HEAD_DIM": main, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n,
                   "Q_SLOTS": q_slots(width), "TAIL": tail, "SHORT_DIAGONAL": short_diagonal,
-                  "KV_STAGES": kv_stages(width, seq_k), "num_warps": 4}  # head_dim = width
+                  "KV_STAGES": kv_stages(width, seq_k),
+                  "PINGPONG": pingpong(width, seq_k) if ping_pong is None else ping_pong,
+                  "num_warps": 4}  # head_dim = width
     return compile_for_sm90(_attention_forward_ws_kernel, signature, constexprs, MAX_REGISTERS)
 
 

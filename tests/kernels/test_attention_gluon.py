@@ -337,6 +337,34 @@ def test_gpu_more_key_value_slots_change_no_bit(head_dim, batch, kv_heads, seq_q
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("batch, kv_heads, seq_q, seq_k", [
+    (4, 32, 512, 512), (2, 8, 1000, 1000), (8, 32, 200, 200), (16, 32, 64, 64), (2, 8, 1111, 300),
+    (2, 8, 300, 1111)], ids=lambda value: str(value))
+@pytest.mark.parametrize("head_dim", [32, 40, 64, 96, 128, 160, 256])
+def test_gpu_ping_pong_changes_no_bit(head_dim, batch, kv_heads, seq_q, seq_k, causal, monkeypatch):
+    """The consumers taking turns to issue their products (PINGPONG_MAX_KEYS, forced at every
+    length here) only orders their issue: the output and log-sum-exp are bitwise those without
+    turns. Turns are counted over a program's tiles, so this covers more units than SMs, tiles of
+    one key block, the first consumer's half block (widths 32-64) and whole skipped block (192,
+    256) taken as an empty turn, ragged lengths, GQA 4:1, a tail operand (width 192) and, at the
+    kernel level, keys shorter and longer than the queries: a turn counted wrong hangs or races."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim + 7)
+    scale = head_dim ** -0.5
+    width = attention_gluon.forward_width(head_dim)
+    monkeypatch.setattr(attention_gluon, "PINGPONG_MAX_KEYS", {})
+    plain = attention_gluon.attention_forward(q, k, v, causal, scale)
+    monkeypatch.setattr(attention_gluon, "PINGPONG_MAX_KEYS", {width: 1 << 31})
+    assert attention_gluon.pingpong(width, seq_k)
+    out, lse = attention_gluon.attention_forward(q, k, v, causal, scale)
+    assert torch.equal(plain[0], out) and torch.equal(plain[1], lse)
+    if seq_q == seq_k or not causal:
+        _check_forward(q, k, v, causal, 3e-2)
+
+
+@pytest.mark.gpu
 def test_gpu_a_call_with_gradients_takes_it_with_the_one_launch_backward(monkeypatch):
     """hd64 at 2^27 scores with gradients (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD's band): the Gluon
     forward, as without gradients, then the one-launch backward on its log-sum-exp; the output and

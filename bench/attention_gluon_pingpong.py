@@ -1,0 +1,68 @@
+"""The Gluon forward with and without FlashAttention-3's ping-pong (attention_gluon.PINGPONG_MAX_KEYS:
+the two consumers take turns to issue their products), forced at every width and length here,
+cuDNN beside them, on Hopper; the settings take turns (attention_ab's loop: what each row says is
+there).
+
+    PYTHONPATH=. python3 bench/attention_gluon_pingpong.py [--rounds 3] [--shapes hd64-s512-c ...] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+# (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28 scores
+SHAPES = (
+    ("hd64-s512-c", 32, 32, 32, 512, 64, True, "bf16"),
+    ("hd40-s512-c", 32, 32, 32, 512, 40, True, "bf16"),
+    ("hd128-s512-c", 32, 32, 32, 512, 128, True, "bf16"),
+    ("hd256-s512-c", 32, 32, 32, 512, 256, True, "bf16"),
+    ("hd64-s512", 32, 32, 32, 512, 64, False, "bf16"),
+    ("hd128-s512", 32, 32, 32, 512, 128, False, "bf16"),
+    ("hd32-s512-c", 32, 32, 32, 512, 32, True, "bf16"),
+    ("hd192-s512-c", 32, 32, 32, 512, 192, True, "bf16"),
+    ("hd64-s1024-c", 16, 32, 32, 1024, 64, True, "bf16"),
+    ("hd128-s1024-c", 16, 32, 32, 1024, 128, True, "bf16"),
+    ("hd64-s1024", 16, 32, 32, 1024, 64, False, "bf16"),
+    ("hd64-gqa4-s512-c", 32, 32, 8, 512, 64, True, "bf16"),
+    ("hd64-s512-c-fp16", 32, 32, 32, 512, 64, True, "fp16"),
+    ("hd64-s4096-c", 4, 32, 32, 4096, 64, True, "bf16"),
+    ("hd128-s4096-c", 4, 32, 32, 4096, 128, True, "bf16"),
+    ("hd128-s4096", 4, 32, 32, 4096, 128, False, "bf16"),
+    ("hd256-s4096-c", 4, 32, 32, 4096, 256, True, "bf16"),
+)
+SETTINGS = ("plain", "pingpong")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--shapes", nargs="*", help=f"of {[shape[0] for shape in SHAPES]}")
+    parser.add_argument("--no-backward", action="store_true", help="the forward alone")
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    unknown = set(args.shapes or ()) - {shape[0] for shape in SHAPES}
+    if unknown:
+        print(f"unknown shapes: {sorted(unknown)}", file=sys.stderr)
+        return 2
+    import torch
+    from attention_ab import compare_settings
+
+    from gpudoctor.kernels import attention_gluon
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        print("needs a Hopper GPU (sm90)", file=sys.stderr)
+        return 2
+    shipped = dict(attention_gluon.PINGPONG_MAX_KEYS)
+    forced = {"plain": {}, "pingpong": dict.fromkeys(attention_gluon.BLOCK_N, 1 << 31), None: shipped}
+
+    def apply(name):
+        attention_gluon.PINGPONG_MAX_KEYS = forced[name]
+
+    compare_settings(SHAPES, list(SETTINGS), apply, args.rounds, backward=not args.no_backward, out=args.out,
+                     only=args.shapes, shipped=shipped)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
