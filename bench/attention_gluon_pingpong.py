@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-# (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28 scores
+# (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28 scores but the training pass's shape
 SHAPES = (
     ("hd64-s512-c", 32, 32, 32, 512, 64, True, "bf16"),
     ("hd40-s512-c", 32, 32, 32, 512, 40, True, "bf16"),
@@ -30,6 +30,16 @@ SHAPES = (
     ("hd128-s4096-c", 4, 32, 32, 4096, 128, True, "bf16"),
     ("hd128-s4096", 4, 32, 32, 4096, 128, False, "bf16"),
     ("hd256-s4096-c", 4, 32, 32, 4096, 256, True, "bf16"),
+    # second run: width 128 (hd72-128) at more head dims, lengths and layouts
+    ("hd80-s512-c", 32, 32, 32, 512, 80, True, "bf16"),
+    ("hd80-train-pass", 4, 32, 32, 256, 80, True, "bf16"),
+    ("hd96-s1024", 16, 32, 32, 1024, 96, False, "bf16"),
+    ("hd112-s512", 32, 32, 32, 512, 112, False, "bf16"),
+    ("hd128-s512-c-fp16", 32, 32, 32, 512, 128, True, "fp16"),
+    ("hd128-s1024", 16, 32, 32, 1024, 128, False, "bf16"),
+    ("hd128-s2048-c", 8, 32, 32, 2048, 128, True, "bf16"),
+    ("hd128-gqa8-s4096-c", 4, 32, 4, 4096, 128, True, "bf16"),
+    ("hd128-s16384-c", 1, 32, 32, 16384, 128, True, "bf16"),
 )
 SETTINGS = ("plain", "pingpong")
 

@@ -39,7 +39,8 @@ kernels read (attention.py), in their layout.
 Measured on the H200 (docs/benchmarks.md): one program per tile, 1.19-1.22x the Triton forward at
 head_dim 128 and 256 (ninth session); persistent, 0.96-1.09x cuDNN at head_dim 40-128 from 1024
 keys and 0.86-0.93x causal at 512 (thirteenth session; 0.60-0.94x for the Triton forward there). FlashAttention-3's ping-pong
-between the consumers (taking turns to issue their products) made no difference and is left out.
+between the consumers (taking turns to issue their products) made no difference in the one-tile
+kernel of the ninth session; in this one it gains 1-6 % at width 128 and runs there (pingpong).
 """
 
 from __future__ import annotations
@@ -107,8 +108,12 @@ KV_STAGES_MAX_KEYS = {32: 512, 64: 1024}
 KV_STAGES_MIN_HEAD_DIM = 48
 # FlashAttention-3's ping-pong: the two consumers take turns to issue their products (a turn
 # barrier each), so that one's softmax runs while the other's products keep the tensor cores
-# busy, also across a tile's start and end. By width, up to this many keys (empty: never).
-PINGPONG_MAX_KEYS: dict[int, int] = {}
+# busy, also across a tile's start and end. By width, up to this many keys. Measured on the H200
+# (twentieth session, bench/attention_gluon_pingpong.py, forward device time, 2^28 scores,
+# settings taking turns, two runs): at width 128 (hd72-128) 2-6 % faster at 4096 keys causal,
+# 3-4 % at 512 not causal, 1.4-2 % at 1024 causal, level at 512 causal and 4096 not causal; at
+# widths 32-64 level to 3.5 % slower (hd32 s512 causal, hd64 s1024 causal), at 192-256 level.
+PINGPONG_MAX_KEYS = {128: 1 << 31}
 
 if gluon is not None:
 

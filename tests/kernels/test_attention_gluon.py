@@ -304,6 +304,15 @@ def test_three_key_value_slots_where_measured_faster():
     assert attention_gluon.kv_stages(128, 512) == attention_gluon.kv_stages(256, 512) == 2  # no room
 
 
+def test_ping_pong_where_measured_faster():
+    # Twentieth session: at width 128 (hd72-128) 1-6 % faster or level at every length measured;
+    # level to slower at widths 32-64 and level at 192-256.
+    width = attention_gluon.forward_width
+    assert attention_gluon.pingpong(width(128), 512) and attention_gluon.pingpong(width(80), 16384)
+    assert attention_gluon.pingpong(width(72), 300)
+    assert not any(attention_gluon.pingpong(width(head_dim), 512) for head_dim in (32, 40, 64, 136, 192, 256))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize("batch, kv_heads, seq_q, seq_k", [
