@@ -1,5 +1,5 @@
-"""The Gluon forward with and without FlashAttention-3's ping-pong (attention_gluon.PINGPONG_MAX_KEYS:
-the two consumers take turns to issue their products), forced at every width and length here,
+"""The Gluon forward with and without FlashAttention-3's ping-pong (attention_gluon.pingpong: the two
+consumers take turns to issue their products), forced at every width and length here,
 cuDNN beside them, on Hopper; the settings take turns (attention_ab's loop: what each row says is
 there).
 
@@ -65,14 +65,15 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         print("needs a Hopper GPU (sm90)", file=sys.stderr)
         return 2
-    shipped = dict(attention_gluon.PINGPONG_MAX_KEYS)
-    forced = {"plain": {}, "pingpong": dict.fromkeys(attention_gluon.BLOCK_N, 1 << 31), None: shipped}
+    shipped = (dict(attention_gluon.PINGPONG_MIN_KEYS), dict(attention_gluon.PINGPONG_CAUSAL_MIN_KEYS))
+    everywhere = dict.fromkeys(attention_gluon.BLOCK_N, 0)
+    forced = {"plain": ({}, {}), "pingpong": (everywhere, everywhere), None: shipped}
 
     def apply(name):
-        attention_gluon.PINGPONG_MAX_KEYS = forced[name]
+        attention_gluon.PINGPONG_MIN_KEYS, attention_gluon.PINGPONG_CAUSAL_MIN_KEYS = forced[name]
 
     compare_settings(SHAPES, list(SETTINGS), apply, args.rounds, backward=not args.no_backward, out=args.out,
-                     only=args.shapes, shipped=shipped)
+                     only=args.shapes, shipped=list(shipped))
     return 0
 
 

@@ -108,12 +108,15 @@ KV_STAGES_MAX_KEYS = {32: 512, 64: 1024}
 KV_STAGES_MIN_HEAD_DIM = 48
 # FlashAttention-3's ping-pong: the two consumers take turns to issue their products (a turn
 # barrier each), so that one's softmax runs while the other's products keep the tensor cores
-# busy, also across a tile's start and end. By width, up to this many keys. Measured on the H200
-# (twentieth session, bench/attention_gluon_pingpong.py, forward device time, 2^28 scores,
-# settings taking turns, two runs): at width 128 (hd72-128) 2-6 % faster at 4096 keys causal,
-# 3-4 % at 512 not causal, 1.4-2 % at 1024 causal, level at 512 causal and 4096 not causal; at
-# widths 32-64 level to 3.5 % slower (hd32 s512 causal, hd64 s1024 causal), at 192-256 level.
-PINGPONG_MAX_KEYS = {128: 1 << 31}
+# busy, also across a tile's start and end. By width, from this many keys (causal calls and
+# others). Measured on the H200 (twentieth session, bench/attention_gluon_pingpong.py, forward
+# device time, 2^28 scores, settings taking turns, four runs): at width 128 (hd72-128) 3-6 %
+# faster at 2048-16384 keys causal (GQA 8:1 included), 3-5 % at 512 not causal, 0-2 % at 1024,
+# level at 4096 not causal; but at 512 keys causal level at hd128 and 2-7 % slower at hd80/96
+# (4 % faster at the training pass's 256). At widths 32-64 level to 3.5 % slower (hd32 s512
+# causal, hd64 s1024 causal), at 192-256 level.
+PINGPONG_MIN_KEYS = {128: 0}
+PINGPONG_CAUSAL_MIN_KEYS = {128: 1024}
 
 if gluon is not None:
 
@@ -622,9 +625,11 @@ def kv_stages(head_dim: int, seq_k: int) -> int:
     return KV_STAGES.get(width, 2)
 
 
-def pingpong(width: int, seq_k: int) -> bool:
-    """Whether the consumers take turns to issue their products (PINGPONG_MAX_KEYS)."""
-    return seq_k <= PINGPONG_MAX_KEYS.get(width, 0)
+def pingpong(width: int, seq_k: int, causal: bool) -> bool:
+    """Whether the consumers take turns to issue their products (PINGPONG_MIN_KEYS,
+    PINGPONG_CAUSAL_MIN_KEYS)."""
+    least = (PINGPONG_CAUSAL_MIN_KEYS if causal else PINGPONG_MIN_KEYS).get(width)
+    return least is not None and seq_k >= least
 
 
 def units(seq_q: int, batch_heads: int, causal: bool) -> int:
@@ -659,7 +664,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, num_units,
         -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal),
-        KV_STAGES=kv_stages(head_dim, seq_k), PINGPONG=pingpong(width, seq_k), num_warps=4,
+        KV_STAGES=kv_stages(head_dim, seq_k), PINGPONG=pingpong(width, seq_k, causal), num_warps=4,
         maxnreg=MAX_REGISTERS)
     return out, lse
 
@@ -701,7 +706,7 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
     constexprs = {"HEAD_DIM": main, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n,
                   "Q_SLOTS": q_slots(width), "TAIL": tail, "SHORT_DIAGONAL": short_diagonal,
                   "KV_STAGES": kv_stages(width, seq_k),
-                  "PINGPONG": pingpong(width, seq_k) if ping_pong is None else ping_pong,
+                  "PINGPONG": pingpong(width, seq_k, causal) if ping_pong is None else ping_pong,
                   "num_warps": 4}  # head_dim = width
     return compile_for_sm90(_attention_forward_ws_kernel, signature, constexprs, MAX_REGISTERS)
 

@@ -305,12 +305,15 @@ def test_three_key_value_slots_where_measured_faster():
 
 
 def test_ping_pong_where_measured_faster():
-    # Twentieth session: at width 128 (hd72-128) 1-6 % faster or level at every length measured;
-    # level to slower at widths 32-64 and level at 192-256.
+    # Twentieth session: at width 128 (hd72-128) faster or level at every length measured but
+    # causal at 512 keys (level at hd128, slower at hd80/96); level to slower at widths 32-64 and
+    # level at 192-256.
     width = attention_gluon.forward_width
-    assert attention_gluon.pingpong(width(128), 512) and attention_gluon.pingpong(width(80), 16384)
-    assert attention_gluon.pingpong(width(72), 300)
-    assert not any(attention_gluon.pingpong(width(head_dim), 512) for head_dim in (32, 40, 64, 136, 192, 256))
+    assert attention_gluon.pingpong(width(128), 512, False) and attention_gluon.pingpong(width(72), 300, False)
+    assert attention_gluon.pingpong(width(80), 1024, True) and attention_gluon.pingpong(width(128), 16384, True)
+    assert not attention_gluon.pingpong(width(96), 512, True) and not attention_gluon.pingpong(width(128), 1000, True)
+    assert not any(attention_gluon.pingpong(width(head_dim), 4096, causal) for head_dim in (32, 40, 64, 136, 192, 256)
+                   for causal in (True, False))
 
 
 @pytest.mark.gpu
@@ -352,7 +355,7 @@ def test_gpu_more_key_value_slots_change_no_bit(head_dim, batch, kv_heads, seq_q
     (2, 8, 300, 1111)], ids=lambda value: str(value))
 @pytest.mark.parametrize("head_dim", [32, 40, 64, 96, 128, 160, 256])
 def test_gpu_ping_pong_changes_no_bit(head_dim, batch, kv_heads, seq_q, seq_k, causal, monkeypatch):
-    """The consumers taking turns to issue their products (PINGPONG_MAX_KEYS, forced at every
+    """The consumers taking turns to issue their products (attention_gluon.pingpong, forced at every
     length here) only orders their issue: the output and log-sum-exp are bitwise those without
     turns. Turns are counted over a program's tiles, so this covers more units than SMs, tiles of
     one key block, the first consumer's half block (widths 32-64) and whole skipped block (192,
@@ -363,10 +366,12 @@ def test_gpu_ping_pong_changes_no_bit(head_dim, batch, kv_heads, seq_q, seq_k, c
     q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim + 7)
     scale = head_dim ** -0.5
     width = attention_gluon.forward_width(head_dim)
-    monkeypatch.setattr(attention_gluon, "PINGPONG_MAX_KEYS", {})
+    monkeypatch.setattr(attention_gluon, "PINGPONG_MIN_KEYS", {})
+    monkeypatch.setattr(attention_gluon, "PINGPONG_CAUSAL_MIN_KEYS", {})
     plain = attention_gluon.attention_forward(q, k, v, causal, scale)
-    monkeypatch.setattr(attention_gluon, "PINGPONG_MAX_KEYS", {width: 1 << 31})
-    assert attention_gluon.pingpong(width, seq_k)
+    monkeypatch.setattr(attention_gluon, "PINGPONG_MIN_KEYS", {width: 0})
+    monkeypatch.setattr(attention_gluon, "PINGPONG_CAUSAL_MIN_KEYS", {width: 0})
+    assert attention_gluon.pingpong(width, seq_k, causal)
     out, lse = attention_gluon.attention_forward(q, k, v, causal, scale)
     assert torch.equal(plain[0], out) and torch.equal(plain[1], lse)
     if seq_q == seq_k or not causal:
