@@ -11,6 +11,7 @@ device µs, and cuDNN's time / ours by do_bench's median and by device time."""
 from __future__ import annotations
 
 import statistics
+import sys
 from typing import Callable
 
 import torch
@@ -18,6 +19,15 @@ from attention_mid_calls import report_header, rotated_rounds, seeded_call, time
 
 from gpudoctor.kernels import attention_gluon, attention_plan
 from gpudoctor.kernels.attention import flash_attention
+
+
+def hopper() -> bool:
+    """Whether this machine's GPU is a Hopper (sm90), which the Gluon forward needs; says so on
+    stderr where not."""
+    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9:
+        return True
+    print("needs a Hopper GPU (sm90)", file=sys.stderr)
+    return False
 
 
 def compare_settings(shapes, labels: list, apply: Callable, rounds: int, backward: bool = True,

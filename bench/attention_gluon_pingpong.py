@@ -57,13 +57,11 @@ def main(argv=None) -> int:
     if unknown:
         print(f"unknown shapes: {sorted(unknown)}", file=sys.stderr)
         return 2
-    import torch
-    from attention_ab import compare_settings
+    from attention_ab import compare_settings, hopper
 
     from gpudoctor.kernels import attention_gluon
 
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
-        print("needs a Hopper GPU (sm90)", file=sys.stderr)
+    if not hopper():
         return 2
     shipped = (dict(attention_gluon.PINGPONG_MIN_KEYS), dict(attention_gluon.PINGPONG_CAUSAL_MIN_KEYS))
     everywhere = dict.fromkeys(attention_gluon.BLOCK_N, 0)
