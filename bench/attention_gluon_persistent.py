@@ -83,11 +83,12 @@ def main(argv=None) -> int:
     import triton
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    from attention_ab import hopper
+
     from gpudoctor.kernels import attention, attention_gluon
     from gpudoctor.kernels.attention import config_for, flash_attention
 
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
-        print("needs a Hopper GPU (sm90)", file=sys.stderr)
+    if not hopper():
         return 2
 
     def time_ms(run):

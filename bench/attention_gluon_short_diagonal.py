@@ -56,14 +56,14 @@ def main(argv=None) -> int:
         print(f"unknown shapes: {sorted(unknown)}", file=sys.stderr)
         return 2
     import torch
+    from attention_ab import hopper
     from attention_mid_calls import (_kernel_times, device_total, report_header, rotated_rounds, seeded_call,
                                      times_cudnn, write_report)
 
     from gpudoctor.kernels import attention_gluon, attention_plan
     from gpudoctor.kernels.attention import flash_attention
 
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
-        print("needs a Hopper GPU (sm90)", file=sys.stderr)
+    if not hopper():
         return 2
 
     shipped_limits = dict(attention_gluon.SHORT_DIAGONAL_MAX_QUERIES)
