@@ -14,12 +14,13 @@ each program works through tiles of 128 query rows of one head, in three partiti
   32-64 in short calls: kv_stages), in shared memory by TMA, each slot refilled once both
   consumers have arrived on its "empty" barrier.
 
-It is persistent: one program per SM (PERSISTENT), each looping over units of work, so that the
-next tile's Q and first K/V blocks load while the last tile finishes, instead of a program's
-start and end leaving the SM idle (at 1024 keys a causal tile holds four key blocks on average).
-A causal unit pairs a head's query blocks i and last-i, so every unit holds the same work and a
-static schedule balances; a head's units are consecutive, so programs running at once share its
-K and V in L2. In a causal tile's last key block the first consumer's 64 rows see at most the
+It is persistent: one program per SM (PERSISTENT), each looping over items of a static schedule
+(attention_schedule), so that the next tile's Q and first K/V blocks load while the last tile
+finishes, instead of a program's start and end leaving the SM idle (at 1024 keys a causal tile
+holds four key blocks on average). Causal, most items pair a head's query blocks i and last-i, so
+that they hold the same work, and a head's are consecutive, so programs running at once share its
+K and V in L2; the last rounds' items are single tiles, largest first, so that no program runs a
+whole unit more than another. In a causal tile's last key block the first consumer's 64 rows see at most the
 block's first 64 keys: it skips the rest (the whole block at widths 192/256, whose blocks are 64
 keys; half of it at 32/64), where that measured faster (short_diagonal). Q has two slots where they fit (width <= 128):
 the output goes out through the slot its tile's Q held, which the producer refills for the tile
@@ -49,6 +50,7 @@ import functools
 
 import torch
 
+from . import attention_schedule
 from .launch import fast, sm_count, use_torch_scratch
 
 try:  # Gluon's Hopper modules: Triton >= 3.5
@@ -158,28 +160,64 @@ if gluon is not None:
         return gl.cdiv(key_end, BLOCK_N)
 
     @gluon.jit
-    def _unit(unit, query_blocks, CAUSAL: gl.constexpr):
-        """(batch x head, first query block, query blocks) of a unit of work. Causal units pair a
-        head's query block i with block query_blocks-1-i, heaviest first, so that every unit holds
-        the same number of key blocks (give or take one) and a static schedule balances itself; a
-        head's units are consecutive, so programs running at once share its K and V in L2."""
-        if CAUSAL:
-            per_head = (query_blocks + 1) // 2
-            pair = unit % per_head
-            first = query_blocks - 1 - pair
-            count = 2 - (first == pair).to(gl.int32)  # the middle block of an odd count is alone
-        else:
-            per_head = query_blocks
-            first = unit % per_head
-            count = 1
-        return unit // per_head, first, count
+    def _item_position(program, round_, programs, head_units):
+        """The position in the schedule's list of a program's item in one round
+        (attention_schedule): round-robin, but from the round after the tail's first on, every
+        second round taken from the other end (a snake)."""
+        first_tail_round = head_units // programs
+        position = round_ * programs + program
+        if (round_ > first_tail_round) & ((round_ - first_tail_round) % 2 == 1):
+            position = round_ * programs + programs - 1 - program
+        return position
 
     @gluon.jit
-    def _query_tile(batch_head, first, index, query_blocks, num_heads, kv_group_size, seq_k,
-                    BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-        """(batch, head, KV head, first query row, key blocks) of a unit's tile ``index`` (0 or 1:
-        the paired block query_blocks-1-first)."""
-        block = first + index * (query_blocks - 1 - 2 * first)
+    def _item(position, items, head_units, batch_heads, query_blocks, CAUSAL: gl.constexpr):
+        """(batch x head and query block of the item's first tile, of its second, tiles: 0-2) of
+        the item at ``position`` (attention_schedule). Causal, the head part's units pair a head's
+        query blocks i and last-i, or the middle blocks of two heads; the tail's tiles come one by
+        one, largest first."""
+        head = position
+        block = 0
+        second_head = position
+        second_block = 0
+        count = (position < items).to(gl.int32)
+        if CAUSAL:
+            pairs = query_blocks // 2
+            odd = query_blocks % 2
+            if position < head_units:
+                group_heads = 1 + odd
+                per_group = group_heads * pairs + odd
+                group = position // per_group
+                within = position % per_group
+                head = group * group_heads + within // gl.maximum(pairs, 1)
+                pair = within % gl.maximum(pairs, 1)
+                block = query_blocks - 1 - pair
+                second_head = head
+                second_block = pair
+                if within == 2 * pairs:  # odd query blocks: the middles of the group's two heads
+                    head = group * 2
+                    block = pairs
+                    second_head = head + 1
+                    second_block = pairs
+                count = count + count
+            else:
+                tail = position - head_units
+                tail_heads = (items - head_units) // query_blocks
+                head = batch_heads - tail_heads + tail % gl.maximum(tail_heads, 1)
+                block = query_blocks - 1 - tail // gl.maximum(tail_heads, 1)
+                second_head = head
+                second_block = block
+        else:
+            head = position // query_blocks
+            block = position % query_blocks
+            second_head = head
+            second_block = block
+        return head, block, second_head, second_block, count
+
+    @gluon.jit
+    def _query_tile(batch_head, block, num_heads, kv_group_size, seq_k, BLOCK_N: gl.constexpr,
+                    CAUSAL: gl.constexpr):
+        """(batch, head, KV head, first query row, key blocks) of query block ``block`` of a head."""
         start_m = block * 128  # BLOCK_M
         return (batch_head // num_heads, batch_head % num_heads, (batch_head % num_heads) // kv_group_size,
                 start_m, _key_blocks(start_m, seq_k, 128, BLOCK_N, CAUSAL))
@@ -427,17 +465,22 @@ if gluon is not None:
     def _consumer(io, buffers, barriers, turns, schedule, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                   BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr,
                   TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr):
-        num_units, query_blocks, num_heads, kv_group_size = schedule
+        items, head_units, batch_heads, query_blocks, num_heads, kv_group_size = schedule
         Q, K, V, O, LSE, seq_q, seq_k, qk_scale, q_shape, kv_shape, q_strides, k_strides, v_strides, o_strides = io
         o_desc, o_tail_desc = _tma_descriptors(O, q_shape, o_strides, 64, HEAD_DIM, TAIL)
         descs = (o_desc, LSE, seq_q, seq_k, qk_scale, o_tail_desc)
         it = 0  # key blocks consumed: the K/V rings' position
         done = 0  # tiles done: the Q ring's
-        for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
-            batch_head, first, count = _unit(unit, query_blocks, CAUSAL)
+        programs = gl.num_programs(0)
+        for round_ in range(0, gl.cdiv(items, programs)):
+            position = _item_position(gl.program_id(0), round_, programs, head_units)
+            first_head, first_block, second_head, second_block, count = _item(
+                position, items, head_units, batch_heads, query_blocks, CAUSAL)
             for index in range(count):
+                batch_head = first_head + index * (second_head - first_head)
                 batch, head, kv_head, start_m, blocks = _query_tile(
-                    batch_head, first, index, query_blocks, num_heads, kv_group_size, seq_k, BLOCK_N, CAUSAL)
+                    batch_head, first_block + index * (second_block - first_block), num_heads, kv_group_size,
+                    seq_k, BLOCK_N, CAUSAL)
                 _consumer_tile(descs, buffers, barriers, turns, (batch, head, batch_head, start_m, blocks, it, done),
                                WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG)
                 it += blocks
@@ -478,14 +521,19 @@ if gluon is not None:
         v_desc, v_tail_desc = _tma_descriptors(V, kv_shape, v_strides, BLOCK_N, HEAD_DIM, TAIL)
         q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
         q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
-        num_units, query_blocks, num_heads, kv_group_size = schedule
+        items, head_units, batch_heads, query_blocks, num_heads, kv_group_size = schedule
         it = 0
         done = 0
-        for unit in range(gl.program_id(0), num_units, gl.num_programs(0)):
-            batch_head, first, count = _unit(unit, query_blocks, CAUSAL)
+        programs = gl.num_programs(0)
+        for round_ in range(0, gl.cdiv(items, programs)):
+            position = _item_position(gl.program_id(0), round_, programs, head_units)
+            first_head, first_block, second_head, second_block, count = _item(
+                position, items, head_units, batch_heads, query_blocks, CAUSAL)
             for index in range(count):
                 batch, head, kv_head, start_m, blocks = _query_tile(
-                    batch_head, first, index, query_blocks, num_heads, kv_group_size, seq_k, BLOCK_N, CAUSAL)
+                    first_head + index * (second_head - first_head),
+                    first_block + index * (second_block - first_block), num_heads, kv_group_size, seq_k,
+                    BLOCK_N, CAUSAL)
                 for j in range(blocks):
                     _load_block(k_desc, k_smem, k_tail_desc, k_tail_smem, k_full, k_empty, it + j,
                                 batch, kv_head, j * BLOCK_N, HEAD_DIM, TAIL)
@@ -513,7 +561,7 @@ if gluon is not None:
     def _attention_forward_ws_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh,
                                      stride_ks, stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
                                      batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim,
-                                     qk_scale, num_units, query_blocks, HEAD_DIM: gl.constexpr,
+                                     qk_scale, items, head_units, query_blocks, HEAD_DIM: gl.constexpr,
                                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
                                      Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
                                      KV_STAGES: gl.constexpr, PINGPONG: gl.constexpr, num_warps: gl.constexpr):
@@ -559,7 +607,7 @@ if gluon is not None:
               [stride_kb, stride_kh, stride_ks], [stride_vb, stride_vh, stride_vs], [stride_ob, stride_oh, stride_os])
         buffers = (q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem)
         barriers = (q_full, q_empty, k_full, k_empty, v_full, v_empty)
-        schedule = (num_units, query_blocks, num_heads, num_heads // num_kv_heads)
+        schedule = (items, head_units, batch * num_heads, query_blocks, num_heads, num_heads // num_kv_heads)
         gl.warp_specialize([
             (_consumer, (io, buffers, barriers, turns, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS,
                          TAIL, SHORT_DIAGONAL, PINGPONG)),
@@ -632,10 +680,9 @@ def pingpong(width: int, seq_k: int, causal: bool) -> bool:
     return least is not None and seq_k >= least
 
 
-def units(seq_q: int, batch_heads: int, causal: bool) -> int:
-    """Units of work (_unit): causal ones pair a head's query blocks i and last-i."""
-    query_blocks = -(-seq_q // BLOCK_M)
-    return batch_heads * ((query_blocks + 1) // 2 if causal else query_blocks)
+def work(seq_q: int, seq_k: int, batch_heads: int, causal: bool, programs: int) -> attention_schedule.Schedule:
+    """Which tiles each of at most ``programs`` programs runs (attention_schedule)."""
+    return attention_schedule.schedule(batch_heads, -(-seq_q // BLOCK_M), -(-seq_k // BLOCK_M), causal, programs)
 
 
 def short_diagonal(width: int, seq_q: int, causal: bool) -> bool:
@@ -656,13 +703,13 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     block_n = BLOCK_N[width]
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
-    num_units = units(seq_q, batch * num_heads, causal)
-    programs = min(num_units, sm_count(q.device)) if PERSISTENT else num_units
+    # One program an item where not PERSISTENT: a number of programs no item list reaches.
+    schedule = work(seq_q, seq_k, batch * num_heads, causal, sm_count(q.device) if PERSISTENT else 1 << 30)
     use_torch_scratch()
-    fast(_attention_forward_ws_kernel)[(programs,)](
+    fast(_attention_forward_ws_kernel)[(schedule.programs,)](
         q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
-        batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, num_units,
-        -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
+        batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, schedule.items,
+        schedule.head_units, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal),
         KV_STAGES=kv_stages(head_dim, seq_k), PINGPONG=pingpong(width, seq_k, causal), num_warps=4,
         maxnreg=MAX_REGISTERS)
@@ -699,7 +746,8 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
         "stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb", "stride_vh",
         "stride_vs", "stride_ob", "stride_oh", "stride_os", "batch", "seq_q", "seq_k", "num_heads", "num_kv_heads",
         "head_dim")})
-    signature.update({"qk_scale": "fp32", "num_units": "i32", "query_blocks": "i32", "HEAD_DIM": "constexpr",
+    signature.update({"qk_scale": "fp32", "items": "i32", "head_units": "i32",
+                      "query_blocks": "i32", "HEAD_DIM": "constexpr",
                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "CHECK_N": "constexpr", "Q_SLOTS": "constexpr",
                       "TAIL": "constexpr", "SHORT_DIAGONAL": "constexpr", "KV_STAGES": "constexpr",
                       "PINGPONG": "constexpr", "num_warps": "constexpr"})

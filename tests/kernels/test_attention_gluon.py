@@ -240,13 +240,14 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(head_dim, monk
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize("head_dim", [64, 128, 176, 256])
 def test_gpu_persistent_programs_match_one_program_per_unit(head_dim, causal, dtype, monkeypatch):
-    """More units than SMs, so that each program loops over several: 9 query blocks per head (an
-    odd count: the middle causal block is a unit alone, and the last block is ragged), GQA 4:1.
+    """More items than SMs, so that each program loops over several: 9 query blocks per head (an
+    odd count: causal, the middle blocks of two heads are one unit; the last block is ragged), GQA 4:1.
     Each tile's work is the same whichever program does it, so the results are bitwise equal."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     q, k, v = gpu_inputs(4, 16, 4, 1100, 1100, head_dim, dtype, head_dim)
-    assert attention_gluon.units(1100, 4 * 16, causal) > torch.cuda.get_device_properties(0).multi_processor_count
+    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    assert attention_gluon.work(1100, 1100, 4 * 16, causal, programs).items > programs
     scale = head_dim ** -0.5
     monkeypatch.setattr(attention_gluon, "PERSISTENT", False)
     one_per_unit = attention_gluon.attention_forward(q, k, v, causal, scale)
@@ -254,6 +255,41 @@ def test_gpu_persistent_programs_match_one_program_per_unit(head_dim, causal, dt
     persistent = attention_gluon.attention_forward(q, k, v, causal, scale)
     assert torch.equal(one_per_unit[0], persistent[0]) and torch.equal(one_per_unit[1], persistent[1])
     _check_forward(q, k, v, causal, {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype])
+
+
+# (batch, heads, KV heads, seq, what the schedule must hold): a head part and a tail of more than
+# two rounds (the benchmarks' shape, snake rounds); an odd number of query blocks (middles of two
+# heads make a unit); one tile a program; one query block a head (every unit two heads' tiles).
+SCHEDULE_CASES = [(32, 32, 32, 512, "tail"), (8, 33, 11, 640, "middles"), (1, 8, 2, 512, "one tile a program"),
+                  (4, 75, 75, 100, "middles")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize(("batch", "heads", "kv_heads", "seq", "feature"), SCHEDULE_CASES)
+def test_gpu_every_schedule_runs_each_tile_once(batch, heads, kv_heads, seq, feature, head_dim, monkeypatch):
+    """Causal: the persistent programs' static schedule (attention_schedule) against one program a
+    tile, bitwise, and against the float32 reference: a tile run twice or never would differ."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    schedule = attention_gluon.work(seq, seq, batch * heads, True, programs)
+    query_blocks = -(-seq // 128)
+    if feature == "tail":
+        assert schedule.head_units > 0 and schedule.tail_heads * query_blocks > 2 * programs
+    elif feature == "middles":
+        assert query_blocks % 2 == 1 and schedule.head_units >= 2 * (query_blocks // 2) + 1
+    else:
+        assert schedule.items == batch * heads * query_blocks == schedule.programs
+    q, k, v = gpu_inputs(batch, heads, kv_heads, seq, seq, head_dim, torch.bfloat16, seq)
+    scale = head_dim ** -0.5
+    monkeypatch.setattr(attention_gluon, "PERSISTENT", False)
+    one_per_tile = attention_gluon.attention_forward(q, k, v, True, scale)
+    monkeypatch.setattr(attention_gluon, "PERSISTENT", True)
+    persistent = attention_gluon.attention_forward(q, k, v, True, scale)
+    assert torch.equal(one_per_tile[0], persistent[0]) and torch.equal(one_per_tile[1], persistent[1])
+    if batch * heads <= 300:  # the float32 reference of the benchmarks' shape takes 4 GB
+        _check_forward(q, k, v, True, 3e-2)
 
 
 def test_first_consumer_skips_the_diagonal_blocks_right_half_where_measured_faster(monkeypatch):

@@ -1,0 +1,83 @@
+"""The persistent Gluon forward's causal schedule (attention_schedule): the head part's units
+alone ("units": the heads the head part cannot group aside) against units and a tail of single
+tiles, largest first ("tail", shipped), and optionally the kernel of an earlier commit
+("before": --before FILE, that commit's gpudoctor/kernels/attention_gluon.py, whose causal units
+put the middle block of an odd count alone), cuDNN beside them, on Hopper; the settings take turns
+(attention_ab's loop).
+
+    PYTHONPATH=. python3 bench/attention_gluon_schedule.py [--rounds 3] [--shapes hd64-s512-c ...] [--before FILE] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+# (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28 scores (16384 tokens x 32
+# heads), odd numbers of query blocks (384, 640, 1152 keys), the training pass's shape.
+SHAPES = (
+    ("hd64-s512-c", 32, 32, 32, 512, 64, True, "bf16"),
+    ("hd40-s512-c", 32, 32, 32, 512, 40, True, "bf16"),
+    ("hd128-s512-c", 32, 32, 32, 512, 128, True, "bf16"),
+    ("hd256-s512-c", 32, 32, 32, 512, 256, True, "bf16"),
+    ("hd64-s1024-c", 16, 32, 32, 1024, 64, True, "bf16"),
+    ("hd128-s1024-c", 16, 32, 32, 1024, 128, True, "bf16"),
+    ("hd64-s2048-c", 8, 32, 32, 2048, 64, True, "bf16"),
+    ("hd128-s4096-c", 4, 32, 32, 4096, 128, True, "bf16"),
+    ("hd128-gqa8-s4096-c", 4, 32, 4, 4096, 128, True, "bf16"),
+    ("hd64-s16384-c", 1, 32, 32, 16384, 64, True, "bf16"),
+    ("hd64-s640-c", 16, 32, 32, 640, 64, True, "bf16"),
+    ("hd128-s640-c", 16, 32, 32, 640, 128, True, "bf16"),
+    ("hd64-s384-c", 32, 32, 32, 384, 64, True, "bf16"),
+    ("hd128-s1152-c", 8, 32, 32, 1152, 128, True, "bf16"),
+    ("hd80-train-pass", 4, 32, 32, 256, 80, True, "bf16"),
+    ("hd64-s512", 32, 32, 32, 512, 64, False, "bf16"),
+)
+SETTINGS = ("units", "tail")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--shapes", nargs="*", help=f"of {[shape[0] for shape in SHAPES]}")
+    parser.add_argument("--before", help="an earlier commit's gpudoctor/kernels/attention_gluon.py")
+    parser.add_argument("--no-backward", action="store_true", help="the forward alone")
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    unknown = set(args.shapes or ()) - {shape[0] for shape in SHAPES}
+    if unknown:
+        print(f"unknown shapes: {sorted(unknown)}", file=sys.stderr)
+        return 2
+    from attention_ab import compare_settings, hopper
+
+    from gpudoctor.kernels import attention_gluon, attention_schedule
+
+    if not hopper():
+        return 2
+    shipped = (attention_schedule.TAIL, attention_gluon.attention_forward)
+    forwards = {"units": (False, shipped[1]), "tail": (True, shipped[1]), None: shipped}
+    labels = list(SETTINGS)
+    if args.before:
+        forwards["before"] = (True, _module_from(args.before).attention_forward)
+        labels.insert(0, "before")
+
+    def apply(name):
+        attention_schedule.TAIL, attention_gluon.attention_forward = forwards[name]
+
+    compare_settings(SHAPES, labels, apply, args.rounds, backward=not args.no_backward, out=args.out,
+                     only=args.shapes, before=args.before)
+    return 0
+
+
+def _module_from(path: str):
+    """That file as a module of gpudoctor.kernels (its relative imports resolve there)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpudoctor.kernels._attention_gluon_before", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+if __name__ == "__main__":
+    sys.exit(main())
