@@ -1,17 +1,18 @@
 """The persistent Gluon forward's causal schedule (attention_schedule): the head part's units
 alone ("units": the heads the head part cannot group aside) against units and a tail of single
-tiles, largest first ("tail", shipped), and optionally the kernel of an earlier commit
-("before": --before FILE, that commit's gpudoctor/kernels/attention_gluon.py, whose causal units
-put the middle block of an odd count alone), cuDNN beside them, on Hopper; the settings take turns
-(attention_ab's loop).
+tiles, largest first ("tail", shipped), and optionally the kernels of earlier commits (--before
+FILE ...: those commits' gpudoctor/kernels/attention_gluon.py, each a setting named by its file's
+stem; before this schedule, causal units put the middle block of an odd count alone), cuDNN
+beside them, on Hopper; the settings take turns (attention_ab's loop).
 
-    PYTHONPATH=. python3 bench/attention_gluon_schedule.py [--rounds 3] [--shapes hd64-s512-c ...] [--before FILE] [--out FILE]
+    PYTHONPATH=. python3 bench/attention_gluon_schedule.py [--rounds 3] [--shapes hd64-s512-c ...] [--before FILE ...] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 # (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28 scores (16384 tokens x 32
 # heads), odd numbers of query blocks (384, 640, 1152 keys), the training pass's shape.
@@ -40,7 +41,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shapes", nargs="*", help=f"of {[shape[0] for shape in SHAPES]}")
-    parser.add_argument("--before", help="an earlier commit's gpudoctor/kernels/attention_gluon.py")
+    parser.add_argument("--before", nargs="*", default=[], help="earlier commits' gpudoctor/kernels/attention_gluon.py")
     parser.add_argument("--no-backward", action="store_true", help="the forward alone")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
@@ -57,9 +58,10 @@ def main(argv=None) -> int:
     shipped = (attention_schedule.TAIL, attention_gluon.attention_forward)
     forwards = {"units": (False, shipped[1]), "tail": (True, shipped[1]), None: shipped}
     labels = list(SETTINGS)
-    if args.before:
-        forwards["before"] = (True, _module_from(args.before).attention_forward)
-        labels.insert(0, "before")
+    for path in args.before:
+        name = Path(path).stem
+        forwards[name] = (True, _module_from(path, name).attention_forward)
+        labels.insert(len(labels) - 2, name)
 
     def apply(name):
         attention_schedule.TAIL, attention_gluon.attention_forward = forwards[name]
@@ -69,11 +71,11 @@ def main(argv=None) -> int:
     return 0
 
 
-def _module_from(path: str):
+def _module_from(path: str, name: str):
     """That file as a module of gpudoctor.kernels (its relative imports resolve there)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("gpudoctor.kernels._attention_gluon_before", path)
+    spec = importlib.util.spec_from_file_location(f"gpudoctor.kernels._{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -160,37 +160,44 @@ if gluon is not None:
         return gl.cdiv(key_end, BLOCK_N)
 
     @gluon.jit
-    def _item_position(program, round_, programs, head_units):
-        """The position in the schedule's list of a program's item in one round
+    def _schedule_order(items, head_units, tail_heads, batch_heads, query_blocks):
+        """What the walk over the schedule's items needs, worked out once before it: (items, head
+        part's units, tail's heads (at least 1), their first head, its first round, units of a
+        group of the head part, query blocks)."""
+        pairs = query_blocks // 2
+        odd = query_blocks % 2
+        return (items, head_units, gl.maximum(tail_heads, 1), batch_heads - tail_heads,
+                head_units // gl.num_programs(0), (1 + odd) * pairs + odd, query_blocks)
+
+    @gluon.jit
+    def _item_position(round_, order):
+        """The position in the schedule's list of this program's item in one round
         (attention_schedule): round-robin, but from the round after the tail's first on, every
         second round taken from the other end (a snake)."""
-        first_tail_round = head_units // programs
-        position = round_ * programs + program
+        first_tail_round = order[4]
+        programs = gl.num_programs(0)
+        position = round_ * programs + gl.program_id(0)
         if (round_ > first_tail_round) & ((round_ - first_tail_round) % 2 == 1):
-            position = round_ * programs + programs - 1 - program
+            position = round_ * programs + programs - 1 - gl.program_id(0)
         return position
 
     @gluon.jit
-    def _item(position, items, head_units, batch_heads, query_blocks, CAUSAL: gl.constexpr):
+    def _item(position, order, CAUSAL: gl.constexpr):
         """(batch x head and query block of the item's first tile, of its second, tiles: 0-2) of
-        the item at ``position`` (attention_schedule). Causal, the head part's units pair a head's
+        the item at ``position`` (attention_schedule), with one division: it runs between tiles,
+        on the consumers' way to their next one. Causal, the head part's units pair a head's
         query blocks i and last-i, or the middle blocks of two heads; the tail's tiles come one by
         one, largest first."""
-        head = position
-        block = 0
-        second_head = position
-        second_block = 0
+        items, head_units, tail_heads, first_tail_head, first_tail_round, per_group, query_blocks = order
         count = (position < items).to(gl.int32)
         if CAUSAL:
             pairs = query_blocks // 2
-            odd = query_blocks % 2
             if position < head_units:
-                group_heads = 1 + odd
-                per_group = group_heads * pairs + odd
                 group = position // per_group
-                within = position % per_group
-                head = group * group_heads + within // gl.maximum(pairs, 1)
-                pair = within % gl.maximum(pairs, 1)
+                within = position - group * per_group
+                second = (within >= pairs).to(gl.int32)  # odd query blocks: the group's second head
+                head = group * (1 + query_blocks % 2) + second
+                pair = within - second * pairs
                 block = query_blocks - 1 - pair
                 second_head = head
                 second_block = pair
@@ -202,14 +209,14 @@ if gluon is not None:
                 count = count + count
             else:
                 tail = position - head_units
-                tail_heads = (items - head_units) // query_blocks
-                head = batch_heads - tail_heads + tail % gl.maximum(tail_heads, 1)
-                block = query_blocks - 1 - tail // gl.maximum(tail_heads, 1)
+                rank = tail // tail_heads
+                head = first_tail_head + tail - rank * tail_heads
+                block = query_blocks - 1 - rank
                 second_head = head
                 second_block = block
         else:
             head = position // query_blocks
-            block = position % query_blocks
+            block = position - head * query_blocks
             second_head = head
             second_block = block
         return head, block, second_head, second_block, count
@@ -465,17 +472,16 @@ if gluon is not None:
     def _consumer(io, buffers, barriers, turns, schedule, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                   BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr,
                   TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr):
-        items, head_units, batch_heads, query_blocks, num_heads, kv_group_size = schedule
+        items, head_units, tail_heads, batch_heads, query_blocks, num_heads, kv_group_size = schedule
         Q, K, V, O, LSE, seq_q, seq_k, qk_scale, q_shape, kv_shape, q_strides, k_strides, v_strides, o_strides = io
         o_desc, o_tail_desc = _tma_descriptors(O, q_shape, o_strides, 64, HEAD_DIM, TAIL)
         descs = (o_desc, LSE, seq_q, seq_k, qk_scale, o_tail_desc)
         it = 0  # key blocks consumed: the K/V rings' position
         done = 0  # tiles done: the Q ring's
-        programs = gl.num_programs(0)
-        for round_ in range(0, gl.cdiv(items, programs)):
-            position = _item_position(gl.program_id(0), round_, programs, head_units)
-            first_head, first_block, second_head, second_block, count = _item(
-                position, items, head_units, batch_heads, query_blocks, CAUSAL)
+        order = _schedule_order(items, head_units, tail_heads, batch_heads, query_blocks)
+        for round_ in range(0, gl.cdiv(items, gl.num_programs(0))):
+            first_head, first_block, second_head, second_block, count = _item(_item_position(round_, order), order,
+                                                                              CAUSAL)
             for index in range(count):
                 batch_head = first_head + index * (second_head - first_head)
                 batch, head, kv_head, start_m, blocks = _query_tile(
@@ -521,14 +527,13 @@ if gluon is not None:
         v_desc, v_tail_desc = _tma_descriptors(V, kv_shape, v_strides, BLOCK_N, HEAD_DIM, TAIL)
         q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
         q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
-        items, head_units, batch_heads, query_blocks, num_heads, kv_group_size = schedule
+        items, head_units, tail_heads, batch_heads, query_blocks, num_heads, kv_group_size = schedule
         it = 0
         done = 0
-        programs = gl.num_programs(0)
-        for round_ in range(0, gl.cdiv(items, programs)):
-            position = _item_position(gl.program_id(0), round_, programs, head_units)
-            first_head, first_block, second_head, second_block, count = _item(
-                position, items, head_units, batch_heads, query_blocks, CAUSAL)
+        order = _schedule_order(items, head_units, tail_heads, batch_heads, query_blocks)
+        for round_ in range(0, gl.cdiv(items, gl.num_programs(0))):
+            first_head, first_block, second_head, second_block, count = _item(_item_position(round_, order), order,
+                                                                              CAUSAL)
             for index in range(count):
                 batch, head, kv_head, start_m, blocks = _query_tile(
                     first_head + index * (second_head - first_head),
@@ -561,7 +566,8 @@ if gluon is not None:
     def _attention_forward_ws_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh,
                                      stride_ks, stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
                                      batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim,
-                                     qk_scale, items, head_units, query_blocks, HEAD_DIM: gl.constexpr,
+                                     qk_scale, items, head_units, tail_heads, query_blocks,
+                                     HEAD_DIM: gl.constexpr,
                                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
                                      Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
                                      KV_STAGES: gl.constexpr, PINGPONG: gl.constexpr, num_warps: gl.constexpr):
@@ -607,7 +613,8 @@ if gluon is not None:
               [stride_kb, stride_kh, stride_ks], [stride_vb, stride_vh, stride_vs], [stride_ob, stride_oh, stride_os])
         buffers = (q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem)
         barriers = (q_full, q_empty, k_full, k_empty, v_full, v_empty)
-        schedule = (items, head_units, batch * num_heads, query_blocks, num_heads, num_heads // num_kv_heads)
+        schedule = (items, head_units, tail_heads, batch * num_heads, query_blocks, num_heads,
+                    num_heads // num_kv_heads)
         gl.warp_specialize([
             (_consumer, (io, buffers, barriers, turns, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS,
                          TAIL, SHORT_DIAGONAL, PINGPONG)),
@@ -709,7 +716,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     fast(_attention_forward_ws_kernel)[(schedule.programs,)](
         q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
         batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, schedule.items,
-        schedule.head_units, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
+        schedule.head_units, schedule.tail_heads, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal),
         KV_STAGES=kv_stages(head_dim, seq_k), PINGPONG=pingpong(width, seq_k, causal), num_warps=4,
         maxnreg=MAX_REGISTERS)
@@ -747,7 +754,7 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
         "stride_vs", "stride_ob", "stride_oh", "stride_os", "batch", "seq_q", "seq_k", "num_heads", "num_kv_heads",
         "head_dim")})
     signature.update({"qk_scale": "fp32", "items": "i32", "head_units": "i32",
-                      "query_blocks": "i32", "HEAD_DIM": "constexpr",
+                      "tail_heads": "i32", "query_blocks": "i32", "HEAD_DIM": "constexpr",
                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "CHECK_N": "constexpr", "Q_SLOTS": "constexpr",
                       "TAIL": "constexpr", "SHORT_DIAGONAL": "constexpr", "KV_STAGES": "constexpr",
                       "PINGPONG": "constexpr", "num_warps": "constexpr"})
