@@ -170,27 +170,38 @@ if gluon is not None:
                 head_units // gl.num_programs(0), (1 + odd) * pairs + odd, query_blocks)
 
     @gluon.jit
-    def _item_position(round_, order):
+    def _item_position(round_, order, SIMPLE: gl.constexpr):
         """The position in the schedule's list of this program's item in one round
-        (attention_schedule): round-robin, but from the round after the tail's first on, every
-        second round taken from the other end (a snake)."""
+        (attention_schedule): round-robin, but unless SIMPLE (no tail), from the round after the
+        tail's first on, every second round taken from the other end (a snake)."""
         first_tail_round = order[4]
         programs = gl.num_programs(0)
         position = round_ * programs + gl.program_id(0)
-        if (round_ > first_tail_round) & ((round_ - first_tail_round) % 2 == 1):
-            position = round_ * programs + programs - 1 - gl.program_id(0)
+        if not SIMPLE:
+            if (round_ > first_tail_round) & ((round_ - first_tail_round) % 2 == 1):
+                position = round_ * programs + programs - 1 - gl.program_id(0)
         return position
 
     @gluon.jit
-    def _item(position, order, CAUSAL: gl.constexpr):
+    def _item(position, order, CAUSAL: gl.constexpr, SIMPLE: gl.constexpr):
         """(batch x head and query block of the item's first tile, of its second, tiles: 0-2) of
-        the item at ``position`` (attention_schedule), with one division: it runs between tiles,
-        on the consumers' way to their next one. Causal, the head part's units pair a head's
-        query blocks i and last-i, or the middle blocks of two heads; the tail's tiles come one by
-        one, largest first."""
+        the item at ``position`` (attention_schedule). Causal, the head part's units pair a head's
+        query blocks i and last-i, or (an odd number of them) the middle blocks of two heads; the
+        tail's tiles come one by one, largest first. SIMPLE (pairs of one head, no tail) decodes
+        with one division and nothing else: the code between tiles costs (twenty-first session,
+        the general decode here 7-15 % slower at 512 keys causal on the same items, though not
+        from its instructions, which a version working them out during the tile's first Q·Kᵀ did
+        not win back: ncu put the SMs 14 % apart instead of 6 %)."""
         items, head_units, tail_heads, first_tail_head, first_tail_round, per_group, query_blocks = order
         count = (position < items).to(gl.int32)
-        if CAUSAL:
+        if CAUSAL and SIMPLE:
+            head = position // per_group
+            pair = position - head * per_group
+            block = query_blocks - 1 - pair
+            second_head = head
+            second_block = pair
+            count = count + count
+        elif CAUSAL:
             pairs = query_blocks // 2
             if position < head_units:
                 group = position // per_group
@@ -471,7 +482,7 @@ if gluon is not None:
     @gluon.jit
     def _consumer(io, buffers, barriers, turns, schedule, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                   BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr,
-                  TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr):
+                  TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr, SIMPLE: gl.constexpr):
         items, head_units, tail_heads, batch_heads, query_blocks, num_heads, kv_group_size = schedule
         Q, K, V, O, LSE, seq_q, seq_k, qk_scale, q_shape, kv_shape, q_strides, k_strides, v_strides, o_strides = io
         o_desc, o_tail_desc = _tma_descriptors(O, q_shape, o_strides, 64, HEAD_DIM, TAIL)
@@ -480,8 +491,8 @@ if gluon is not None:
         done = 0  # tiles done: the Q ring's
         order = _schedule_order(items, head_units, tail_heads, batch_heads, query_blocks)
         for round_ in range(0, gl.cdiv(items, gl.num_programs(0))):
-            first_head, first_block, second_head, second_block, count = _item(_item_position(round_, order), order,
-                                                                              CAUSAL)
+            first_head, first_block, second_head, second_block, count = _item(
+                _item_position(round_, order, SIMPLE), order, CAUSAL, SIMPLE)
             for index in range(count):
                 batch_head = first_head + index * (second_head - first_head)
                 batch, head, kv_head, start_m, blocks = _query_tile(
@@ -496,9 +507,9 @@ if gluon is not None:
     @gluon.jit
     def _second_consumer(io, buffers, barriers, turns, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
                          CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr,
-                         SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr):
+                         SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr, SIMPLE: gl.constexpr):
         _consumer(io, buffers, barriers, turns, schedule, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL,
-                  SHORT_DIAGONAL, PINGPONG)
+                  SHORT_DIAGONAL, PINGPONG, SIMPLE)
 
     @gluon.jit
     def _load_block(desc, ring, tail_desc, tail_ring, full, empty, index, batch, head, row,
@@ -520,7 +531,8 @@ if gluon is not None:
 
     @gluon.jit
     def _producer(io, buffers, barriers, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-                  CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr):
+                  CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr,
+                  SIMPLE: gl.constexpr):
         Q, K, V, O, LSE, seq_q, seq_k, qk_scale, q_shape, kv_shape, q_strides, k_strides, v_strides, o_strides = io
         q_desc, q_tail_desc = _tma_descriptors(Q, q_shape, q_strides, 64, HEAD_DIM, TAIL)
         k_desc, k_tail_desc = _tma_descriptors(K, kv_shape, k_strides, BLOCK_N, HEAD_DIM, TAIL)
@@ -532,8 +544,8 @@ if gluon is not None:
         done = 0
         order = _schedule_order(items, head_units, tail_heads, batch_heads, query_blocks)
         for round_ in range(0, gl.cdiv(items, gl.num_programs(0))):
-            first_head, first_block, second_head, second_block, count = _item(_item_position(round_, order), order,
-                                                                              CAUSAL)
+            first_head, first_block, second_head, second_block, count = _item(
+                _item_position(round_, order, SIMPLE), order, CAUSAL, SIMPLE)
             for index in range(count):
                 batch, head, kv_head, start_m, blocks = _query_tile(
                     first_head + index * (second_head - first_head),
@@ -570,7 +582,8 @@ if gluon is not None:
                                      HEAD_DIM: gl.constexpr,
                                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
                                      Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
-                                     KV_STAGES: gl.constexpr, PINGPONG: gl.constexpr, num_warps: gl.constexpr):
+                                     KV_STAGES: gl.constexpr, PINGPONG: gl.constexpr, SIMPLE: gl.constexpr,
+                                     num_warps: gl.constexpr):
         dtype: gl.constexpr = Q.dtype.element_ty
         q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, 64, HEAD_DIM], dtype)
         kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N, HEAD_DIM], dtype)
@@ -617,10 +630,10 @@ if gluon is not None:
                     num_heads // num_kv_heads)
         gl.warp_specialize([
             (_consumer, (io, buffers, barriers, turns, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS,
-                         TAIL, SHORT_DIAGONAL, PINGPONG)),
+                         TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE)),
             (_second_consumer, (io, buffers, barriers, turns, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N,
-                                Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG)),
-            (_producer, (io, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL)),
+                                Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE)),
+            (_producer, (io, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SIMPLE)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (MAX_REGISTERS)
 
 
@@ -718,7 +731,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, schedule.items,
         schedule.head_units, schedule.tail_heads, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal),
-        KV_STAGES=kv_stages(head_dim, seq_k), PINGPONG=pingpong(width, seq_k, causal), num_warps=4,
+        KV_STAGES=kv_stages(head_dim, seq_k), PINGPONG=pingpong(width, seq_k, causal),
+        SIMPLE=schedule.simple, num_warps=4,
         maxnreg=MAX_REGISTERS)
     return out, lse
 
@@ -739,10 +753,12 @@ def compile_for_sm90(kernel, signature: dict, constexprs: dict, max_registers: i
 
 
 def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = torch.bfloat16,
-                 short_diagonal: bool = True, seq_k: int = 512, ping_pong: bool | None = None):
+                 short_diagonal: bool = True, seq_k: int = 512, ping_pong: bool | None = None,
+                 simple: bool = True):
     """The kernel compiled for sm90 without a GPU, as a launch at this width and ``seq_k`` keys
-    (which sets the K/V rings' slots) would specialize it, ``ping_pong`` None as routed: for tests
-    and benches on machines without a Hopper GPU (compile_for_sm90)."""
+    (which sets the K/V rings' slots) would specialize it, ``ping_pong`` None as routed, ``simple``
+    the schedule's walk of one head's pairs (Schedule.simple): for tests and benches on machines
+    without a Hopper GPU (compile_for_sm90)."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
     block_n = BLOCK_N[width]
     main, tail = SPLIT.get(width, (width, 0))
@@ -757,12 +773,12 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
                       "tail_heads": "i32", "query_blocks": "i32", "HEAD_DIM": "constexpr",
                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "CHECK_N": "constexpr", "Q_SLOTS": "constexpr",
                       "TAIL": "constexpr", "SHORT_DIAGONAL": "constexpr", "KV_STAGES": "constexpr",
-                      "PINGPONG": "constexpr", "num_warps": "constexpr"})
+                      "PINGPONG": "constexpr", "SIMPLE": "constexpr", "num_warps": "constexpr"})
     constexprs = {"HEAD_DIM": main, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n,
                   "Q_SLOTS": q_slots(width), "TAIL": tail, "SHORT_DIAGONAL": short_diagonal,
                   "KV_STAGES": kv_stages(width, seq_k),
                   "PINGPONG": pingpong(width, seq_k, causal) if ping_pong is None else ping_pong,
-                  "num_warps": 4}  # head_dim = width
+                  "SIMPLE": simple, "num_warps": 4}  # head_dim = width
     return compile_for_sm90(_attention_forward_ws_kernel, signature, constexprs, MAX_REGISTERS)
 
 

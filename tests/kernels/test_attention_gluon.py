@@ -13,7 +13,7 @@ import torch
 from gluonhelpers import SASS_TOOLS, compiled_in_child, gpu_inputs, hopper, needs_gluon
 
 from gpudoctor.kernels import attention as attention_module
-from gpudoctor.kernels import attention_gluon
+from gpudoctor.kernels import attention_gluon, attention_schedule
 from gpudoctor.kernels.attention import flash_attention, reference_attention, select_config
 
 # Compiled in a child process (gluonhelpers.compiled_in_child). The SASS (nvdisasm, shipped with
@@ -23,8 +23,8 @@ import json, sys
 import torch
 from gpudoctor.kernels import attention_gluon
 rows = []
-for width, causal, check_n, dtype in json.loads(sys.argv[1]):
-    compiled = attention_gluon.compile_sm90(width, causal, check_n, getattr(torch, dtype))
+for width, causal, check_n, dtype, *simple in json.loads(sys.argv[1]):
+    compiled = attention_gluon.compile_sm90(width, causal, check_n, getattr(torch, dtype), simple=simple != [False])
     ptx = compiled.asm["ptx"]
     sass = sass_of(ptx)
     products = [i for i, line in enumerate(sass) if "HGMMA" in line]
@@ -52,7 +52,9 @@ print(json.dumps(rows))
 """
 COMPILE_CASES = [(128, True, True, "bfloat16"), (128, False, False, "float16"), (256, True, False, "bfloat16"),
                  (64, False, True, "bfloat16"), (32, True, True, "float16"), (192, True, True, "bfloat16"),
-                 (192, False, False, "float16")]
+                 (192, False, False, "float16"),
+                 # causal, an odd number of query blocks: the schedule's general walk (Schedule.simple)
+                 (64, True, True, "bfloat16", False), (256, True, False, "float16", False)]
 
 
 @pytest.fixture(scope="module")
@@ -258,10 +260,11 @@ def test_gpu_persistent_programs_match_one_program_per_unit(head_dim, causal, dt
 
 
 # (batch, heads, KV heads, seq, what the schedule must hold): a head part and a tail of more than
-# two rounds (the benchmarks' shape, snake rounds); an odd number of query blocks (middles of two
-# heads make a unit); one tile a program; one query block a head (every unit two heads' tiles).
-SCHEDULE_CASES = [(32, 32, 32, 512, "tail"), (8, 33, 11, 640, "middles"), (1, 8, 2, 512, "one tile a program"),
-                  (4, 75, 75, 100, "middles")]
+# two rounds (the benchmarks' shape, snake rounds; the tail as the A/B option TAIL gives it); an odd
+# number of query blocks (middles of two heads make a unit), with an odd number of heads (one runs
+# tile by tile); one tile a program (TAIL); one query block a head (every unit two heads' tiles).
+SCHEDULE_CASES = [(32, 32, 32, 512, "tail"), (8, 33, 11, 640, "middles"), (3, 11, 11, 640, "middles"),
+                  (1, 8, 2, 512, "one tile a program"), (4, 75, 75, 100, "middles")]
 
 
 @pytest.mark.gpu
@@ -272,6 +275,7 @@ def test_gpu_every_schedule_runs_each_tile_once(batch, heads, kv_heads, seq, fea
     tile, bitwise, and against the float32 reference: a tile run twice or never would differ."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
+    monkeypatch.setattr(attention_schedule, "TAIL", feature != "middles")
     programs = torch.cuda.get_device_properties(0).multi_processor_count
     schedule = attention_gluon.work(seq, seq, batch * heads, True, programs)
     query_blocks = -(-seq // 128)
@@ -279,6 +283,7 @@ def test_gpu_every_schedule_runs_each_tile_once(batch, heads, kv_heads, seq, fea
         assert schedule.head_units > 0 and schedule.tail_heads * query_blocks > 2 * programs
     elif feature == "middles":
         assert query_blocks % 2 == 1 and schedule.head_units >= 2 * (query_blocks // 2) + 1
+        assert schedule.tail_heads == batch * heads % 2 and not schedule.simple
     else:
         assert schedule.items == batch * heads * query_blocks == schedule.programs
     q, k, v = gpu_inputs(batch, heads, kv_heads, seq, seq, head_dim, torch.bfloat16, seq)
