@@ -1,6 +1,7 @@
 """The persistent Gluon forward's causal schedule (attention_schedule): the head part's units
 alone ("units": the heads the head part cannot group aside) against units and a tail of single
-tiles, largest first ("tail", shipped), and optionally the kernels of earlier commits (--before
+tiles, largest first ("tail"), at even and odd numbers of query blocks alike (shipped: the tail at
+odd ones, attention_schedule.TAIL), and optionally the kernels of earlier commits (--before
 FILE ...: those commits' gpudoctor/kernels/attention_gluon.py, each a setting named by its file's
 stem; before this schedule, causal units put the middle block of an odd count alone), cuDNN
 beside them, on Hopper; the settings take turns (attention_ab's loop).
@@ -55,12 +56,13 @@ def main(argv=None) -> int:
 
     if not hopper():
         return 2
-    shipped = (attention_schedule.TAIL, attention_gluon.attention_forward)
-    forwards = {"units": (False, shipped[1]), "tail": (True, shipped[1]), None: shipped}
+    shipped = (dict(attention_schedule.TAIL), attention_gluon.attention_forward)
+    no_tail, tail = dict.fromkeys(shipped[0], False), dict.fromkeys(shipped[0], True)
+    forwards = {"units": (no_tail, shipped[1]), "tail": (tail, shipped[1]), None: shipped}
     labels = list(SETTINGS)
     for path in args.before:
         name = Path(path).stem
-        forwards[name] = (True, _module_from(path, name).attention_forward)
+        forwards[name] = (shipped[0], _module_from(path, name).attention_forward)
         labels.insert(len(labels) - 2, name)
 
     def apply(name):

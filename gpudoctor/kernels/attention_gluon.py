@@ -490,19 +490,40 @@ if gluon is not None:
         it = 0  # key blocks consumed: the K/V rings' position
         done = 0  # tiles done: the Q ring's
         order = _schedule_order(items, head_units, tail_heads, batch_heads, query_blocks)
-        for round_ in range(0, gl.cdiv(items, gl.num_programs(0))):
-            first_head, first_block, second_head, second_block, count = _item(
-                _item_position(round_, order, SIMPLE), order, CAUSAL, SIMPLE)
-            for index in range(count):
-                batch_head = first_head + index * (second_head - first_head)
-                batch, head, kv_head, start_m, blocks = _query_tile(
-                    batch_head, first_block + index * (second_block - first_block), num_heads, kv_group_size,
-                    seq_k, BLOCK_N, CAUSAL)
-                _consumer_tile(descs, buffers, barriers, turns, (batch, head, batch_head, start_m, blocks, it, done),
-                               WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG)
-                it += blocks
-                done += 1
+        heads = (num_heads, kv_group_size, seq_k)
+        # SIMPLE: the program's items as a strided range, as before the general walk (with the
+        # rounds' loop instead, 5-8 % slower at hd40/64 s512 causal, twenty-first session run 7).
+        if SIMPLE:
+            for position in range(gl.program_id(0), items, gl.num_programs(0)):
+                it, done = _consumer_item(position, order, heads, descs, buffers, barriers, turns, it, done, WARPGROUP,
+                                          HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG,
+                                          SIMPLE)
+        else:
+            for round_ in range(0, gl.cdiv(items, gl.num_programs(0))):
+                it, done = _consumer_item(_item_position(round_, order, SIMPLE), order, heads, descs, buffers,
+                                          barriers, turns, it, done, WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N,
+                                          Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE)
         tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def _consumer_item(position, order, heads, descs, buffers, barriers, turns, it, done, WARPGROUP: gl.constexpr,
+                       HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
+                       Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
+                       PINGPONG: gl.constexpr, SIMPLE: gl.constexpr):
+        """One warpgroup's part of the item at ``position``: its tiles (_consumer_tile) in turn;
+        returns the K/V and Q rings' positions after them."""
+        num_heads, kv_group_size, seq_k = heads
+        first_head, first_block, second_head, second_block, count = _item(position, order, CAUSAL, SIMPLE)
+        for index in range(count):
+            batch_head = first_head + index * (second_head - first_head)
+            batch, head, kv_head, start_m, blocks = _query_tile(
+                batch_head, first_block + index * (second_block - first_block), num_heads, kv_group_size,
+                seq_k, BLOCK_N, CAUSAL)
+            _consumer_tile(descs, buffers, barriers, turns, (batch, head, batch_head, start_m, blocks, it, done),
+                           WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG)
+            it += blocks
+            done += 1
+        return it, done
 
     @gluon.jit
     def _second_consumer(io, buffers, barriers, turns, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -537,42 +558,60 @@ if gluon is not None:
         q_desc, q_tail_desc = _tma_descriptors(Q, q_shape, q_strides, 64, HEAD_DIM, TAIL)
         k_desc, k_tail_desc = _tma_descriptors(K, kv_shape, k_strides, BLOCK_N, HEAD_DIM, TAIL)
         v_desc, v_tail_desc = _tma_descriptors(V, kv_shape, v_strides, BLOCK_N, HEAD_DIM, TAIL)
-        q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
-        q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
+        descs = (q_desc, q_tail_desc, k_desc, k_tail_desc, v_desc, v_tail_desc)
         items, head_units, tail_heads, batch_heads, query_blocks, num_heads, kv_group_size = schedule
         it = 0
         done = 0
         order = _schedule_order(items, head_units, tail_heads, batch_heads, query_blocks)
-        for round_ in range(0, gl.cdiv(items, gl.num_programs(0))):
-            first_head, first_block, second_head, second_block, count = _item(
-                _item_position(round_, order, SIMPLE), order, CAUSAL, SIMPLE)
-            for index in range(count):
-                batch, head, kv_head, start_m, blocks = _query_tile(
-                    first_head + index * (second_head - first_head),
-                    first_block + index * (second_block - first_block), num_heads, kv_group_size, seq_k,
-                    BLOCK_N, CAUSAL)
-                for j in range(blocks):
-                    _load_block(k_desc, k_smem, k_tail_desc, k_tail_smem, k_full, k_empty, it + j,
-                                batch, kv_head, j * BLOCK_N, HEAD_DIM, TAIL)
-                    if j == 0:  # after the first K block, which can load while the last tile ends
-                        q_slot = done % Q_SLOTS
-                        mbarrier.wait(q_empty.index(q_slot), ((done // Q_SLOTS) & 1) ^ 1)
+        heads = (num_heads, kv_group_size, seq_k)
+        if SIMPLE:  # as the consumers (_consumer)
+            for position in range(gl.program_id(0), items, gl.num_programs(0)):
+                it, done = _producer_item(position, order, heads, descs, buffers, barriers, it, done, HEAD_DIM,
+                                          BLOCK_N, CAUSAL, Q_SLOTS, TAIL, SIMPLE)
+        else:
+            for round_ in range(0, gl.cdiv(items, gl.num_programs(0))):
+                it, done = _producer_item(_item_position(round_, order, SIMPLE), order, heads, descs, buffers,
+                                          barriers, it, done, HEAD_DIM, BLOCK_N, CAUSAL, Q_SLOTS, TAIL, SIMPLE)
+
+    @gluon.jit
+    def _producer_item(position, order, heads, descs, buffers, barriers, it, done, HEAD_DIM: gl.constexpr,
+                       BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr,
+                       SIMPLE: gl.constexpr):
+        """The loads of the item at ``position``: each tile's K and V blocks and Q; returns the K/V
+        and Q rings' positions after them."""
+        num_heads, kv_group_size, seq_k = heads
+        q_desc, q_tail_desc, k_desc, k_tail_desc, v_desc, v_tail_desc = descs
+        q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
+        q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
+        first_head, first_block, second_head, second_block, count = _item(position, order, CAUSAL, SIMPLE)
+        for index in range(count):
+            batch, head, kv_head, start_m, blocks = _query_tile(
+                first_head + index * (second_head - first_head),
+                first_block + index * (second_block - first_block), num_heads, kv_group_size, seq_k,
+                BLOCK_N, CAUSAL)
+            for j in range(blocks):
+                _load_block(k_desc, k_smem, k_tail_desc, k_tail_smem, k_full, k_empty, it + j,
+                            batch, kv_head, j * BLOCK_N, HEAD_DIM, TAIL)
+                if j == 0:  # after the first K block, which can load while the last tile ends
+                    q_slot = done % Q_SLOTS
+                    mbarrier.wait(q_empty.index(q_slot), ((done // Q_SLOTS) & 1) ^ 1)
+                    if TAIL > 0:
+                        mbarrier.expect(q_full.index(q_slot),
+                                        2 * (q_desc.block_type.nbytes + q_tail_desc.block_type.nbytes))
+                    else:
+                        mbarrier.expect(q_full.index(q_slot), 2 * q_desc.block_type.nbytes)
+                    for half in gl.static_range(2):
+                        tma.async_copy_global_to_shared(q_desc, [batch, head, start_m + half * 64, 0],
+                                                        q_full.index(q_slot), q_smem.index(q_slot * 2 + half))
                         if TAIL > 0:
-                            mbarrier.expect(q_full.index(q_slot),
-                                            2 * (q_desc.block_type.nbytes + q_tail_desc.block_type.nbytes))
-                        else:
-                            mbarrier.expect(q_full.index(q_slot), 2 * q_desc.block_type.nbytes)
-                        for half in gl.static_range(2):
-                            tma.async_copy_global_to_shared(q_desc, [batch, head, start_m + half * 64, 0],
-                                                            q_full.index(q_slot), q_smem.index(q_slot * 2 + half))
-                            if TAIL > 0:
-                                tma.async_copy_global_to_shared(
-                                    q_tail_desc, [batch, head, start_m + half * 64, HEAD_DIM], q_full.index(q_slot),
-                                    q_tail_smem.index(q_slot * 2 + half))
-                    _load_block(v_desc, v_smem, v_tail_desc, v_tail_smem, v_full, v_empty, it + j,
-                                batch, kv_head, j * BLOCK_N, HEAD_DIM, TAIL)
-                it += blocks
-                done += 1
+                            tma.async_copy_global_to_shared(
+                                q_tail_desc, [batch, head, start_m + half * 64, HEAD_DIM], q_full.index(q_slot),
+                                q_tail_smem.index(q_slot * 2 + half))
+                _load_block(v_desc, v_smem, v_tail_desc, v_tail_smem, v_full, v_empty, it + j,
+                            batch, kv_head, j * BLOCK_N, HEAD_DIM, TAIL)
+            it += blocks
+            done += 1
+        return it, done
 
     @gluon.jit
     def _attention_forward_ws_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh,

@@ -34,14 +34,15 @@ from dataclasses import dataclass
 COST_PER_TILE = 0.5
 # Tails up to this many rounds of P tiles are considered.
 MAX_TAIL_ROUNDS = 4
-# Whether causal calls get a tail beyond the heads the head part cannot group. Measured on the H200
-# (twenty-first session, bench/attention_gluon_schedule.py, forward device time, 2^28 scores): the
-# tail made the forward 1.5-3 % faster than units alone in the same kernel, as modelled; but that
-# kernel's general walk over the items cost 7-15 % at 512 keys against the walk of pairs alone (and
-# 2-4 % from 1024 keys), so calls with an even number of query blocks keep the pairs' walk and no
-# tail; with an odd number, level with and without. False: that (shipped); True: the tail (A/B).
-TAIL = False
-
+# Whether causal calls get a tail beyond the heads the head part cannot group, by whether their
+# query blocks are even or odd. Measured on the H200 (twenty-first session,
+# bench/attention_gluon_schedule.py, forward device time, 2^28 scores): in one kernel the tail made
+# the forward 1.5-3 % faster than units alone, as modelled; but that kernel's general walk over
+# the items (attention_gluon._item) cost 7-15 % at 512 keys causal against the walk of one head's
+# pairs, so even counts keep that walk and no tail. Odd counts need the general walk (units of two
+# heads' middles: 640 keys 7-10 % faster, 384 keys 13-16 %), and the tail there was level to 6 %
+# faster (hd128 at 640 and 1152 keys).
+TAIL = {"even": False, "odd": True}
 
 @dataclass(frozen=True)
 class Schedule:
@@ -78,7 +79,8 @@ def schedule(batch_heads: int, query_blocks: int, key_blocks: int, causal: bool,
     if not causal:
         items = batch_heads * query_blocks
         return Schedule(items, items, 0, min(items, sm_count), simple=True)
-    return _causal(batch_heads, query_blocks, min(key_blocks, query_blocks), sm_count, TAIL)
+    tail = TAIL["odd" if query_blocks % 2 else "even"]
+    return _causal(batch_heads, query_blocks, min(key_blocks, query_blocks), sm_count, tail)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -90,7 +92,7 @@ def _causal(batch_heads: int, query_blocks: int, key_blocks: int, sm_count: int,
         items = units + tail_heads * query_blocks
         return Schedule(items, units, tail_heads, min(items, sm_count), simple=query_blocks % 2 == 0)
     if tiles <= sm_count:  # one tile a program
-        return Schedule(tiles, 0, batch_heads, tiles)
+        return Schedule(tiles, 0, batch_heads, tiles)  # (the general walk)
     best = None
     for tail_heads in _candidates(batch_heads, query_blocks, sm_count):
         units = head_part_units(batch_heads, query_blocks, tail_heads)

@@ -36,7 +36,7 @@ def _ideal(batch_heads, query_blocks):
     (16384, 32, 0.031, 0.002), (640, 512, 0.23, 0.02), (384, 1024, 0.37, 0.02)])
 def test_causal_rounds_leave_less_idle_than_units_alone(seq, batch_heads, before, after, monkeypatch):
     """In the model, with the tail (not shipped for even numbers of query blocks: TAIL)."""
-    monkeypatch.setattr(attention_schedule, "TAIL", True)
+    monkeypatch.setattr(attention_schedule, "TAIL", {"even": True, "odd": True})
     query_blocks = seq // 128
     chosen = schedule(batch_heads, query_blocks, query_blocks, True, H200_SMS)
     ideal = _ideal(batch_heads, query_blocks)
@@ -51,7 +51,7 @@ def test_causal_rounds_leave_less_idle_than_units_alone(seq, batch_heads, before
 def test_causal_schedule_is_a_whole_head_part_and_a_tail(batch_heads, query_blocks, tail, monkeypatch):
     """The head part takes whole groups of heads (two with an odd number of query blocks), the
     tail the rest tile by tile, and no program is left without an item."""
-    monkeypatch.setattr(attention_schedule, "TAIL", tail)
+    monkeypatch.setattr(attention_schedule, "TAIL", {"even": tail, "odd": tail})
     chosen = schedule(batch_heads, query_blocks, query_blocks, True, H200_SMS)
     group = attention_schedule.heads_per_group(query_blocks)
     assert 0 <= chosen.tail_heads <= batch_heads and (batch_heads - chosen.tail_heads) % group == 0
