@@ -14,10 +14,13 @@ with its query block (it sees keys up to its last row), and the list is:
 
 Why: with units only, the units left for the last round (2048 units over 132 SMs: 68 programs
 run 16, 64 run 15) leave every second SM idle for a unit's time, 3.1 % of a call at every causal
-length at the benchmarks' shapes; and with an odd number of query blocks the units were of two
-sizes that a round-robin gave to fixed programs (at 640 keys, P=132, 3 units a head: every third
-program got only the small one, 24 % of a call lost). The tail's single tiles fill the last
-rounds down to a tile of one key block.
+length at the benchmarks' shapes; and with an odd number of query blocks the middle block was a
+unit alone, half the size, that a round-robin gave to fixed programs (at 640 keys, P=132, 3 units
+a head: every third program got only the small one). Shipped (TAIL): with an odd number of query
+blocks the middles of two heads and a tail (5-15 % faster at 384 and 640 keys on the H200); with
+an even number, one head's pairs and no tail, which the kernel walks with one division
+(``Schedule.simple``): the general walk cost more than the tail won there (docs/benchmarks.md,
+twenty-first session).
 
 Pure Python, no torch: the cost model (COST_PER_TILE) only chooses ``tail_heads`` among a few
 candidates; any choice gives the same result, bit for bit (each tile is computed whole by one
