@@ -17,10 +17,10 @@ each program works through tiles of 128 query rows of one head, in three partiti
 It is persistent: one program per SM (PERSISTENT), each looping over items of a static schedule
 (attention_schedule), so that the next tile's Q and first K/V blocks load while the last tile
 finishes, instead of a program's start and end leaving the SM idle (at 1024 keys a causal tile
-holds four key blocks on average). Causal, most items pair a head's query blocks i and last-i, so
-that they hold the same work, and a head's are consecutive, so programs running at once share its
-K and V in L2; the last rounds' items are single tiles, largest first, so that no program runs a
-whole unit more than another. In a causal tile's last key block the first consumer's 64 rows see at most the
+holds four key blocks on average). Causal, items pair a head's query blocks i and last-i (or, with
+an odd number of query blocks, two heads' middle blocks), so that they hold the same work, and a
+head's are consecutive, so programs running at once share its K and V in L2; with an odd number,
+the last rounds' items are single tiles, largest first. In a causal tile's last key block the first consumer's 64 rows see at most the
 block's first 64 keys: it skips the rest (the whole block at widths 192/256, whose blocks are 64
 keys; half of it at 32/64), where that measured faster (short_diagonal). Q has two slots where they fit (width <= 128):
 the output goes out through the slot its tile's Q held, which the producer refills for the tile
@@ -170,16 +170,16 @@ if gluon is not None:
                 head_units // gl.num_programs(0), (1 + odd) * pairs + odd, query_blocks)
 
     @gluon.jit
-    def _item_position(round_, order, SIMPLE: gl.constexpr):
+    def _item_position(round_, order):
         """The position in the schedule's list of this program's item in one round
-        (attention_schedule): round-robin, but unless SIMPLE (no tail), from the round after the
-        tail's first on, every second round taken from the other end (a snake)."""
+        (attention_schedule): round-robin, but from the round after the tail's first on, every
+        second round taken from the other end (a snake). Not for SIMPLE schedules, whose walk is
+        a strided range (_consumer)."""
         first_tail_round = order[4]
         programs = gl.num_programs(0)
         position = round_ * programs + gl.program_id(0)
-        if not SIMPLE:
-            if (round_ > first_tail_round) & ((round_ - first_tail_round) % 2 == 1):
-                position = round_ * programs + programs - 1 - gl.program_id(0)
+        if (round_ > first_tail_round) & ((round_ - first_tail_round) % 2 == 1):
+            position = round_ * programs + programs - 1 - gl.program_id(0)
         return position
 
     @gluon.jit
@@ -500,7 +500,7 @@ if gluon is not None:
                                           SIMPLE)
         else:
             for round_ in range(0, gl.cdiv(items, gl.num_programs(0))):
-                it, done = _consumer_item(_item_position(round_, order, SIMPLE), order, heads, descs, buffers,
+                it, done = _consumer_item(_item_position(round_, order), order, heads, descs, buffers,
                                           barriers, turns, it, done, WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N,
                                           Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE)
         tma.store_wait(pendings=0)
@@ -570,7 +570,7 @@ if gluon is not None:
                                           BLOCK_N, CAUSAL, Q_SLOTS, TAIL, SIMPLE)
         else:
             for round_ in range(0, gl.cdiv(items, gl.num_programs(0))):
-                it, done = _producer_item(_item_position(round_, order, SIMPLE), order, heads, descs, buffers,
+                it, done = _producer_item(_item_position(round_, order), order, heads, descs, buffers,
                                           barriers, it, done, HEAD_DIM, BLOCK_N, CAUSAL, Q_SLOTS, TAIL, SIMPLE)
 
     @gluon.jit
@@ -768,7 +768,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     fast(_attention_forward_ws_kernel)[(schedule.programs,)](
         q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
         batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, schedule.items,
-        schedule.head_units, schedule.tail_heads, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal, CHECK_N=seq_k % block_n != 0,
+        schedule.head_units, schedule.tail_heads, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal,
+        CHECK_N=seq_k % block_n != 0,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal),
         KV_STAGES=kv_stages(head_dim, seq_k), PINGPONG=pingpong(width, seq_k, causal),
         SIMPLE=schedule.simple, num_warps=4,

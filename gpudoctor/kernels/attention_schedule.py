@@ -47,6 +47,7 @@ MAX_TAIL_ROUNDS = 4
 # faster (hd128 at 640 and 1152 keys).
 TAIL = {"even": False, "odd": True}
 
+
 @dataclass(frozen=True)
 class Schedule:
     """``items`` in the list above, the first ``head_units`` of them the head part's units, then
@@ -88,12 +89,12 @@ def schedule(batch_heads: int, query_blocks: int, key_blocks: int, causal: bool,
 
 @functools.lru_cache(maxsize=1024)
 def _causal(batch_heads: int, query_blocks: int, key_blocks: int, sm_count: int, tail: bool) -> Schedule:
-    tiles = batch_heads * query_blocks
     if not tail:
         tail_heads = batch_heads % heads_per_group(query_blocks)
         units = head_part_units(batch_heads, query_blocks, tail_heads)
         items = units + tail_heads * query_blocks
         return Schedule(items, units, tail_heads, min(items, sm_count), simple=query_blocks % 2 == 0)
+    tiles = batch_heads * query_blocks
     if tiles <= sm_count:  # one tile a program
         return Schedule(tiles, 0, batch_heads, tiles)  # (the general walk)
     best = None
