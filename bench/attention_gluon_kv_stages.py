@@ -7,8 +7,9 @@ what each row says is there).
 
 from __future__ import annotations
 
-import argparse
 import sys
+
+from ab_cli import refused, shapes_parser
 
 # (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28 scores
 SHAPES = (
@@ -35,16 +36,12 @@ SETTINGS = {"kv2": {}, "kv3": {32: 3, 64: 3}, "kv4": {32: 4, 64: 4}}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--shapes", nargs="*", help=f"of {[shape[0] for shape in SHAPES]}")
+    parser = shapes_parser(__doc__, SHAPES)
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS), help=f"of {list(SETTINGS)}")
     parser.add_argument("--no-backward", action="store_true", help="the forward alone")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
-    unknown = set(args.shapes or ()) - {shape[0] for shape in SHAPES} | set(args.settings) - set(SETTINGS)
-    if unknown:
-        print(f"unknown shapes or settings: {sorted(unknown)}", file=sys.stderr)
+    if refused(args, SHAPES, args.settings, SETTINGS):
         return 2
     from attention_ab import compare_settings, hopper
 

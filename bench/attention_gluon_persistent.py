@@ -12,10 +12,11 @@ fourteenth session), column "w256".
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
+
+from ab_cli import refused, shapes_parser
 
 # (name, batch, heads, kv_heads, seq, head_dim, causal)
 SHAPES = (
@@ -68,15 +69,11 @@ SHAPES = (
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--shapes", nargs="*", help=f"of {[shape[0] for shape in SHAPES]}")
+    parser = shapes_parser(__doc__, SHAPES)
     parser.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
-    unknown = set(args.shapes or ()) - {shape[0] for shape in SHAPES}
-    if unknown:
-        print(f"unknown shapes: {sorted(unknown)}", file=sys.stderr)
+    if refused(args, SHAPES):
         return 2
     import torch
     import torch.nn.functional as F

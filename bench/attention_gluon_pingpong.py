@@ -8,8 +8,9 @@ there).
 
 from __future__ import annotations
 
-import argparse
 import sys
+
+from ab_cli import refused, shapes_parser
 
 # (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28 scores but the training pass's shape
 SHAPES = (
@@ -47,15 +48,11 @@ SETTINGS = ("plain", "pingpong")
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--shapes", nargs="*", help=f"of {[shape[0] for shape in SHAPES]}")
+    parser = shapes_parser(__doc__, SHAPES)
     parser.add_argument("--no-backward", action="store_true", help="the forward alone")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
-    unknown = set(args.shapes or ()) - {shape[0] for shape in SHAPES}
-    if unknown:
-        print(f"unknown shapes: {sorted(unknown)}", file=sys.stderr)
+    if refused(args, SHAPES):
         return 2
     from attention_ab import compare_settings, hopper
 

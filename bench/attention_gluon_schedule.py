@@ -11,9 +11,10 @@ beside them, on Hopper; the settings take turns (attention_ab's loop).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+
+from ab_cli import refused, shapes_parser
 
 # (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28 scores (16384 tokens x 32
 # heads), odd numbers of query blocks (384, 640, 1152 keys), the training pass's shape.
@@ -39,16 +40,12 @@ SETTINGS = ("units", "tail")
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--shapes", nargs="*", help=f"of {[shape[0] for shape in SHAPES]}")
+    parser = shapes_parser(__doc__, SHAPES)
     parser.add_argument("--before", nargs="*", default=[], help="earlier commits' gpudoctor/kernels/attention_gluon.py")
     parser.add_argument("--no-backward", action="store_true", help="the forward alone")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
-    unknown = set(args.shapes or ()) - {shape[0] for shape in SHAPES}
-    if unknown:
-        print(f"unknown shapes: {sorted(unknown)}", file=sys.stderr)
+    if refused(args, SHAPES):
         return 2
     from attention_ab import compare_settings, hopper
 

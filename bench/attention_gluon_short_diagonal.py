@@ -13,9 +13,10 @@ device µs a call (all kernels of the call), each as cuDNN's time / ours.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
+
+from ab_cli import refused, shapes_parser
 
 # (name, batch, heads, kv_heads, seq, head_dim, dtype)
 SHAPES = (
@@ -46,14 +47,10 @@ SHAPES = (
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--shapes", nargs="*", help=f"of {[shape[0] for shape in SHAPES]}")
+    parser = shapes_parser(__doc__, SHAPES)
     parser.add_argument("--out")
     args = parser.parse_args(argv)
-    unknown = set(args.shapes or ()) - {shape[0] for shape in SHAPES}
-    if unknown:
-        print(f"unknown shapes: {sorted(unknown)}", file=sys.stderr)
+    if refused(args, SHAPES):
         return 2
     import torch
     from attention_ab import hopper
