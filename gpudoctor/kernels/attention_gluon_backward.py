@@ -135,10 +135,20 @@ if attention_gluon.available():
         return start_n, batch_kv_head // num_kv_heads, batch_kv_head % num_kv_heads, first_block, query_blocks
 
     @gluon.jit
-    def _start_m(i, first_block, query_blocks, BLOCK_M: gl.constexpr):
-        """The first query row of the program's block i (the blocks walk every query head of the
-        KV head in turn, BLOCK_M rows each)."""
-        return (first_block + i % query_blocks) * BLOCK_M
+    def _walk(i, kv_head, group, first_block, query_blocks, BLOCK_M: gl.constexpr, WALK: gl.constexpr):
+        """(query head, first query row) of the program's block i, of BLOCK_M rows. WALK 0: every
+        query head of the KV head in turn, each head's blocks in order; 1: each query block for every
+        head of the group, then the next block; 2: as 1, the blocks from the last
+        (attention_gluon_backward_wide.WALK says why)."""
+        if WALK == 0:
+            head_in_group = i // query_blocks
+            block = i % query_blocks
+        else:
+            head_in_group = i % group
+            block = i // group
+            if WALK == 2:
+                block = query_blocks - 1 - block
+        return kv_head * group + head_in_group, (first_block + block) * BLOCK_M
 
     @gluon.jit
     def _publish_ds(dscores_t, dq_parts, WARPGROUP: gl.constexpr):
@@ -269,12 +279,11 @@ if attention_gluon.available():
         for i in range(group * query_blocks):
             slot = i % 2
             phase = (i // 2) & 1
-            start_m = _start_m(i, first_block, query_blocks, BLOCK_M)
+            head, start_m = _walk(i, kv_head, group, first_block, query_blocks, BLOCK_M, 0)
             q = _tile(q_smem, slot, BLOCK_M, HEAD_DIM)
             do = _tile(do_smem, slot, BLOCK_M, HEAD_DIM)
             mbarrier.wait(q_full.index(slot), phase)
             mbarrier.wait(do_full.index(slot), phase)
-            head = kv_head * group + i // query_blocks
             dq_parts = (ds_smem, slot, ds_full.index(slot), ds_empty.index(slot), phase, k_smem,
                         dq_smem.index(WARPGROUP), dq_desc, (batch * num_heads + head) * seq_q + start_m,
                         softmax_scale)
@@ -334,7 +343,7 @@ if attention_gluon.available():
 
     @gluon.jit
     def _dkdv_producer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
-                       ATOMIC_DQ: gl.constexpr, DO_STAGES: gl.constexpr):
+                       ATOMIC_DQ: gl.constexpr, DO_STAGES: gl.constexpr, WALK: gl.constexpr):
         q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem = buffers
         kv_bars, q_full, q_empty, do_full, do_empty, ds_full, ds_empty = barriers
@@ -349,8 +358,7 @@ if attention_gluon.available():
             slot = i % 2
             # A new barrier counts as phase 1 complete: each slot's first fill does not wait.
             phase = ((i // 2) & 1) ^ 1
-            head = kv_head * group + i // query_blocks
-            start_m = _start_m(i, first_block, query_blocks, BLOCK_M)
+            head, start_m = _walk(i, kv_head, group, first_block, query_blocks, BLOCK_M, WALK)
             queries = start_m + offsets
             rows = (batch * num_heads + head).to(gl.int64) * seq_q
             # lse = +inf past seq_q: those queries' Pᵀ is exactly 0 (their Q and dO are zero-filled).
@@ -427,7 +435,7 @@ if attention_gluon.available():
         gl.warp_specialize([
             (_dkdv_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
             (_dkdv_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
-            (_dkdv_producer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, 2)),
+            (_dkdv_producer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, 2, 0)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (CONSUMER_REGISTERS)
 
 
@@ -521,10 +529,10 @@ def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch
 
 
 def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype: torch.dtype, dq_columns: int,
-                        head_group: int, rows: int = BLOCK_M):
-    """A dK/dV kernel of this module's signature (or the wide one's, the same) compiled for sm90
-    as backward_dkdv launches it: 64-row boxes of K, V, dK and dV at ``width``, ``rows``-row boxes
-    of Q and dO, dQ reduce-adds of ``dq_columns``."""
+                        head_group: int, rows: int = BLOCK_M, walk: int | None = None):
+    """A dK/dV kernel of this module's signature (or the wide one's, with its ``walk``) compiled
+    for sm90 as backward_dkdv launches it: 64-row boxes of K, V, dK and dV at ``width``,
+    ``rows``-row boxes of Q and dO, dQ reduce-adds of ``dq_columns``."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
 
     def block(box_rows: int) -> str:
@@ -541,6 +549,9 @@ def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype
                  "HEAD_GROUP": "constexpr", "num_warps": "constexpr"}
     constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "HEAD_GROUP": head_group,
                   "num_warps": 4}
+    if walk is not None:
+        signature["WALK"] = "constexpr"
+        constexprs["WALK"] = walk
     return attention_gluon.compile_for_sm90(kernel, signature, constexprs, MAX_REGISTERS)
 
 

@@ -60,6 +60,19 @@ MAX_REGISTERS = attention_gluon_backward.MAX_REGISTERS
 # kernel ms, launch order / groups of 8 / of 2: 7.767 / 7.892 / 7.700, GQA 8:1 8.546 / 8.781 /
 # 8.622), though faster without (GQA 8:1 5.131 / 4.869 / 4.846).
 LONGEST_FIRST_HEADS = 0
+# The order of a program's blocks (attention_gluon_backward._walk: 0 each query head's blocks in
+# turn, 1 every head of the group at each block, 2 as 1 from the last block), by causal, for grouped-
+# query calls (one query head a KV head walks 0, where they are the same). Programs running at
+# once read the same Q and dO blocks and add into the same dQ rows, from L2, only while they are at
+# the same block: walking the heads in turn, programs of one KV head whose walks differ in length
+# (causal) drift apart by a head's worth of blocks per head, and an 8:1 group's Q, dO and dQ sums
+# (8 x 128 KB a block at width 256) outgrow L2.
+WALK = {True: 0, False: 0}
+
+
+def walk(causal: bool, group: int) -> int:
+    """The block order (WALK) of a call with ``group`` query heads per KV head."""
+    return WALK[causal] if group > 1 else 0
 
 if attention_gluon.available():
     _tile = attention_gluon._tile
@@ -132,16 +145,19 @@ if attention_gluon.available():
         gl.thread_barrier()
         attention_gluon_backward._tma_reduce_add(dq_desc, [dq_row, column], dq_smem)
 
-    _start_m = attention_gluon_backward._start_m
+    @gluon.jit
+    def _block(i, scalars, WALK: gl.constexpr):
+        """(query head, first query row) of the program's block i (attention_gluon_backward._walk)."""
+        batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
+        return attention_gluon_backward._walk(i, kv_head, group, first_block, query_blocks, 64, WALK)
 
     @gluon.jit
-    def _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP: gl.constexpr):
+    def _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP: gl.constexpr, WALK: gl.constexpr):
         """What _reduce_dq needs for block i: the staging tile, the descriptor, the block's first
         row in dQ's (batch * heads * seq_q, head_dim) sums, the scale."""
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
-        head = kv_head * group + i // query_blocks
-        return (dq_smem.index(WARPGROUP), dq_desc,
-                (batch * num_heads + head) * seq_q + _start_m(i, first_block, query_blocks, 64), softmax_scale)
+        head, start_m = _block(i, scalars, WALK)
+        return (dq_smem.index(WARPGROUP), dq_desc, (batch * num_heads + head) * seq_q + start_m, softmax_scale)
 
     @gluon.jit
     def _summing_step(dk, dv, i, next_start_m, my_k, my_v, keys, q_smem, do_smem, lse_smem, delta_smem, tiles,
@@ -197,7 +213,7 @@ if attention_gluon.available():
 
     @gluon.jit
     def _wide_consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-                       CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr):
+                       CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr, WALK: gl.constexpr):
         q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, tile_pair, dq_smem = buffers
         probs_t, dscores_t = tile_pair
@@ -233,16 +249,16 @@ if attention_gluon.available():
             do = _tile(do_smem, 0, 64, HEAD_DIM)
             scores, dprobs = _issue_scores(q, do, my_k, my_v, s_layout)
             _publish(scores, dprobs, lse_smem.index(0), delta_smem.index(0), qk_scale,
-                     first_block * 64, my_keys, tiles, 0, 0, WARPGROUP, CAUSAL, 0, s_layout)
+                     _block(0, scalars, WALK)[1], my_keys, tiles, 0, 0, WARPGROUP, CAUSAL, 0, s_layout)
             last = blocks - 1
             if ATOMIC_DQ:
                 for i in range(last):
-                    dk, dv = _summing_step(dk, dv, i, _start_m(i + 1, first_block, query_blocks, 64), my_k, my_v, keys,
+                    dk, dv = _summing_step(dk, dv, i, _block(i + 1, scalars, WALK)[1], my_k, my_v, keys,
                                            q_smem, do_smem, lse_smem, delta_smem, tiles, barriers,
-                                           _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP), qk_scale, my_keys,
+                                           _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP, WALK), qk_scale, my_keys,
                                            WARPGROUP, HEAD_DIM, CAUSAL, True, s_layout)
                 dk, dv = _summing_step(dk, dv, last, 0, my_k, my_v, keys, q_smem, do_smem, lse_smem, delta_smem,
-                                       tiles, barriers, _dq_parts(last, dq_smem, dq_desc, scalars, WARPGROUP),
+                                       tiles, barriers, _dq_parts(last, dq_smem, dq_desc, scalars, WARPGROUP, WALK),
                                        qk_scale, my_keys, WARPGROUP, HEAD_DIM, CAUSAL, False, s_layout)
             else:
                 for i in range(last):
@@ -258,7 +274,7 @@ if attention_gluon.available():
                     dk, dv = _issue_products(dk, dv, _tile(q_smem, slot, 64, HEAD_DIM),
                                              _tile(do_smem, slot, 64, HEAD_DIM), tiles, slot, phase, WARPGROUP)
                     _publish(scores, dprobs, lse_smem.index(next_slot), delta_smem.index(next_slot), qk_scale,
-                             _start_m(i + 1, first_block, query_blocks, 64), my_keys, tiles, next_slot, next_phase,
+                             _block(i + 1, scalars, WALK)[1], my_keys, tiles, next_slot, next_phase,
                              WARPGROUP, CAUSAL, 2, s_layout)
                     dk, dv = warpgroup_mma_wait(0, deps=(dk, dv))
                     mbarrier.arrive(tiles_empty.index(slot), count=1)
@@ -291,15 +307,15 @@ if attention_gluon.available():
 
     @gluon.jit
     def _wide_second_consumer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
-                              ATOMIC_DQ: gl.constexpr):
-        _wide_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ)
+                              ATOMIC_DQ: gl.constexpr, WALK: gl.constexpr):
+        _wide_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK)
 
     @gluon.jit
     def _attention_backward_dkdv_wide_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA,
                                              dq_desc, seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale,
                                              softmax_scale, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
                                              ATOMIC_DQ: gl.constexpr, HEAD_GROUP: gl.constexpr,
-                                             num_warps: gl.constexpr):
+                                             WALK: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         start_n, batch, kv_head, first_block, query_blocks = attention_gluon_backward._program_keys(
             num_kv_heads, seq_q, 64, CAUSAL, HEAD_GROUP, 64)
@@ -347,10 +363,10 @@ if attention_gluon.available():
         scalars = (batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale,
                    softmax_scale)
         gl.warp_specialize([
-            (_wide_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
-            (_wide_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
+            (_wide_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK)),
+            (_wide_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK)),
             (attention_gluon_backward._dkdv_producer,
-             (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, DO_STAGES)),
+             (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, DO_STAGES, WALK)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer
 
 
@@ -376,15 +392,16 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         descriptor(grad_out, BLOCK_M, WIDTH), descriptor(dk, BLOCK_N, WIDTH), descriptor(dv, BLOCK_N, WIDTH),
         lse, delta, dq_desc, seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads,
         softmax_scale * attention_gluon.LOG2_E, softmax_scale, HEAD_DIM=WIDTH, CAUSAL=causal,
-        ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS, num_warps=4,
+        ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS, WALK=walk(causal, num_heads // num_kv_heads),
+        num_warps=4,
         maxnreg=MAX_REGISTERS)
     return dk, dv
 
 
-def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16):
+def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16, walk: int = 0):
     """The kernel compiled for sm90 without a GPU, as attention_gluon.compile_sm90."""
     return attention_gluon_backward.compile_dkdv_kernel(_attention_backward_dkdv_wide_kernel, WIDTH, causal,
-                                                        atomic_dq, dtype, DQ_CHUNK, LONGEST_FIRST_HEADS)
+                                                        atomic_dq, dtype, DQ_CHUNK, LONGEST_FIRST_HEADS, walk=walk)
 
 
 __all__ = ["backward_dkdv", "compile_sm90", "WIDTH"]

@@ -382,3 +382,32 @@ def test_gpu_causal_order_changes_no_bits(head_dim, monkeypatch):
     reference_attention(*refs, causal=True, dtype=torch.float32).backward(grad.float())
     for ours, expected in zip(results[1], (refs[1].grad, refs[2].grad)):
         assert ((ours.float() - expected).norm() / expected.norm()).item() < 3e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("walk", [0, 1, 2])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_gpu_wide_walks_match_float32_reference(walk, causal, monkeypatch):
+    """Each block order of the wide kernel (attention_gluon_backward_wide.WALK) at GQA 8:1 and
+    4:1, ragged length: dK and dV (as _check), and dQ summed by the kernel, against float32."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    from gpudoctor.kernels import attention_gluon_backward_wide
+
+    monkeypatch.setattr(attention_gluon_backward_wide, "WALK", {True: walk, False: walk})
+    for heads, kv_heads, head_dim in ((8, 1, 256), (8, 2, 192)):
+        assert attention_gluon_backward_wide.walk(causal, heads // kv_heads) == walk
+        _check(2, heads, kv_heads, 777, 777, head_dim, causal, torch.bfloat16)
+        q, k, v = gpu_inputs(2, heads, kv_heads, 777, 777, head_dim, torch.bfloat16, 3)
+        grad = torch.randn_like(q)
+        scale = head_dim ** -0.5
+        config = dataclasses.replace(attention_module.config_for(q, k), gluon_forward=False, gluon_backward=False,
+                                     fused_backward=False)
+        out, lse = attention_module.attention_forward(q, k, v, causal, scale, config)
+        delta = (out.float() * grad.float()).sum(-1).reshape(2 * heads, 777).contiguous()
+        sums = attention_gluon_backward.dq_sum_buffer(q)
+        attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums)
+        refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+        reference_attention(*refs, causal=causal, dtype=torch.float32).backward(grad.float())
+        dq = sums.view(q.shape)
+        assert ((dq - refs[0].grad).norm() / refs[0].grad.norm()).item() < 3e-2

@@ -1,0 +1,56 @@
+"""The wide Gluon backward's block order in grouped-query calls (attention_gluon_backward_wide.WALK):
+each query head's blocks in turn ("walk0"), every head of the group at each block ("walk1"), and
+that from the last block ("walk2"), forward+backward through flash_attention, cuDNN beside them, on
+Hopper; the settings take turns (attention_ab's loop). The forward is the same in every setting
+(its spread is the noise).
+
+    PYTHONPATH=. python3 bench/attention_gluon_backward_walk.py [--rounds 3] [--shapes hd256-gqa8-s4096-c ...] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ab_cli import refused, shapes_parser
+
+# (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28-2^29 scores (16384 tokens x
+# 32 query heads), where the twenty-second session's matrix (bench/attention_matrix.py) had the
+# wide backward furthest behind cuDNN: causal GQA 8:1 from 2048 keys.
+SHAPES = (
+    ("hd256-gqa8-s4096-c", 4, 32, 4, 4096, 256, True, "bf16"),
+    ("hd232-gqa8-s4096-c", 4, 32, 4, 4096, 232, True, "bf16"),
+    ("hd192-gqa8-s8192-c", 2, 32, 4, 8192, 192, True, "bf16"),
+    ("hd248-gqa8-s16384-c", 1, 32, 4, 16384, 248, True, "bf16"),
+    ("hd224-gqa4-s8192-c", 2, 32, 8, 8192, 224, True, "bf16"),
+    ("hd176-gqa4-s16384-c", 1, 32, 8, 16384, 176, True, "fp16"),
+    ("hd256-gqa8-s2048-c", 8, 32, 4, 2048, 256, True, "fp16"),
+    ("hd256-gqa8-s8192", 2, 32, 4, 8192, 256, False, "bf16"),
+    ("hd200-gqa4-s4096", 4, 32, 8, 4096, 200, False, "bf16"),
+)
+SETTINGS = ("walk0", "walk1", "walk2")
+
+
+def main(argv=None) -> int:
+    parser = shapes_parser(__doc__, SHAPES)
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    if refused(args, SHAPES):
+        return 2
+    from attention_ab import compare_settings, hopper
+
+    from gpudoctor.kernels import attention_gluon_backward_wide
+
+    if not hopper():
+        return 2
+    shipped = dict(attention_gluon_backward_wide.WALK)
+
+    def apply(label):
+        walk = None if label is None else int(label[-1])
+        attention_gluon_backward_wide.WALK = shipped if walk is None else {True: walk, False: walk}
+
+    compare_settings(SHAPES, list(SETTINGS), apply, args.rounds, out=args.out, only=args.shapes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
