@@ -1,6 +1,6 @@
 """The wide Gluon backward's block order in grouped-query calls (attention_gluon_backward_wide.WALK):
-each query head's blocks in turn ("walk0"), every head of the group at each block ("walk1"), and
-that from the last block ("walk2"), forward+backward through flash_attention, cuDNN beside them, on
+each query head's blocks in turn ("walk0"), every head of the group at each block ("walk1"), that
+from the last block ("walk2"), and chunks of 8, 16, 32 blocks, each head's part in turn ("walk3-5"), forward+backward through flash_attention, cuDNN beside them, on
 Hopper; the settings take turns (attention_ab's loop). The forward is the same in every setting
 (its spread is the noise).
 
@@ -24,10 +24,11 @@ SHAPES = (
     ("hd224-gqa4-s8192-c", 2, 32, 8, 8192, 224, True, "bf16"),
     ("hd176-gqa4-s16384-c", 1, 32, 8, 16384, 176, True, "fp16"),
     ("hd256-gqa8-s2048-c", 8, 32, 4, 2048, 256, True, "fp16"),
+    ("hd176-gqa8-s4096-c", 4, 32, 4, 4096, 176, True, "fp16"),
     ("hd256-gqa8-s8192", 2, 32, 4, 8192, 256, False, "bf16"),
     ("hd200-gqa4-s4096", 4, 32, 8, 4096, 200, False, "bf16"),
 )
-SETTINGS = ("walk0", "walk1", "walk2")
+SETTINGS = ("walk0", "walk2", "walk3", "walk4", "walk5")
 
 
 def main(argv=None) -> int:

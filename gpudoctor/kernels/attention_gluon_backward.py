@@ -138,16 +138,24 @@ if attention_gluon.available():
     def _walk(i, kv_head, group, first_block, query_blocks, BLOCK_M: gl.constexpr, WALK: gl.constexpr):
         """(query head, first query row) of the program's block i, of BLOCK_M rows. WALK 0: every
         query head of the KV head in turn, each head's blocks in order; 1: each query block for every
-        head of the group, then the next block; 2: as 1, the blocks from the last
+        head of the group, then the next block; 2: as 1, the blocks from the last; 3-5: chunks of
+        8, 16 or 32 blocks from the program's first, in each chunk every head's blocks in turn
         (attention_gluon_backward_wide.WALK says why)."""
         if WALK == 0:
             head_in_group = i // query_blocks
             block = i % query_blocks
-        else:
+        elif WALK <= 2:
             head_in_group = i % group
             block = i // group
             if WALK == 2:
                 block = query_blocks - 1 - block
+        else:  # chunks of CHUNK blocks from the program's first, each head's part of a chunk in turn
+            CHUNK: gl.constexpr = 4 << (WALK - 2)
+            chunk = i // (group * CHUNK)
+            length = gl.minimum(query_blocks - chunk * CHUNK, CHUNK)
+            within = i - chunk * (group * CHUNK)
+            head_in_group = within // length
+            block = chunk * CHUNK + within - head_in_group * length
         return kv_head * group + head_in_group, (first_block + block) * BLOCK_M
 
     @gluon.jit

@@ -385,7 +385,7 @@ def test_gpu_causal_order_changes_no_bits(head_dim, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("walk", [0, 1, 2])
+@pytest.mark.parametrize("walk", [0, 1, 2, 3, 4, 5])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 def test_gpu_wide_walks_match_float32_reference(walk, causal, monkeypatch):
     """Each block order of the wide kernel (attention_gluon_backward_wide.WALK) at GQA 8:1 and
