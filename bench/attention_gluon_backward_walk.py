@@ -4,7 +4,7 @@ from the last block ("walk2"), and chunks of 8, 16, 32 blocks, each head's part 
 Hopper; the settings take turns (attention_ab's loop). The forward is the same in every setting
 (its spread is the noise).
 
-    PYTHONPATH=. python3 bench/attention_gluon_backward_walk.py [--rounds 3] [--shapes hd256-gqa8-s4096-c ...] [--out FILE]
+    PYTHONPATH=. python3 bench/attention_gluon_backward_walk.py [--rounds 3] [--shapes hd256-gqa8-s4096-c ...] [--settings walk0 ...] [--out FILE]
 """
 
 from __future__ import annotations
@@ -25,6 +25,13 @@ SHAPES = (
     ("hd176-gqa4-s16384-c", 1, 32, 8, 16384, 176, True, "fp16"),
     ("hd256-gqa8-s2048-c", 8, 32, 4, 2048, 256, True, "fp16"),
     ("hd176-gqa8-s4096-c", 4, 32, 4, 4096, 176, True, "fp16"),
+    ("hd160-gqa8-s2048-c", 8, 32, 4, 2048, 160, True, "bf16"),
+    ("hd208-gqa8-s2048-c", 8, 32, 4, 2048, 208, True, "fp16"),
+    ("hd200-gqa8-s4096-c", 4, 32, 4, 4096, 200, True, "bf16"),
+    ("hd176-gqa8-s8192-c", 2, 32, 4, 8192, 176, True, "fp16"),
+    ("hd256-gqa8-s8192-c", 2, 32, 4, 8192, 256, True, "bf16"),
+    ("hd200-gqa8-s16384-c", 1, 32, 4, 16384, 200, True, "bf16"),
+    ("hd256-gqa16-s8192-c", 2, 32, 2, 8192, 256, True, "bf16"),
     ("hd256-gqa8-s8192", 2, 32, 4, 8192, 256, False, "bf16"),
     ("hd200-gqa4-s4096", 4, 32, 8, 4096, 200, False, "bf16"),
 )
@@ -33,9 +40,10 @@ SETTINGS = ("walk0", "walk2", "walk3", "walk4", "walk5")
 
 def main(argv=None) -> int:
     parser = shapes_parser(__doc__, SHAPES)
+    parser.add_argument("--settings", nargs="*", default=list(SETTINGS), help=f"of {list(SETTINGS)}")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
-    if refused(args, SHAPES):
+    if refused(args, SHAPES, args.settings, SETTINGS):
         return 2
     from attention_ab import compare_settings, hopper
 
@@ -49,7 +57,7 @@ def main(argv=None) -> int:
         walk = None if label is None else int(label[-1])
         attention_gluon_backward_wide.WALK = shipped if walk is None else {True: walk, False: walk}
 
-    compare_settings(SHAPES, list(SETTINGS), apply, args.rounds, out=args.out, only=args.shapes)
+    compare_settings(SHAPES, list(args.settings), apply, args.rounds, out=args.out, only=args.shapes)
     return 0
 
 
