@@ -1,9 +1,9 @@
-"""The wide Gluon backward's block order in grouped-query calls (attention_gluon_backward_wide.WALK):
+"""The wide Gluon backward's block order in grouped-query calls (attention_gluon_backward_wide.walk):
 each query head's blocks in turn ("walk0"), every head of the group at each block ("walk1"), that
-from the last block ("walk2"), and chunks of 8, 16, 32 blocks, each head's part in turn ("walk3-5"), forward+backward through flash_attention, cuDNN beside them, on
-Hopper; the settings take turns (attention_ab's loop). The forward is the same in every setting
-(its spread is the noise).
-
+from the last block ("walk2"), and chunks of 8, 16, 32 blocks, each head's part in turn
+("walk3"-"walk5"), forward+backward through flash_attention, cuDNN beside them, on Hopper; the
+settings take turns (attention_ab's loop). The forward is the same in every setting (its spread
+is the noise).
     PYTHONPATH=. python3 bench/attention_gluon_backward_walk.py [--rounds 3] [--shapes hd256-gqa8-s4096-c ...] [--settings walk0 ...] [--out FILE]
 """
 
@@ -51,11 +51,8 @@ def main(argv=None) -> int:
 
     if not hopper():
         return 2
-    shipped = dict(attention_gluon_backward_wide.WALK)
-
-    def apply(label):
-        walk = None if label is None else int(label[-1])
-        attention_gluon_backward_wide.WALK = shipped if walk is None else {True: walk, False: walk}
+    def apply(label):  # None: the shipped rule (attention_gluon_backward_wide.walk)
+        attention_gluon_backward_wide.WALK = None if label is None else int(label[-1])
 
     compare_settings(SHAPES, list(args.settings), apply, args.rounds, out=args.out, only=args.shapes)
     return 0

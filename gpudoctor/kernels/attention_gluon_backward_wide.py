@@ -60,19 +60,37 @@ MAX_REGISTERS = attention_gluon_backward.MAX_REGISTERS
 # kernel ms, launch order / groups of 8 / of 2: 7.767 / 7.892 / 7.700, GQA 8:1 8.546 / 8.781 /
 # 8.622), though faster without (GQA 8:1 5.131 / 4.869 / 4.846).
 LONGEST_FIRST_HEADS = 0
-# The order of a program's blocks (attention_gluon_backward._walk: 0 each query head's blocks in
-# turn, 1 every head of the group at each block, 2 as 1 from the last block), by causal, for grouped-
-# query calls (one query head a KV head walks 0, where they are the same). Programs running at
-# once read the same Q and dO blocks and add into the same dQ rows, from L2, only while they are at
-# the same block: walking the heads in turn, programs of one KV head whose walks differ in length
-# (causal) drift apart by a head's worth of blocks per head, and an 8:1 group's Q, dO and dQ sums
-# (8 x 128 KB a block at width 256) outgrow L2.
-WALK = {True: 0, False: 0}
+# The order of a program's blocks in grouped-query calls (attention_gluon_backward._walk: 0 each
+# query head's blocks in turn; 1 every head of the group at each block; 2 that from the last block;
+# 3-5 chunks of 8, 16, 32 blocks from the program's first, each head's part of a chunk in turn).
+# Programs running at once read the same Q and dO blocks and add into the same dQ rows (128 KB a
+# block at width 256) from L2 only while their walks stay close: walking each head's blocks in
+# turn, causal programs of one KV head, whose walks differ in length, drift apart by a block per
+# head walked, and at 8 query heads a KV head and 8192 keys or more their blocks outgrow L2;
+# chunks of 16 bound that drift. Measured on the H200 (twenty-second session,
+# bench/attention_gluon_backward_walk.py, forward+backward device time x cuDNN, three rounds taking
+# turns, runs 4-5; walk 0 / 4): causal GQA 8:1 hd192 s8192 0.91 / 0.93, hd176 s8192 0.91 / 0.94,
+# hd256 s8192 0.89 / 0.93, hd248 s16384 0.85 / 0.92 and 0.85 / 0.91, hd200 s16384 0.88 / 0.95,
+# GQA 16:1 hd256 s8192 0.84 / 0.88; but at 2048-4096 keys -1 to +4 % (hd160 s2048 0.97 / 0.96,
+# hd256 s4096 0.91 / 0.91, hd232 s4096 0.92 / 0.90), GQA 4:1 2-3 % slower (hd224 s8192 0.97 /
+# 0.94-0.95), not causal level or slower. Walk 2 won at GQA 8:1 hd256 s2048 (0.92 / 0.98-1.02)
+# but lost at lower head dims there (hd160 0.91) and from 8192 keys; walk 1 lost everywhere (hd256
+# s4096 0.74).
+CHUNKED_WALK = 4
+CHUNKED_WALK_MIN_GROUP = 8
+CHUNKED_WALK_MIN_KEYS = 8192
+WALK: int | None = None  # a walk for every grouped-query call instead (benches' A/B, tests)
 
 
-def walk(causal: bool, group: int) -> int:
-    """The block order (WALK) of a call with ``group`` query heads per KV head."""
-    return WALK[causal] if group > 1 else 0
+def walk(causal: bool, group: int, seq_k: int) -> int:
+    """The block order of a call with ``group`` query heads per KV head (one head: they are all
+    the same, and 0 is the plainest)."""
+    if group == 1:
+        return 0
+    if WALK is not None:
+        return WALK
+    return CHUNKED_WALK if causal and group >= CHUNKED_WALK_MIN_GROUP and seq_k >= CHUNKED_WALK_MIN_KEYS else 0
+
 
 if attention_gluon.available():
     _tile = attention_gluon._tile
@@ -392,7 +410,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         descriptor(grad_out, BLOCK_M, WIDTH), descriptor(dk, BLOCK_N, WIDTH), descriptor(dv, BLOCK_N, WIDTH),
         lse, delta, dq_desc, seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads,
         softmax_scale * attention_gluon.LOG2_E, softmax_scale, HEAD_DIM=WIDTH, CAUSAL=causal,
-        ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS, WALK=walk(causal, num_heads // num_kv_heads),
+        ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS, WALK=walk(causal, num_heads // num_kv_heads, seq_k),
         num_warps=4,
         maxnreg=MAX_REGISTERS)
     return dk, dv

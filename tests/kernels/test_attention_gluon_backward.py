@@ -28,8 +28,11 @@ _COMPILE = SASS_TOOLS + """
 import json, sys
 from gpudoctor.kernels import attention_gluon_backward
 rows = []
-for width, causal, atomic_dq in json.loads(sys.argv[1]):
-    compiled = attention_gluon_backward.compile_sm90(width, causal, atomic_dq)
+for width, causal, atomic_dq, *walk in json.loads(sys.argv[1]):
+    if walk:  # the wide kernel's block order (attention_gluon_backward_wide.walk)
+        compiled = attention_gluon_backward.attention_gluon_backward_wide.compile_sm90(causal, atomic_dq, walk=walk[0])
+    else:
+        compiled = attention_gluon_backward.compile_sm90(width, causal, atomic_dq)
     ptx = compiled.asm["ptx"]
     sass = sass_of(ptx)
     products = [i for i, line in enumerate(sass) if "HGMMA" in line]
@@ -55,6 +58,9 @@ LOCAL_SCALARS_IN_LOOP = {(64, True, False): 2, (64, True, True): 19, (64, False,
 
 # Width 256: attention_gluon_backward_wide's kernel (backward_dkdv hands it that width).
 WIDE_CASES = [(256, causal, atomic_dq) for causal in (True, False) for atomic_dq in (False, True)]
+# And its chunked walk, which causal grouped-query calls from 8192 keys take.
+WIDE_CASES += [(256, True, atomic_dq, attention_gluon_backward.attention_gluon_backward_wide.CHUNKED_WALK)
+               for atomic_dq in (False, True)]
 
 @pytest.fixture(scope="module")
 def compiled_sm90():
@@ -101,11 +107,12 @@ def test_wide_kernel_compiles_for_sm90_without_local_memory(case, compiled_sm90)
     dQ, ptxas spills scalars (indices, addresses) in the loops, measured on the H200 with them
     (docs/benchmarks.md, twelfth session), but never the accumulators: no local access wider
     than 64 bits."""
-    width, causal, atomic_dq = case
+    width, causal, atomic_dq = case[:3]
     row = compiled_sm90[tuple(case)]
     if atomic_dq:
         assert not [line for line in row["local_in_loop"] if ".128" in line], row["local_in_loop"]
-        assert len(set(row["local_in_loop"])) <= 64, row["local_in_loop"]  # measured: 58 causal, 23 not
+        # measured: 58 causal (64 in the chunked walk), 23 not
+        assert len(set(row["local_in_loop"])) <= 64, row["local_in_loop"]
     else:
         assert row["local_in_loop"] == [], row["local_in_loop"]
     assert row["warps"] == 12
@@ -394,9 +401,9 @@ def test_gpu_wide_walks_match_float32_reference(walk, causal, monkeypatch):
         pytest.skip("needs a Hopper GPU")
     from gpudoctor.kernels import attention_gluon_backward_wide
 
-    monkeypatch.setattr(attention_gluon_backward_wide, "WALK", {True: walk, False: walk})
+    monkeypatch.setattr(attention_gluon_backward_wide, "WALK", walk)
     for heads, kv_heads, head_dim in ((8, 1, 256), (8, 2, 192)):
-        assert attention_gluon_backward_wide.walk(causal, heads // kv_heads) == walk
+        assert attention_gluon_backward_wide.walk(causal, heads // kv_heads, 777) == walk
         _check(2, heads, kv_heads, 777, 777, head_dim, causal, torch.bfloat16)
         q, k, v = gpu_inputs(2, heads, kv_heads, 777, 777, head_dim, torch.bfloat16, 3)
         grad = torch.randn_like(q)
@@ -411,3 +418,15 @@ def test_gpu_wide_walks_match_float32_reference(walk, causal, monkeypatch):
         reference_attention(*refs, causal=causal, dtype=torch.float32).backward(grad.float())
         dq = sums.view(q.shape)
         assert ((dq - refs[0].grad).norm() / refs[0].grad.norm()).item() < 3e-2
+
+
+@pytest.mark.parametrize("causal, group, seq_k, expected", [
+    (True, 8, 8192, 4), (True, 16, 16384, 4), (True, 8, 4096, 0), (True, 4, 16384, 0), (False, 8, 16384, 0),
+    (True, 1, 16384, 0)])
+def test_wide_walk_chunked_where_measured_faster(causal, group, seq_k, expected):
+    """Chunks of 16 blocks (walk 4) for causal calls of 8 or more query heads a KV head from 8192
+    keys, measured 2-8 % faster there (twenty-second session); each head's blocks in turn
+    elsewhere."""
+    from gpudoctor.kernels import attention_gluon_backward_wide
+
+    assert attention_gluon_backward_wide.walk(causal, group, seq_k) == expected
