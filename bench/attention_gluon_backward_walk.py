@@ -4,6 +4,7 @@ from the last block ("walk2"), and chunks of 8, 16, 32 blocks, each head's part 
 ("walk3"-"walk5"), forward+backward through flash_attention, cuDNN beside them, on Hopper; the
 settings take turns (attention_ab's loop). The forward is the same in every setting (its spread
 is the noise).
+
     PYTHONPATH=. python3 bench/attention_gluon_backward_walk.py [--rounds 3] [--shapes hd256-gqa8-s4096-c ...] [--settings walk0 ...] [--out FILE]
 """
 
