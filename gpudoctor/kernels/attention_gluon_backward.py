@@ -140,7 +140,7 @@ if attention_gluon.available():
         query head of the KV head in turn, each head's blocks in order; 1: each query block for every
         head of the group, then the next block; 2: as 1, the blocks from the last; 3-5: chunks of
         8, 16 or 32 blocks from the program's first, in each chunk every head's blocks in turn
-        (attention_gluon_backward_wide.WALK says why)."""
+        (the comment on attention_gluon_backward_wide.CHUNKED_WALK says why)."""
         if WALK == 0:
             head_in_group = i // query_blocks
             block = i % query_blocks

@@ -28,6 +28,10 @@ and the result is reproducible run to run (no atomics); or, with ``dq_sum``, fro
   issued once the dQ chunks are on their way. dK and dV are bit-identical to the kernel's
   without dQ (measured on the H200), dQ's last bits vary run to run.
 
+With several query heads a KV head, a program walks every head's blocks; causal calls of 8 or
+more heads a KV head from 8192 keys walk them in chunks of 16 blocks, each head's part in turn
+(walk), so that the programs running at once stay on the same blocks in L2.
+
 Measured on the H200 (docs/benchmarks.md, twelfth session; b4 h32 s4096 causal): the backward
 8.67 ms with the Triton dQ kernel and 8.10 summing dQ, against the Triton backward's 10.83.
 """
