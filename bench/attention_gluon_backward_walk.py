@@ -33,10 +33,13 @@ SHAPES = (
     ("hd256-gqa8-s8192-c", 2, 32, 4, 8192, 256, True, "bf16"),
     ("hd200-gqa8-s16384-c", 1, 32, 4, 16384, 200, True, "bf16"),
     ("hd256-gqa16-s8192-c", 2, 32, 2, 8192, 256, True, "bf16"),
+    ("hd256-s4096-c", 4, 32, 32, 4096, 256, True, "bf16"),
     ("hd256-gqa8-s8192", 2, 32, 4, 8192, 256, False, "bf16"),
     ("hd200-gqa4-s4096", 4, 32, 8, 4096, 200, False, "bf16"),
 )
-SETTINGS = ("walk0", "walk2", "walk3", "walk4", "walk5")
+# "-g8": with causal programs heaviest first in groups of 8 KV heads
+# (attention_gluon_backward_wide.LONGEST_FIRST_HEADS), against launch order (shipped).
+SETTINGS = ("walk0", "walk2", "walk3", "walk4", "walk5", "walk0-g8", "walk4-g8")
 
 
 def main(argv=None) -> int:
@@ -52,8 +55,12 @@ def main(argv=None) -> int:
 
     if not hopper():
         return 2
-    def apply(label):  # None: the shipped rule (attention_gluon_backward_wide.walk)
-        attention_gluon_backward_wide.WALK = None if label is None else int(label[-1])
+    shipped_order = attention_gluon_backward_wide.LONGEST_FIRST_HEADS
+
+    def apply(label):  # None: the shipped rule (attention_gluon_backward_wide.walk) and order
+        walk, _, group = (label or "").partition("-g")
+        attention_gluon_backward_wide.WALK = int(walk[-1]) if walk else None
+        attention_gluon_backward_wide.LONGEST_FIRST_HEADS = int(group) if group else shipped_order
 
     compare_settings(SHAPES, list(args.settings), apply, args.rounds, out=args.out, only=args.shapes)
     return 0
