@@ -62,7 +62,9 @@ MAX_REGISTERS = attention_gluon_backward.MAX_REGISTERS
 # Causal programs in launch order (attention_gluon_backward.LONGEST_FIRST_HEADS): heaviest first in
 # groups of 8 KV heads was slower here summing dQ (H200, twelfth session, b4 h32 s4096 causal,
 # kernel ms, launch order / groups of 8 / of 2: 7.767 / 7.892 / 7.700, GQA 8:1 8.546 / 8.781 /
-# 8.622), though faster without (GQA 8:1 5.131 / 4.869 / 4.846).
+# 8.622), though faster without (GQA 8:1 5.131 / 4.869 / 4.846). Again with the chunked walk below
+# (twenty-second session, run 9, forward+backward device time x cuDNN, launch order / groups of 8):
+# GQA 8:1 hd256 s4096 0.90 / 0.85, hd248 s16384 0.92 / 0.82, MHA hd256 s4096 0.96 / 0.94.
 LONGEST_FIRST_HEADS = 0
 # The order of a program's blocks in grouped-query calls (attention_gluon_backward._walk: 0 each
 # query head's blocks in turn; 1 every head of the group at each block; 2 that from the last block;
