@@ -43,11 +43,10 @@ SETTINGS = ("walk0", "walk2", "walk3", "walk4", "walk5", "walk0-g8", "walk4-g8")
 
 
 def main(argv=None) -> int:
-    parser = shapes_parser(__doc__, SHAPES)
-    parser.add_argument("--settings", nargs="*", default=list(SETTINGS), help=f"of {list(SETTINGS)}")
+    parser = shapes_parser(__doc__, SHAPES, SETTINGS)
     parser.add_argument("--out")
     args = parser.parse_args(argv)
-    if refused(args, SHAPES, args.settings, SETTINGS):
+    if refused(args, SHAPES, SETTINGS):
         return 2
     from attention_ab import compare_settings, hopper
 

@@ -36,12 +36,11 @@ SETTINGS = {"kv2": {}, "kv3": {32: 3, 64: 3}, "kv4": {32: 4, 64: 4}}
 
 
 def main(argv=None) -> int:
-    parser = shapes_parser(__doc__, SHAPES)
-    parser.add_argument("--settings", nargs="*", default=list(SETTINGS), help=f"of {list(SETTINGS)}")
+    parser = shapes_parser(__doc__, SHAPES, SETTINGS)
     parser.add_argument("--no-backward", action="store_true", help="the forward alone")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
-    if refused(args, SHAPES, args.settings, SETTINGS):
+    if refused(args, SHAPES, SETTINGS):
         return 2
     from attention_ab import compare_settings, hopper
 
