@@ -69,46 +69,20 @@ def cells() -> list[Cell]:
 
 
 def _inputs(cell: Cell, mode: str):
+    """q, k, v of the cell (bench/attention.py's make_inputs), seeded by head_dim and length."""
     import torch
+    from attention import make_inputs
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[cell.dtype]
-    generator = torch.Generator(device="cuda").manual_seed(cell.head_dim * 100003 + cell.seq)
-    q = torch.randn(cell.batch, HEADS, cell.seq, cell.head_dim, device="cuda", dtype=dtype,
-                    generator=generator)
-    k, v = (torch.randn(cell.batch, HEADS // cell.kv_ratio, cell.seq, cell.head_dim, device="cuda",
-                        dtype=dtype, generator=generator) for _ in range(2))
-    for tensor in (q, k, v):
-        tensor.requires_grad_(mode == "fwd+bwd")
-    return q, k, v
+    return make_inputs(cell.batch, HEADS, HEADS // cell.kv_ratio, cell.seq, cell.head_dim, mode,
+                       cell.head_dim * 100003 + cell.seq, dtype)
 
 
 def _runner(provider: str, q, k, v, causal: bool, mode: str):
-    import torch
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.nn.functional import scaled_dot_product_attention
+    """One call of ``provider`` (bench/attention.py's make_runner; gpudoctor's is its "triton")."""
+    from attention import make_runner
 
-    from gpudoctor.kernels.attention import flash_attention
-
-    backends = {"sdpa-cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa-flash": SDPBackend.FLASH_ATTENTION,
-                "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION}
-    gqa = q.shape[1] != k.shape[1]
-    if provider == "gpudoctor":
-        def forward():
-            return flash_attention(q, k, v, causal=causal)
-    else:
-        def forward():
-            with sdpa_kernel(backends[provider]):
-                return scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
-    if mode == "fwd":
-        def run():
-            with torch.no_grad():
-                return forward()
-        return run
-    grad = torch.randn_like(q)
-
-    def run_with_backward():
-        forward().backward(grad)
-    return run_with_backward
+    return make_runner("triton" if provider == "gpudoctor" else provider, q, k, v, causal, mode)
 
 
 def warm(cell_names: list[str]) -> list[str]:
