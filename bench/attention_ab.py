@@ -68,7 +68,10 @@ def compare_settings(shapes, labels: list, apply: Callable, rounds: int, backwar
         row = {"shape": name, "batch": batch, "heads": heads, "kv_heads": kv_heads, "seq": seq,
                "head_dim": head_dim, "causal": causal, "dtype": dtype_name,
                "bitwise_same": all(torch.equal(first[0], result[0]) and torch.equal(first[1], result[1])
-                                   for result in outputs.values())}
+                                   for result in outputs.values()),
+               # each setting's output against the first's: where they are not bitwise the same
+               "max_abs_diff": {label: (result[0].float() - first[0].float()).abs().max().item()
+                                for label, result in outputs.items()}}
         runs = {f"fwd_{label}": (lambda label=label: forward(label)) for label in labels}
         runs["fwd_cudnn"] = cudnn_forward
         if backward:

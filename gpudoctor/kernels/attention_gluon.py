@@ -119,13 +119,70 @@ KV_STAGES_MIN_HEAD_DIM = 48
 # causal, hd64 s1024 causal), at 192-256 level.
 PINGPONG_MIN_KEYS = {128: 0}
 PINGPONG_CAUSAL_MIN_KEYS = {128: 1024}
+# FlashAttention-4's software exp2 (_exp2): by width, one score of every n exponentiated by a cubic on
+# the FMA pipes instead of the SFU. Empty: none (being measured).
+EXP2_POLY = {}
+# Calls not causal, by width, from this many keys: the key loop's softmax of block j runs under
+# P_{j-1}·V_{j-1}, whose wait ptxas otherwise moves above the exp2s (_consumer_tile: K_j's slot
+# released after the softmax, under a branch). Measured on the H200 (twenty-third session,
+# bench/attention_gluon_softmax.py, forward device time x cuDNN, 2^28 scores, settings taking
+# turns, runs 3-4): not causal at widths 32-64 from 4096 keys 2-9 % faster (hd32 s4096 1.07 ->
+# 1.18, hd48 s4096 0.93 -> 0.97, hd56 GQA 4:1 s8192 0.95 -> 0.99, hd64 s4096 0.95-0.97 -> 0.98,
+# hd64 s16384 0.96 -> 1.00, hd64 GQA 8:1 s8192 0.97 -> 0.99), but at 512 keys level (hd32, hd64)
+# or 11 % slower (hd40); at width 128 -3 to +6 % (hd72 GQA 4:1 s2048 slower, hd128 s4096
+# faster), at 192-256 level to 3.5 % slower; causal 2-5 % slower at 512-4096 keys. Empty: the
+# wait before the softmax everywhere, as shipped before.
+SOFTMAX_UNDER_PV_MIN_KEYS = {32: 4096, 64: 4096}
+
+
+def _exp2_asm(elements: int) -> str:
+    """PTX for inline_asm_elementwise's pack of ``elements`` float32s ($0.. out, $elements.. in,
+    as 32-bit registers): the last by _exp2's cubic, the others by ex2.approx.ftz (as gl.exp2)."""
+    lines = [f"ex2.approx.ftz.f32 ${i}, ${elements + i};" for i in range(elements - 1)]
+    out, x = f"${elements - 1}", f"${2 * elements - 1}"
+    lines += [
+        "{", ".reg .b32 x, t, n, f, p, e;",
+        f"max.ftz.f32 x, {x}, 0fC2FC0000;",  # -126
+        "add.rn.f32 t, x, 0f4B400000;",  # 1.5 * 2^23: t's low bits are round(x)
+        "sub.rn.f32 n, t, 0f4B400000;",
+        "sub.rn.f32 f, x, n;",
+        # 2^f on [-0.5, 0.5]: a cubic fitted for relative error (7.5e-5 at most)
+        "fma.rn.ftz.f32 p, f, 0f3D61FBAB, 0f3E786F0E;",
+        "fma.rn.ftz.f32 p, p, f, 0f3F31798D;",
+        "fma.rn.ftz.f32 p, p, f, 0f3F7FFB49;",
+        "shl.b32 e, t, 23;",  # round(x) << 23: the magic number's own bits shift out
+        f"add.s32 {out}, p, e;", "}",
+    ]
+    return "\n".join(lines)
+
 
 if gluon is not None:
+    _EXP2_ONE_OF_2 = gl.constexpr(_exp2_asm(2))
+    _EXP2_ONE_OF_4 = gl.constexpr(_exp2_asm(4))
+
+    @gluon.jit
+    def _exp2(x, EXP2_POLY: gl.constexpr):
+        """2^x elementwise (x <= 0, or -inf), float32: by the SFU's ex2 (MUFU, 16 a clock an SM on
+        sm90), but with EXP2_POLY = n one element of every n in each thread's registers by a
+        cubic on the FMA pipes instead (FlashAttention-4's software exp2): n = round(x), then
+        2^(x - n), x - n in [-0.5, 0.5], by the cubic (relative error 7.5e-5 against a bf16
+        probability's 3.9e-3 and fp16's 4.9e-4 ulp), n added to its exponent bits. x is clamped at -126
+        first (masked scores: -inf), below which the result is below float32's normal range and
+        treated as 0 as the ftz MUFU result is."""
+        if EXP2_POLY == 2:
+            return gl.inline_asm_elementwise(_EXP2_ONE_OF_2, "=r,=r,r,r", [x], dtype=gl.float32, is_pure=True,
+                                             pack=2)
+        elif EXP2_POLY == 4:
+            return gl.inline_asm_elementwise(_EXP2_ONE_OF_4, "=r,=r,=r,=r,r,r,r,r", [x], dtype=gl.float32,
+                                             is_pure=True, pack=4)
+        else:
+            return gl.exp2(x)
 
     @gluon.jit
     def _masked_softmax(s, row_max, row_sum, start_m, start_n, seq_k, qk_scale,
                         ROWS: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
-                        CHECK_N: gl.constexpr, FIRST: gl.constexpr, s_layout: gl.constexpr):
+                        CHECK_N: gl.constexpr, FIRST: gl.constexpr, s_layout: gl.constexpr,
+                        EXP2_POLY: gl.constexpr = 0):
         """Block ``start_n``'s probabilities (float32, relative to the new running max), the new
         max, the correction of what was summed before, and the new running sum."""
         cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
@@ -141,7 +198,7 @@ if gluon is not None:
             new_max = block_max  # key 0 is visible to every row, so this is finite
         else:
             new_max = gl.maximum(row_max, block_max)
-        probs = gl.exp2(s * qk_scale - new_max[:, None])
+        probs = _exp2(s * qk_scale - new_max[:, None], EXP2_POLY)
         if FIRST:
             correction = gl.full_like(new_max, 1.0)
             row_sum = gl.sum(probs, 1)
@@ -293,7 +350,7 @@ if gluon is not None:
     def _half_diagonal_block(my_q, probs, row_max, row_sum, acc, buffers, barriers, last, my_start, start_n,
                              seq_k, qk_scale, turns, turn, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
                              CHECK_N: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr,
-                             PINGPONG: gl.constexpr):
+                             PINGPONG: gl.constexpr, EXP2_POLY: gl.constexpr):
         """The first consumer's end of a causal tile at 128 keys a block: the last block's first
         64 keys (the rest are right of its rows) after block ``last``'s P·V, pipelined as the key
         loop is (Q·Kᵀ issued first, its softmax under P·V), in the tile's last two turns (``turn``
@@ -323,7 +380,7 @@ if gluon is not None:
         mbarrier.arrive(k_empty.index(slot), count=1)
         probs, row_max, correction, row_sum = _masked_softmax(
             s, gl.convert_layout(row_max, h_rows), gl.convert_layout(row_sum, h_rows), my_start, start_n, seq_k,
-            qk_scale, 64, KEYS, True, CHECK_N, False, h_layout)
+            qk_scale, 64, KEYS, True, CHECK_N, False, h_layout, EXP2_POLY)
         acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(v_empty.index(last % STAGES), count=1)
         acc = acc * gl.convert_layout(correction, o_rows)[:, None]
@@ -340,7 +397,7 @@ if gluon is not None:
     def _consumer_tile(descs, buffers, barriers, turns, tile, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                        BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
                        Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
-                       PINGPONG: gl.constexpr):
+                       PINGPONG: gl.constexpr, EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr):
         """One warpgroup's 64 query rows of one tile; ``tile`` is (batch, head, batch x head,
         first query row, key blocks, key blocks consumed before, tiles done before). With a
         TAIL, the head_dim columns from HEAD_DIM on are a second operand of each product. With
@@ -400,7 +457,7 @@ if gluon is not None:
         s = warpgroup_mma_wait(0, deps=(s,))
         mbarrier.arrive(k_empty.index(it % STAGES), count=1)
         probs, row_max, correction, row_sum = _masked_softmax(
-            s, 0.0, 0.0, my_start, 0, seq_k, qk_scale, ROWS, BLOCK_N, CAUSAL, CHECK_N, True, s_layout)
+            s, 0.0, 0.0, my_start, 0, seq_k, qk_scale, ROWS, BLOCK_N, CAUSAL, CHECK_N, True, s_layout, EXP2_POLY)
         for j in range(1, blocks - short):
             slot = (it + j) % STAGES
             previous = (it + j - 1) % STAGES
@@ -424,10 +481,17 @@ if gluon is not None:
             else:
                 _end_turn(turns, WARPGROUP, PINGPONG)
                 s = warpgroup_mma_wait(1, deps=(s,))
-            mbarrier.arrive(k_empty.index(slot), count=1)
+            if not UNDER_PV:
+                mbarrier.arrive(k_empty.index(slot), count=1)
             probs, row_max, correction, row_sum = _masked_softmax(
                 s, row_max, row_sum, my_start, j * BLOCK_N, seq_k, qk_scale, ROWS, BLOCK_N, CAUSAL, CHECK_N,
-                False, s_layout)
+                False, s_layout, EXP2_POLY)
+            if UNDER_PV:
+                # K_j's slot released after the softmax, under a branch (seq_k > 0: always taken, but
+                # not known to the compilers): ptxas moves a wgmma wait up to the start of its basic
+                # block, so without one the wait for P_{j-1}·V_{j-1} below comes before the exp2s.
+                if seq_k > 0:
+                    mbarrier.arrive(k_empty.index(slot), count=1)
             if TAIL > 0:
                 acc, acc_tail = warpgroup_mma_wait(0, deps=(acc, acc_tail))
                 acc_tail = acc_tail * gl.convert_layout(correction, gl.SliceLayout(1, t_layout))[:, None]
@@ -442,7 +506,8 @@ if gluon is not None:
         if half:
             final_max, final_sum, acc = _half_diagonal_block(
                 my_q, probs, row_max, row_sum, acc, buffers, barriers, last, my_start, (blocks - 1) * BLOCK_N,
-                seq_k, qk_scale, turns, turn + blocks, HEAD_DIM, BLOCK_N, CHECK_N, s_layout, o_layout, PINGPONG)
+                seq_k, qk_scale, turns, turn + blocks, HEAD_DIM, BLOCK_N, CHECK_N, s_layout, o_layout, PINGPONG,
+                EXP2_POLY)
         else:
             if short:  # the skipped block's turn, taken empty
                 _take_turn(turns, turn + blocks - 1, WARPGROUP, PINGPONG)
@@ -482,7 +547,8 @@ if gluon is not None:
     @gluon.jit
     def _consumer(io, buffers, barriers, turns, schedule, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                   BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr,
-                  TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr, SIMPLE: gl.constexpr):
+                  TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr, SIMPLE: gl.constexpr,
+                  EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr):
         items, head_units, tail_heads, batch_heads, query_blocks, num_heads, kv_group_size = schedule
         Q, K, V, O, LSE, seq_q, seq_k, qk_scale, q_shape, kv_shape, q_strides, k_strides, v_strides, o_strides = io
         o_desc, o_tail_desc = _tma_descriptors(O, q_shape, o_strides, 64, HEAD_DIM, TAIL)
@@ -497,19 +563,19 @@ if gluon is not None:
             for position in range(gl.program_id(0), items, gl.num_programs(0)):
                 it, done = _consumer_item(position, order, heads, descs, buffers, barriers, turns, it, done, WARPGROUP,
                                           HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG,
-                                          SIMPLE)
+                                          SIMPLE, EXP2_POLY, UNDER_PV)
         else:
             for round_ in range(0, gl.cdiv(items, gl.num_programs(0))):
                 it, done = _consumer_item(_item_position(round_, order), order, heads, descs, buffers,
                                           barriers, turns, it, done, WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N,
-                                          Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE)
+                                          Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE, EXP2_POLY, UNDER_PV)
         tma.store_wait(pendings=0)
 
     @gluon.jit
     def _consumer_item(position, order, heads, descs, buffers, barriers, turns, it, done, WARPGROUP: gl.constexpr,
                        HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
                        Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
-                       PINGPONG: gl.constexpr, SIMPLE: gl.constexpr):
+                       PINGPONG: gl.constexpr, SIMPLE: gl.constexpr, EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr):
         """One warpgroup's part of the item at ``position``: its tiles (_consumer_tile) in turn;
         returns the K/V and Q rings' positions after them."""
         num_heads, kv_group_size, seq_k = heads
@@ -520,7 +586,8 @@ if gluon is not None:
                 batch_head, first_block + index * (second_block - first_block), num_heads, kv_group_size,
                 seq_k, BLOCK_N, CAUSAL)
             _consumer_tile(descs, buffers, barriers, turns, (batch, head, batch_head, start_m, blocks, it, done),
-                           WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG)
+                           WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG,
+                           EXP2_POLY, UNDER_PV)
             it += blocks
             done += 1
         return it, done
@@ -528,9 +595,10 @@ if gluon is not None:
     @gluon.jit
     def _second_consumer(io, buffers, barriers, turns, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
                          CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr,
-                         SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr, SIMPLE: gl.constexpr):
+                         SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr, SIMPLE: gl.constexpr,
+                         EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr):
         _consumer(io, buffers, barriers, turns, schedule, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL,
-                  SHORT_DIAGONAL, PINGPONG, SIMPLE)
+                  SHORT_DIAGONAL, PINGPONG, SIMPLE, EXP2_POLY, UNDER_PV)
 
     @gluon.jit
     def _load_block(desc, ring, tail_desc, tail_ring, full, empty, index, batch, head, row,
@@ -622,7 +690,7 @@ if gluon is not None:
                                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
                                      Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
                                      KV_STAGES: gl.constexpr, PINGPONG: gl.constexpr, SIMPLE: gl.constexpr,
-                                     num_warps: gl.constexpr):
+                                     EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = Q.dtype.element_ty
         q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, 64, HEAD_DIM], dtype)
         kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N, HEAD_DIM], dtype)
@@ -669,9 +737,9 @@ if gluon is not None:
                     num_heads // num_kv_heads)
         gl.warp_specialize([
             (_consumer, (io, buffers, barriers, turns, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS,
-                         TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE)),
+                         TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE, EXP2_POLY, UNDER_PV)),
             (_second_consumer, (io, buffers, barriers, turns, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N,
-                                Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE)),
+                                Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE, EXP2_POLY, UNDER_PV)),
             (_producer, (io, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SIMPLE)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (MAX_REGISTERS)
 
@@ -739,6 +807,12 @@ def pingpong(width: int, seq_k: int, causal: bool) -> bool:
     return least is not None and seq_k >= least
 
 
+def softmax_under_pv(width: int, seq_k: int, causal: bool) -> bool:
+    """Whether the key loop's softmax runs under the last block's P·V (SOFTMAX_UNDER_PV_MIN_KEYS)."""
+    least = SOFTMAX_UNDER_PV_MIN_KEYS.get(width)
+    return not causal and least is not None and seq_k >= least
+
+
 def work(seq_q: int, seq_k: int, batch_heads: int, causal: bool, programs: int) -> attention_schedule.Schedule:
     """Which tiles each of at most ``programs`` programs runs (attention_schedule)."""
     return attention_schedule.schedule(batch_heads, -(-seq_q // BLOCK_M), -(-seq_k // BLOCK_M), causal, programs)
@@ -772,7 +846,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         CHECK_N=seq_k % block_n != 0,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal),
         KV_STAGES=kv_stages(head_dim, seq_k), PINGPONG=pingpong(width, seq_k, causal),
-        SIMPLE=schedule.simple, num_warps=4,
+        SIMPLE=schedule.simple, EXP2_POLY=EXP2_POLY.get(width, 0), UNDER_PV=softmax_under_pv(width, seq_k, causal), num_warps=4,
         maxnreg=MAX_REGISTERS)
     return out, lse
 
@@ -794,7 +868,7 @@ def compile_for_sm90(kernel, signature: dict, constexprs: dict, max_registers: i
 
 def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = torch.bfloat16,
                  short_diagonal: bool = True, seq_k: int = 512, ping_pong: bool | None = None,
-                 simple: bool = True):
+                 simple: bool = True, exp2_poly: int | None = None, under_pv: bool | None = None):
     """The kernel compiled for sm90 without a GPU, as a launch at this width and ``seq_k`` keys
     (which sets the K/V rings' slots) would specialize it, ``ping_pong`` None as routed, ``simple``
     the schedule's walk of one head's pairs (Schedule.simple): for tests and benches on machines
@@ -813,12 +887,15 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
                       "tail_heads": "i32", "query_blocks": "i32", "HEAD_DIM": "constexpr",
                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "CHECK_N": "constexpr", "Q_SLOTS": "constexpr",
                       "TAIL": "constexpr", "SHORT_DIAGONAL": "constexpr", "KV_STAGES": "constexpr",
-                      "PINGPONG": "constexpr", "SIMPLE": "constexpr", "num_warps": "constexpr"})
+                      "PINGPONG": "constexpr", "SIMPLE": "constexpr", "EXP2_POLY": "constexpr", "UNDER_PV": "constexpr",
+                      "num_warps": "constexpr"})
     constexprs = {"HEAD_DIM": main, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n,
                   "Q_SLOTS": q_slots(width), "TAIL": tail, "SHORT_DIAGONAL": short_diagonal,
                   "KV_STAGES": kv_stages(width, seq_k),
                   "PINGPONG": pingpong(width, seq_k, causal) if ping_pong is None else ping_pong,
-                  "SIMPLE": simple, "num_warps": 4}  # head_dim = width
+                  "SIMPLE": simple, "EXP2_POLY": EXP2_POLY.get(width, 0) if exp2_poly is None else exp2_poly,
+                  "UNDER_PV": softmax_under_pv(width, seq_k, causal) if under_pv is None else under_pv,
+                  "num_warps": 4}  # head_dim = width
     return compile_for_sm90(_attention_forward_ws_kernel, signature, constexprs, MAX_REGISTERS)
 
 

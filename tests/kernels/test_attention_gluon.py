@@ -23,8 +23,18 @@ import json, sys
 import torch
 from gpudoctor.kernels import attention_gluon
 rows = []
-for width, causal, check_n, dtype, *simple in json.loads(sys.argv[1]):
-    compiled = attention_gluon.compile_sm90(width, causal, check_n, getattr(torch, dtype), simple=simple != [False])
+
+
+def under_pv(sass, start, end):
+    loop = sass[start:end]
+    scores = next(i for i, line in enumerate(loop) if re.search(r"DEPBAR\\.LE gsb0, 0x[12] ", line))
+    output = next(i for i, line in enumerate(loop) if i > scores and "DEPBAR.LE gsb0, 0x0" in line)
+    return any("MUFU.EX2" in line for line in loop[scores:output])
+
+
+for width, causal, check_n, dtype, *rest in json.loads(sys.argv[1]):
+    simple, seq_k = (rest + [True, 512])[:2]
+    compiled = attention_gluon.compile_sm90(width, causal, check_n, getattr(torch, dtype), simple=simple, seq_k=seq_k)
     ptx = compiled.asm["ptx"]
     sass = sass_of(ptx)
     products = [i for i, line in enumerate(sass) if "HGMMA" in line]
@@ -46,6 +56,9 @@ for width, causal, check_n, dtype, *simple in json.loads(sys.argv[1]):
                  "key_loops": len(key_loops), "warps": compiled.metadata.num_warps, "shared": compiled.metadata.shared,
                  "setmaxnreg": re.findall(r"setmaxnreg\\.(inc|dec)\\.sync\\.aligned\\.u32\\s+(\\d+)", ptx),
                  "waits": sorted(set(re.findall(r"wgmma\\.wait_group\\.sync\\.aligned (\\d+)", ptx))),
+                 # In each key loop: exp2s (MUFU.EX2) between the wait for Q·K_jᵀ and the wait for
+                 # P_{j-1}·V_{j-1} (WARPGROUP.DEPBAR.LE gsb0, 0x0), i.e. the softmax under that product.
+                 "softmax_under_pv": [under_pv(sass, start, end) for start, end in key_loops],
                  "acquires": ptx.count("fence.proxy.tensormap::generic.acquire"),
                  "scratch": compiled.metadata.global_scratch_size})
 print(json.dumps(rows))
@@ -54,7 +67,9 @@ COMPILE_CASES = [(128, True, True, "bfloat16"), (128, False, False, "float16"), 
                  (64, False, True, "bfloat16"), (32, True, True, "float16"), (192, True, True, "bfloat16"),
                  (192, False, False, "float16"),
                  # causal, an odd number of query blocks: the schedule's general walk (Schedule.simple)
-                 (64, True, True, "bfloat16", False), (256, True, False, "float16", False)]
+                 (64, True, True, "bfloat16", False), (256, True, False, "float16", False),
+                 # not causal from 4096 keys at width 64: the softmax under the last P·V
+                 (64, False, False, "bfloat16", True, 4096)]
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +95,11 @@ def test_compiles_for_sm90_without_local_memory_in_its_key_loops(case, compiled_
     # Q·K_jᵀ waited for while P_{j-1}·V_{j-1} is still running: the overlap the kernel exists for
     # (at width 192, two P·V products: the 128 columns and the tail).
     assert ("2" if case[0] in attention_gluon.SPLIT else "1") in row["waits"]
+    # ... and, where routed (not causal), block j's exp2s issued before the wait for P_{j-1}·V_{j-1}:
+    # without the branch after the softmax ptxas moves that wait above them (twenty-third session).
+    seq_k = case[5] if len(case) > 5 else 512
+    routed = attention_gluon.softmax_under_pv(case[0], seq_k, case[1])
+    assert row["softmax_under_pv"] == [routed] * 2, row["softmax_under_pv"]
     # Shared memory: Q (two slots of 2 x 64 rows, one at 256) and two slots each of K and V, within
     # sm90's 227 KB.
     assert row["shared"] <= 232448
@@ -417,6 +437,44 @@ def test_gpu_ping_pong_changes_no_bit(head_dim, batch, kv_heads, seq_q, seq_k, c
     assert torch.equal(plain[0], out) and torch.equal(plain[1], lse)
     if seq_q == seq_k or not causal:
         _check_forward(q, k, v, causal, 3e-2)
+
+
+def test_softmax_under_the_last_product_where_measured_faster():
+    # Twenty-third session: not causal at widths 32-64 2-9 % faster from 4096 keys, level or
+    # slower at 512; mixed at width 128, level to slower at 192-256 and causal.
+    width = attention_gluon.forward_width
+    assert attention_gluon.softmax_under_pv(width(32), 4096, False) and attention_gluon.softmax_under_pv(width(48), 16384, False)
+    assert not attention_gluon.softmax_under_pv(width(64), 4096, True)
+    assert not attention_gluon.softmax_under_pv(width(40), 512, False)
+    assert not any(attention_gluon.softmax_under_pv(width(head_dim), 4096, False) for head_dim in (72, 128, 160, 256))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch, kv_heads, seq_q, seq_k", [
+    (4, 32, 512, 512), (2, 8, 1000, 1000), (8, 32, 200, 200), (16, 32, 64, 64), (2, 8, 1111, 300),
+    (2, 8, 300, 1111), (1, 8, 4096, 4096)], ids=lambda value: str(value))
+@pytest.mark.parametrize("head_dim", [32, 40, 64, 96, 128, 160, 256])
+def test_gpu_softmax_under_the_last_product_changes_no_bit(head_dim, batch, kv_heads, seq_q, seq_k, monkeypatch):
+    """Releasing K_j's slot after block j's softmax, under a branch (SOFTMAX_UNDER_PV_MIN_KEYS,
+    forced at every width and length here; calls not causal), moves only where the key loop
+    waits: the output and log-sum-exp are bitwise as before, with and without ping-pong turns,
+    over more units than SMs, tiles of one and two key blocks, ragged lengths, GQA 4:1, a tail
+    operand (width 192) and keys shorter and longer than the queries: a slot released twice or
+    never hangs the producer or races it."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim + 3)
+    scale = head_dim ** -0.5
+    width = attention_gluon.forward_width(head_dim)
+    for pingpong in ({}, {width: 0}):
+        monkeypatch.setattr(attention_gluon, "PINGPONG_MIN_KEYS", pingpong)
+        monkeypatch.setattr(attention_gluon, "SOFTMAX_UNDER_PV_MIN_KEYS", {})
+        before = attention_gluon.attention_forward(q, k, v, False, scale)
+        monkeypatch.setattr(attention_gluon, "SOFTMAX_UNDER_PV_MIN_KEYS", {width: 0})
+        assert attention_gluon.softmax_under_pv(width, seq_k, False)
+        out, lse = attention_gluon.attention_forward(q, k, v, False, scale)
+        assert torch.equal(before[0], out) and torch.equal(before[1], lse), pingpong
+    _check_forward(q, k, v, False, 3e-2)
 
 
 @pytest.mark.gpu
