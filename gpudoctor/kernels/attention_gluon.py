@@ -120,7 +120,10 @@ KV_STAGES_MIN_HEAD_DIM = 48
 PINGPONG_MIN_KEYS = {128: 0}
 PINGPONG_CAUSAL_MIN_KEYS = {128: 1024}
 # FlashAttention-4's software exp2 (_exp2): by width, one score of every n exponentiated by a cubic on
-# the FMA pipes instead of the SFU. Empty: none (being measured).
+# the FMA pipes instead of the SFU. Empty: none. Measured on the H200 (twenty-third session, run 1,
+# forward, wait first): one in four 6 % faster at hd32 s4096, level at hd48, 1-22 % slower at
+# hd64-128 (hd64 s512 causal 0.87 -> 0.68x cuDNN); one in two slower everywhere: the SFU is only
+# half busy, so the instructions it adds cost more than the exp2s it saves (benches' A/B).
 EXP2_POLY = {}
 # Calls not causal, by width, from this many keys: the key loop's softmax of block j runs under
 # P_{j-1}·V_{j-1}, whose wait ptxas otherwise moves above the exp2s (_consumer_tile: K_j's slot
@@ -846,7 +849,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         CHECK_N=seq_k % block_n != 0,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal),
         KV_STAGES=kv_stages(head_dim, seq_k), PINGPONG=pingpong(width, seq_k, causal),
-        SIMPLE=schedule.simple, EXP2_POLY=EXP2_POLY.get(width, 0), UNDER_PV=softmax_under_pv(width, seq_k, causal), num_warps=4,
+        SIMPLE=schedule.simple, EXP2_POLY=EXP2_POLY.get(width, 0), UNDER_PV=softmax_under_pv(width, seq_k, causal),
+        num_warps=4,
         maxnreg=MAX_REGISTERS)
     return out, lse
 
