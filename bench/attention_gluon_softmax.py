@@ -1,12 +1,14 @@
-"""The Gluon forward's softmax, settings forced at every width, cuDNN beside them, on Hopper: the
-key loop waiting for the last block's P·V before the softmax (as ptxas placed it before the
-twenty-third session) or after it (attention_gluon.SOFTMAX_UNDER_PV_MIN_KEYS, at every width and length; runs 2-4 forced it for causal calls too, which the routing now never takes), and the softmax's exp2 on
-the SFU alone (MUFU.EX2) or one score of every two or four by a cubic on the FMA pipes instead
-(attention_gluon.EXP2_POLY, FlashAttention-4's software exp2). The settings take turns
-(attention_ab's loop: what each row says is there; max_abs_diff: each setting's output against
-the first's).
+"""The Gluon forward's softmax, settings forced at every width and length, cuDNN beside them, on
+Hopper: the key loop waiting for the last block's P·V before the softmax (as ptxas placed it
+before the twenty-third session) or after it (attention_gluon.SOFTMAX_UNDER_PV_MIN_KEYS; calls
+not causal only: in causal rows both settings run the same kernel, where runs 2-4 of the
+twenty-third session still forced it), and the softmax's exp2 on the SFU alone (MUFU.EX2) or
+one score of every two or four by a cubic on the FMA pipes instead (attention_gluon.EXP2_POLY,
+FlashAttention-4's software exp2). The settings take turns (attention_ab's loop: what each row
+says is there; max_abs_diff: each setting's output against the first's).
 
-    PYTHONPATH=. python3 bench/attention_gluon_softmax.py [--rounds 3] [--shapes hd64-s4096 ...] [--settings wait-first under-pv] [--out FILE]
+    PYTHONPATH=. python3 bench/attention_gluon_softmax.py [--rounds 3] [--shapes hd64-s4096 ...]
+        [--settings wait-first under-pv] [--out FILE]
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def main(argv=None) -> int:
     shipped = (dict(attention_gluon.SOFTMAX_UNDER_PV_MIN_KEYS), dict(attention_gluon.EXP2_POLY))
 
     def apply(name):
-        if name:  # every width and length (not causal calls: both masks, see below)
+        if name:  # every width and length
             under_pv, poly = SETTINGS[name]
             attention_gluon.SOFTMAX_UNDER_PV_MIN_KEYS = dict.fromkeys(attention_gluon.BLOCK_N, 0) if under_pv else {}
             attention_gluon.EXP2_POLY = dict.fromkeys(attention_gluon.BLOCK_N, poly)

@@ -443,7 +443,8 @@ def test_softmax_under_the_last_product_where_measured_faster():
     # Twenty-third session: not causal at widths 32-64 2-9 % faster from 4096 keys, level or
     # slower at 512; mixed at width 128, level to slower at 192-256 and causal.
     width = attention_gluon.forward_width
-    assert attention_gluon.softmax_under_pv(width(32), 4096, False) and attention_gluon.softmax_under_pv(width(48), 16384, False)
+    assert attention_gluon.softmax_under_pv(width(32), 4096, False)
+    assert attention_gluon.softmax_under_pv(width(48), 16384, False)
     assert not attention_gluon.softmax_under_pv(width(64), 4096, True)
     assert not attention_gluon.softmax_under_pv(width(40), 512, False)
     assert not any(attention_gluon.softmax_under_pv(width(head_dim), 4096, False) for head_dim in (72, 128, 160, 256))
