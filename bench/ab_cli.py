@@ -1,7 +1,7 @@
 """The command line the Gluon A/B benches share (attention_gluon_kv_stages, _pingpong, _schedule,
-_short_diagonal, _persistent, _backward_walk, _softmax): the parser's first options and the
-refusal of names that are not known. Without torch, so that a wrong name is refused before torch
-loads."""
+_short_diagonal, _persistent, _backward_walk, _backward_columns, _softmax): the parser's first
+options and the refusal of names that are not known. Without torch, so that a wrong name is
+refused before torch loads."""
 
 from __future__ import annotations
 

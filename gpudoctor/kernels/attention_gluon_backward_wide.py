@@ -1,5 +1,6 @@
 """The attention backward's dK/dV on Hopper (sm90) in Gluon at width 256 (head_dim 136-256), tiled
-as FlashAttention-3 tiles its head_dim 256 backward.
+as FlashAttention-3 tiles its head_dim 256 backward; head_dim 136-192 computed on 192 of the 256
+columns (columns).
 
 Why a second kernel: attention_gluon_backward gives each consumer warpgroup 64 key rows and
 their whole dK and dV, which at width 256 is 256 float32 registers per thread before anything
@@ -12,7 +13,8 @@ columns):
   dO·Vᵀ, 16 registers each), then P = exp2(S·scale − lse) and dS = P∘(dP − delta), and stores
   Pᵀ and dSᵀ into its half of two shared [64 keys x 64 queries] tiles;
 - once both halves are there ("full" barrier), it accumulates dV[:, its 128 columns] += Pᵀ·dO
-  and dK[:, its 128 columns] += dSᵀ·Q (64 + 64 registers), reading both tiles from shared memory.
+  and dK[:, its 128 columns] += dSᵀ·Q (64 + 64 registers), reading both tiles from shared memory
+  (on 192 columns: warpgroup 0 dV's first 128 and dK's last 64, warpgroup 1 the other way round).
 
 The next block's S and dP are issued before this block's dV and dK products, so a warpgroup's
 exponentials run while its own products do. Tiles and Q/dO slots are two-slot rings; a slot is
@@ -21,8 +23,8 @@ attention_gluon_backward's (Q, dO, lse and delta per block). dQ comes from the T
 and the result is reproducible run to run (no atomics); or, with ``dq_sum``, from this kernel:
 
 - each warpgroup computes dQ's 128 columns of its half (dS·K, dS from the shared tile) in two
-  64-column chunks and adds each into dQ's float32 sums by a TMA reduce-add, through a 16 KB
-  staging tile. The 227 KB of shared memory are full, so the staging tiles take dO's second
+  64-column chunks (on 192 columns one chunk each and the third in turns, block by block) and
+  adds each into dQ's float32 sums by a TMA reduce-add, through a 16 KB staging tile. The 227 KB of shared memory are full, so the staging tiles take dO's second
   slot: dO has one, its product (dV's) goes first in a block and the slot is handed back when it
   is done, so the next dO loads while the block's other products run. The next block's dP is
   issued once the dQ chunks are on their way. dK and dV are bit-identical to the kernel's
@@ -86,6 +88,26 @@ CHUNKED_WALK = 4
 CHUNKED_WALK_MIN_GROUP = 8
 CHUNKED_WALK_MIN_KEYS = 8192
 WALK: int | None = None  # a walk for every grouped-query call instead (benches' A/B, tests)
+# Head dims up to this many columns (136-192) computed on 192 of the tiles' 256: the score
+# products' contraction as 128 + 64 columns, each warpgroup's dK and dV one 128- and one 64-column
+# product (_gradient_columns), dQ's third 64-column chunk by the warpgroups in turn; a quarter
+# fewer products than at 256, and dK and dV bitwise the same (the columns left out are zeros in
+# every operand). The loads and tiles stay 256 wide, zero-filled past head_dim. Measured on the
+# H200 (twenty-fourth session, bench/attention_gluon_backward_columns.py, forward+backward device
+# time, 2^28-2^29 scores, settings taking turns, run 2; 256 -> 192 columns): hd184 s8192 -7.0 %
+# (0.90 -> 0.97x cuDNN), hd168 GQA 4:1 s8192 -5.5 % (0.91 -> 0.97), hd192 causal GQA 8:1 s8192
+# -5.1 %, hd152 GQA 4:1 s8192 -4.6 %, hd160 causal s2048 -3.7 %, hd176 causal GQA 8:1 s2048
+# -3.5 % (0.97 -> 1.01), hd176 causal GQA 4:1 s16384 -3.0 %, hd192 causal s4096 -2.6 %, hd144
+# causal s512 -2.2 %, hd136 causal s1024 +0.9 %; head dims 200 and 256 (256 columns under both)
+# within 1.5 %. Three 64-column products a warpgroup for dK and dV instead (as many operand bytes
+# read from shared memory as at 256) gained less in run 1 (hd184 -5.7 %, hd168 -3.1 %, hd176
+# s2048 level) and lost 4.8 % at hd136 s1024. 0: every head_dim at 256 (benches' A/B).
+NARROW_COLUMNS = 192
+
+
+def columns(head_dim: int) -> int:
+    """The head_dim columns the kernel computes on for this head_dim (its tiles are WIDTH wide)."""
+    return NARROW_COLUMNS if NARROW_COLUMNS and head_dim <= NARROW_COLUMNS else WIDTH
 
 
 def walk(causal: bool, group: int, seq_k: int) -> int:
@@ -102,12 +124,24 @@ if attention_gluon.available():
     _tile = attention_gluon._tile
 
     @gluon.jit
-    def _issue_scores(q, do, my_k, my_v, s_layout: gl.constexpr):
-        """S = Q·Kᵀ and dP = dO·Vᵀ for this warpgroup's 32 keys, issued, not waited for."""
+    def _scores_product(a, b, COLUMNS: gl.constexpr, s_layout: gl.constexpr):
+        """a·bᵀ over the first COLUMNS columns of two shared [rows, 256] tiles (Q and this
+        warpgroup's 32 keys, or dO and its 32 values), issued, not waited for: one product at
+        256, two at 192 (128 + 64 columns: Gluon's operands have power-of-two shapes)."""
         zero = gl.zeros([64, 32], gl.float32, s_layout)
-        scores = warpgroup_mma(q, my_k.permute((1, 0)), zero, use_acc=False, is_async=True)
-        dprobs = warpgroup_mma(do, my_v.permute((1, 0)), zero, use_acc=False, is_async=True)
-        return scores, dprobs
+        if COLUMNS == 256:
+            acc = warpgroup_mma(a, b.permute((1, 0)), zero, use_acc=False, is_async=True)
+        else:
+            acc = warpgroup_mma(a.slice(0, 128, dim=1), b.slice(0, 128, dim=1).permute((1, 0)), zero,
+                                use_acc=False, is_async=True)
+            acc = warpgroup_mma(a.slice(128, COLUMNS - 128, dim=1),
+                                b.slice(128, COLUMNS - 128, dim=1).permute((1, 0)), acc, is_async=True)
+        return acc
+
+    @gluon.jit
+    def _issue_scores(q, do, my_k, my_v, COLUMNS: gl.constexpr, s_layout: gl.constexpr):
+        """S = Q·Kᵀ and dP = dO·Vᵀ for this warpgroup's 32 keys, issued, not waited for."""
+        return _scores_product(q, my_k, COLUMNS, s_layout), _scores_product(do, my_v, COLUMNS, s_layout)
 
     @gluon.jit
     def _probs(scores, lse_row, qk_scale, start_m, my_keys, CAUSAL: gl.constexpr, s_layout: gl.constexpr):
@@ -138,23 +172,45 @@ if attention_gluon.available():
 
     @gluon.jit
     def _publish(scores, dprobs, lse_row, delta_row, qk_scale, start_m, my_keys, tiles, slot, phase,
-                 WARPGROUP: gl.constexpr, CAUSAL: gl.constexpr, PENDING: gl.constexpr,
+                 WARPGROUP: gl.constexpr, CAUSAL: gl.constexpr, PENDING: gl.constexpr, COLUMNS: gl.constexpr,
                  s_layout: gl.constexpr):
         """P and dS from the issued S and dP (waiting for them, PENDING later products may stay
         running) into the block's shared tiles (_store_tiles)."""
-        scores = warpgroup_mma_wait(PENDING + 1, deps=(scores,))
+        SCORE_GROUPS: gl.constexpr = 1 if COLUMNS == 256 else 2
+        scores = warpgroup_mma_wait(PENDING + SCORE_GROUPS, deps=(scores,))
         probs = _probs(scores, lse_row, qk_scale, start_m, my_keys, CAUSAL, s_layout)
         dprobs = warpgroup_mma_wait(PENDING, deps=(dprobs,))
         _store_tiles(probs, dprobs, delta_row, tiles, slot, phase, WARPGROUP, s_layout)
 
+    @gluon.constexpr_function
+    def _gradient_columns(gradient, warpgroup, columns):
+        """(first column, width) of dV (gradient "dv") or dK ("dk") that this warpgroup
+        accumulates: at 256 its 128 of each; at 192, warpgroup 0 dV's first 128 and dK's last 64,
+        warpgroup 1 the other way round, so that each makes one 128- and one 64-column product a
+        block, reading fewer operand bytes from shared memory than three 64-column products
+        would (NARROW_COLUMNS says what each measured)."""
+        warpgroup, columns = int(warpgroup), int(columns)
+        if columns == 256:
+            return warpgroup * 128, 128
+        wide_first = warpgroup == (0 if gradient == "dv" else 1)
+        return (0, 128) if wide_first else (128, columns - 128)
+
     @gluon.jit
-    def _issue_products(dk, dv, q, do, tiles, slot, phase, WARPGROUP: gl.constexpr):
-        """dV += Pᵀ·dO and dK += dSᵀ·Q on this warpgroup's 128 columns, once both halves of the
+    def _zero_accumulator(WIDTH: gl.constexpr):
+        layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, WIDTH, 16])
+        return gl.zeros([64, WIDTH], gl.float32, layout)
+
+    @gluon.jit
+    def _issue_products(dk, dv, q, do, tiles, slot, phase, WARPGROUP: gl.constexpr, COLUMNS: gl.constexpr):
+        """dV += Pᵀ·dO and dK += dSᵀ·Q on this warpgroup's columns, once both halves of the
         block's tiles are there; issued, not waited for."""
         probs_t, dscores_t, full, empty = tiles
+        DV: gl.constexpr = _gradient_columns("dv", WARPGROUP, COLUMNS)
+        DK: gl.constexpr = _gradient_columns("dk", WARPGROUP, COLUMNS)
         mbarrier.wait(full.index(slot), phase)
-        dv = warpgroup_mma(probs_t.index(slot), do.slice(WARPGROUP * 128, 128, dim=1), dv, is_async=True)
-        dk = warpgroup_mma(dscores_t.index(slot), q.slice(WARPGROUP * 128, 128, dim=1), dk, is_async=True)
+        dv = warpgroup_mma(probs_t.index(slot), do.slice(DV[0], DV[1], dim=1), dv, is_async=True)
+        dk = warpgroup_mma(dscores_t.index(slot), q.slice(DK[0], DK[1], dim=1), dk, is_async=True)
         return dk, dv
 
     @gluon.jit
@@ -186,14 +242,20 @@ if attention_gluon.available():
     @gluon.jit
     def _summing_step(dk, dv, i, next_start_m, my_k, my_v, keys, q_smem, do_smem, lse_smem, delta_smem, tiles,
                       barriers, dq_parts, qk_scale, my_keys, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-                      CAUSAL: gl.constexpr, HAS_NEXT: gl.constexpr, s_layout: gl.constexpr):
-        """Block i's dV, dK and this warpgroup's half of its dQ columns (two 64-column chunks,
-        each added by a TMA reduce-add), and with HAS_NEXT block i + 1's P and dS published.
-        dO has one slot here (shared memory holds the dQ staging instead), so dV's product goes
-        first and its slot is handed back as soon as that is done: the next dO then loads while
-        the next S, dK and dQ's products run."""
+                      CAUSAL: gl.constexpr, HAS_NEXT: gl.constexpr, COLUMNS: gl.constexpr,
+                      s_layout: gl.constexpr):
+        """Block i's dV, dK and this warpgroup's share of its dQ columns (64-column chunks, each
+        added by a TMA reduce-add: at 256 the two of its 128 columns; at 192 chunk WARPGROUP, and
+        chunk 2 in every second block, the warpgroups taking turns), and with HAS_NEXT block i + 1's
+        P and dS published. dO has one slot here (shared memory holds the dQ staging instead), so
+        dV's product goes first and its slot is handed back as soon as that is done: the next dO
+        then loads while the next S, dK and dQ's products run."""
         probs_t, dscores_t, tiles_full, tiles_empty = tiles
         kv_bars, q_full, q_empty, do_full, do_empty, _, _ = barriers
+        SCORE_GROUPS: gl.constexpr = 1 if COLUMNS == 256 else 2  # _scores_product's
+        DV: gl.constexpr = _gradient_columns("dv", WARPGROUP, COLUMNS)
+        DK: gl.constexpr = _gradient_columns("dk", WARPGROUP, COLUMNS)
+        CHUNK: gl.constexpr = 128 if COLUMNS == 256 else 64  # the first dQ chunk at CHUNK * WARPGROUP
         slot = i % 2
         phase = (i // 2) & 1
         q = _tile(q_smem, slot, 64, HEAD_DIM)
@@ -202,34 +264,42 @@ if attention_gluon.available():
                                                                instr_shape=[16, 64, 16])
         zero_chunk = gl.zeros([64, 64], gl.float32, chunk_layout)
         mbarrier.wait(tiles_full.index(slot), phase)
-        dv = warpgroup_mma(probs_t.index(slot), do.slice(WARPGROUP * 128, 128, dim=1), dv, is_async=True)
+        dv = warpgroup_mma(probs_t.index(slot), do.slice(DV[0], DV[1], dim=1), dv, is_async=True)
         if HAS_NEXT:
             next_slot = (i + 1) % 2
             next_phase = ((i + 1) // 2) & 1
             mbarrier.wait(q_full.index(next_slot), next_phase)
-            scores = warpgroup_mma(_tile(q_smem, next_slot, 64, HEAD_DIM), my_k.permute((1, 0)),
-                                   gl.zeros([64, 32], gl.float32, s_layout), use_acc=False, is_async=True)
-        dk = warpgroup_mma(dscores_t.index(slot), q.slice(WARPGROUP * 128, 128, dim=1), dk, is_async=True)
+            scores = _scores_product(_tile(q_smem, next_slot, 64, HEAD_DIM), my_k, COLUMNS, s_layout)
+        dk = warpgroup_mma(dscores_t.index(slot), q.slice(DK[0], DK[1], dim=1), dk, is_async=True)
         dscores = dscores_t.index(slot).permute((1, 0))
-        first = warpgroup_mma(dscores, keys.slice(WARPGROUP * 128, 64, dim=1), zero_chunk, use_acc=False,
+        first = warpgroup_mma(dscores, keys.slice(WARPGROUP * CHUNK, 64, dim=1), zero_chunk, use_acc=False,
                               is_async=True)
-        dv = warpgroup_mma_wait(3 if HAS_NEXT else 2, deps=(dv,))
+        dv = warpgroup_mma_wait((SCORE_GROUPS if HAS_NEXT else 0) + 2, deps=(dv,))
         mbarrier.arrive(do_empty.index(0), count=1)
         if HAS_NEXT:
             scores = warpgroup_mma_wait(2, deps=(scores,))
             probs = _probs(scores, lse_smem.index(next_slot), qk_scale, next_start_m, my_keys, CAUSAL, s_layout)
         dk, first = warpgroup_mma_wait(0, deps=(dk, first))
-        _reduce_dq(first, dq_parts, WARPGROUP * 128)
-        second = warpgroup_mma(dscores, keys.slice(WARPGROUP * 128 + 64, 64, dim=1), zero_chunk, use_acc=False,
-                               is_async=True)
-        second = warpgroup_mma_wait(0, deps=(second,))
-        mbarrier.arrive(tiles_empty.index(slot), count=1)
-        mbarrier.arrive(q_empty.index(slot), count=1)
-        _reduce_dq(second, dq_parts, WARPGROUP * 128 + 64)
+        _reduce_dq(first, dq_parts, WARPGROUP * CHUNK)
+        if COLUMNS == 256:
+            second = warpgroup_mma(dscores, keys.slice(WARPGROUP * 128 + 64, 64, dim=1), zero_chunk,
+                                   use_acc=False, is_async=True)
+            second = warpgroup_mma_wait(0, deps=(second,))
+            mbarrier.arrive(tiles_empty.index(slot), count=1)
+            mbarrier.arrive(q_empty.index(slot), count=1)
+            _reduce_dq(second, dq_parts, WARPGROUP * 128 + 64)
+        elif i % 2 == WARPGROUP:  # chunk 2 (columns 128-191): the warpgroups take turns
+            second = warpgroup_mma(dscores, keys.slice(128, 64, dim=1), zero_chunk, use_acc=False, is_async=True)
+            second = warpgroup_mma_wait(0, deps=(second,))
+            mbarrier.arrive(tiles_empty.index(slot), count=1)
+            mbarrier.arrive(q_empty.index(slot), count=1)
+            _reduce_dq(second, dq_parts, 128)
+        else:
+            mbarrier.arrive(tiles_empty.index(slot), count=1)
+            mbarrier.arrive(q_empty.index(slot), count=1)
         if HAS_NEXT:
             mbarrier.wait(do_full.index(0), (i + 1) & 1)
-            dprobs = warpgroup_mma(do, my_v.permute((1, 0)), gl.zeros([64, 32], gl.float32, s_layout),
-                                   use_acc=False, is_async=True)
+            dprobs = _scores_product(do, my_v, COLUMNS, s_layout)
             dprobs = warpgroup_mma_wait(0, deps=(dprobs,))
             _store_tiles(probs, dprobs, delta_smem.index(next_slot), tiles, next_slot, next_phase, WARPGROUP,
                          s_layout)
@@ -237,7 +307,7 @@ if attention_gluon.available():
 
     @gluon.jit
     def _wide_consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-                       CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr, WALK: gl.constexpr):
+                       CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr, WALK: gl.constexpr, COLUMNS: gl.constexpr):
         q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, tile_pair, dq_smem = buffers
         probs_t, dscores_t = tile_pair
@@ -245,8 +315,6 @@ if attention_gluon.available():
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, 32, 16])
-        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                             instr_shape=[16, 128, 16])
         tiles = (probs_t, dscores_t, tiles_full, tiles_empty)
         keys = _tile(k_smem, 0, 64, HEAD_DIM)
         values = _tile(v_smem, 0, 64, HEAD_DIM)
@@ -259,8 +327,8 @@ if attention_gluon.available():
                                             k_smem.index(0))
             tma.async_copy_global_to_shared(v_desc, [batch, kv_head, start_n, 0], kv_bars.index(0),
                                             v_smem.index(0))
-        dk = gl.zeros([64, 128], gl.float32, acc_layout)
-        dv = gl.zeros([64, 128], gl.float32, acc_layout)
+        dk = _zero_accumulator(_gradient_columns("dk", WARPGROUP, COLUMNS)[1])
+        dv = _zero_accumulator(_gradient_columns("dv", WARPGROUP, COLUMNS)[1])
         mbarrier.wait(kv_bars.index(0), 0)
 
         blocks = group * query_blocks
@@ -271,19 +339,19 @@ if attention_gluon.available():
             mbarrier.wait(do_full.index(0), 0)
             q = _tile(q_smem, 0, 64, HEAD_DIM)
             do = _tile(do_smem, 0, 64, HEAD_DIM)
-            scores, dprobs = _issue_scores(q, do, my_k, my_v, s_layout)
+            scores, dprobs = _issue_scores(q, do, my_k, my_v, COLUMNS, s_layout)
             _publish(scores, dprobs, lse_smem.index(0), delta_smem.index(0), qk_scale,
-                     _block(0, scalars, WALK)[1], my_keys, tiles, 0, 0, WARPGROUP, CAUSAL, 0, s_layout)
+                     _block(0, scalars, WALK)[1], my_keys, tiles, 0, 0, WARPGROUP, CAUSAL, 0, COLUMNS, s_layout)
             last = blocks - 1
             if ATOMIC_DQ:
                 for i in range(last):
                     dk, dv = _summing_step(dk, dv, i, _block(i + 1, scalars, WALK)[1], my_k, my_v, keys,
                                            q_smem, do_smem, lse_smem, delta_smem, tiles, barriers,
                                            _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP, WALK), qk_scale, my_keys,
-                                           WARPGROUP, HEAD_DIM, CAUSAL, True, s_layout)
+                                           WARPGROUP, HEAD_DIM, CAUSAL, True, COLUMNS, s_layout)
                 dk, dv = _summing_step(dk, dv, last, 0, my_k, my_v, keys, q_smem, do_smem, lse_smem, delta_smem,
                                        tiles, barriers, _dq_parts(last, dq_smem, dq_desc, scalars, WARPGROUP, WALK),
-                                       qk_scale, my_keys, WARPGROUP, HEAD_DIM, CAUSAL, False, s_layout)
+                                       qk_scale, my_keys, WARPGROUP, HEAD_DIM, CAUSAL, False, COLUMNS, s_layout)
             else:
                 for i in range(last):
                     slot = i % 2
@@ -294,19 +362,20 @@ if attention_gluon.available():
                     next_do = _tile(do_smem, next_slot, 64, HEAD_DIM)
                     mbarrier.wait(q_full.index(next_slot), next_phase)
                     mbarrier.wait(do_full.index(next_slot), next_phase)
-                    scores, dprobs = _issue_scores(next_q, next_do, my_k, my_v, s_layout)
+                    scores, dprobs = _issue_scores(next_q, next_do, my_k, my_v, COLUMNS, s_layout)
                     dk, dv = _issue_products(dk, dv, _tile(q_smem, slot, 64, HEAD_DIM),
-                                             _tile(do_smem, slot, 64, HEAD_DIM), tiles, slot, phase, WARPGROUP)
+                                           _tile(do_smem, slot, 64, HEAD_DIM), tiles, slot, phase, WARPGROUP,
+                                           COLUMNS)
                     _publish(scores, dprobs, lse_smem.index(next_slot), delta_smem.index(next_slot), qk_scale,
                              _block(i + 1, scalars, WALK)[1], my_keys, tiles, next_slot, next_phase,
-                             WARPGROUP, CAUSAL, 2, s_layout)
+                             WARPGROUP, CAUSAL, 2, COLUMNS, s_layout)
                     dk, dv = warpgroup_mma_wait(0, deps=(dk, dv))
                     mbarrier.arrive(tiles_empty.index(slot), count=1)
                     mbarrier.arrive(q_empty.index(slot), count=1)
                     mbarrier.arrive(do_empty.index(slot), count=1)
                 dk, dv = _issue_products(dk, dv, _tile(q_smem, last % 2, 64, HEAD_DIM),
-                                         _tile(do_smem, last % 2, 64, HEAD_DIM), tiles, last % 2, (last // 2) & 1,
-                                         WARPGROUP)
+                                       _tile(do_smem, last % 2, 64, HEAD_DIM), tiles, last % 2, (last // 2) & 1,
+                                       WARPGROUP, COLUMNS)
                 dk, dv = warpgroup_mma_wait(0, deps=(dk, dv))
                 mbarrier.arrive(tiles_empty.index(last % 2), count=1)
                 mbarrier.arrive(q_empty.index(last % 2), count=1)
@@ -315,9 +384,11 @@ if attention_gluon.available():
             # (its last scores came before them) before K's and V's slots take dK and dV. (The
             # dQ chunks read only this warpgroup's columns of K.)
             mbarrier.wait(tiles_empty.index(last % 2), (last // 2) & 1)
+        DV: gl.constexpr = _gradient_columns("dv", WARPGROUP, COLUMNS)
+        DK: gl.constexpr = _gradient_columns("dk", WARPGROUP, COLUMNS)
         dtype: gl.constexpr = q_desc.dtype
-        keys.slice(WARPGROUP * 128, 128, dim=1).store((dk * softmax_scale).to(dtype))
-        values.slice(WARPGROUP * 128, 128, dim=1).store(dv.to(dtype))
+        keys.slice(DK[0], DK[1], dim=1).store((dk * softmax_scale).to(dtype))
+        values.slice(DV[0], DV[1], dim=1).store(dv.to(dtype))
         fence_async_shared()
         gl.thread_barrier()
         mbarrier.arrive(kv_bars.index(1), count=1)
@@ -331,15 +402,15 @@ if attention_gluon.available():
 
     @gluon.jit
     def _wide_second_consumer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
-                              ATOMIC_DQ: gl.constexpr, WALK: gl.constexpr):
-        _wide_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK)
+                              ATOMIC_DQ: gl.constexpr, WALK: gl.constexpr, COLUMNS: gl.constexpr):
+        _wide_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK, COLUMNS)
 
     @gluon.jit
     def _attention_backward_dkdv_wide_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA,
                                              dq_desc, seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale,
                                              softmax_scale, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
                                              ATOMIC_DQ: gl.constexpr, HEAD_GROUP: gl.constexpr,
-                                             WALK: gl.constexpr, num_warps: gl.constexpr):
+                                             WALK: gl.constexpr, COLUMNS: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         start_n, batch, kv_head, first_block, query_blocks = attention_gluon_backward._program_keys(
             num_kv_heads, seq_q, 64, CAUSAL, HEAD_GROUP, 64)
@@ -387,8 +458,8 @@ if attention_gluon.available():
         scalars = (batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale,
                    softmax_scale)
         gl.warp_specialize([
-            (_wide_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK)),
-            (_wide_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK)),
+            (_wide_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK, COLUMNS)),
+            (_wide_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK, COLUMNS)),
             (attention_gluon_backward._dkdv_producer,
              (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, DO_STAGES, WALK)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer
@@ -397,7 +468,7 @@ if attention_gluon.available():
 def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
                   delta: torch.Tensor, causal: bool, softmax_scale: float,
                   dq_sum: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dk, dv) as attention_gluon_backward.backward_dkdv, at width 256; with ``dq_sum``
+    """(dk, dv) as attention_gluon_backward.backward_dkdv, at width 256 (on ``columns``); with ``dq_sum``
     (attention_gluon_backward.dq_sum_buffer) dQ is also added into it by TMA reduce-adds, in an
     order that varies from run to run. Inputs pass attention_gluon_backward.usable; q's GPU is the
     current one."""
@@ -417,15 +488,18 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         lse, delta, dq_desc, seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads,
         softmax_scale * attention_gluon.LOG2_E, softmax_scale, HEAD_DIM=WIDTH, CAUSAL=causal,
         ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS, WALK=walk(causal, num_heads // num_kv_heads, seq_k),
-        num_warps=4,
+        COLUMNS=columns(q.shape[-1]), num_warps=4,
         maxnreg=MAX_REGISTERS)
     return dk, dv
 
 
-def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16, walk: int = 0):
-    """The kernel compiled for sm90 without a GPU, as attention_gluon.compile_sm90."""
+def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16, walk: int = 0,
+                 columns: int = WIDTH):
+    """The kernel compiled for sm90 without a GPU, as attention_gluon.compile_sm90, computing on
+    ``columns`` (192 or 256)."""
     return attention_gluon_backward.compile_dkdv_kernel(_attention_backward_dkdv_wide_kernel, WIDTH, causal,
-                                                        atomic_dq, dtype, DQ_CHUNK, LONGEST_FIRST_HEADS, walk=walk)
+                                                        atomic_dq, dtype, DQ_CHUNK, LONGEST_FIRST_HEADS, walk=walk,
+                                                        columns=columns)
 
 
 __all__ = ["backward_dkdv", "compile_sm90", "WIDTH"]

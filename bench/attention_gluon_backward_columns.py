@@ -1,0 +1,60 @@
+"""The wide Gluon backward at head_dim 136-192 on 192 of its tiles' 256 columns
+(attention_gluon_backward_wide.NARROW_COLUMNS, "c192", shipped) against all 256 ("c256"),
+forward+backward through flash_attention, cuDNN beside them, on Hopper; the settings take turns
+(attention_ab's loop). The forward is the same in every setting (its spread is the noise); head
+dims 200 and 256 run on 256 columns under both (controls).
+
+    PYTHONPATH=. python3 bench/attention_gluon_backward_columns.py [--rounds 3] [--shapes hd176-gqa8-s2048-c ...] [--settings c192 c256] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ab_cli import refused, shapes_parser
+
+# (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28-2^29 scores (16384 tokens x
+# 32 query heads), where the twenty-second session's matrix (bench/attention_matrix.py) had
+# forward+backward at head_dim 136-192 under 0.95x cuDNN (hd176 s2048 causal GQA 8:1, hd152/168
+# s8192 GQA 4:1, hd184 s8192), and their neighbours.
+SHAPES = (
+    ("hd176-gqa8-s2048-c", 8, 32, 4, 2048, 176, True, "bf16"),
+    ("hd168-gqa4-s8192", 2, 32, 8, 8192, 168, False, "bf16"),
+    ("hd152-gqa4-s8192", 2, 32, 8, 8192, 152, False, "fp16"),
+    ("hd184-s8192", 2, 32, 32, 8192, 184, False, "bf16"),
+    ("hd192-s4096-c", 4, 32, 32, 4096, 192, True, "bf16"),
+    ("hd160-s2048-c", 8, 32, 32, 2048, 160, True, "fp16"),
+    ("hd136-s1024-c", 16, 32, 32, 1024, 136, True, "bf16"),
+    ("hd144-s512-c", 32, 32, 32, 512, 144, True, "bf16"),
+    ("hd192-gqa8-s8192-c", 2, 32, 4, 8192, 192, True, "bf16"),
+    ("hd176-gqa4-s16384-c", 1, 32, 8, 16384, 176, True, "fp16"),
+    ("hd200-s4096", 4, 32, 32, 4096, 200, False, "bf16"),
+    ("hd256-s4096-c", 4, 32, 32, 4096, 256, True, "bf16"),
+)
+# NARROW_COLUMNS by setting: 192, or 0 (every head_dim on 256 columns).
+SETTINGS = {"c192": 192, "c256": 0}
+
+
+def main(argv=None) -> int:
+    parser = shapes_parser(__doc__, SHAPES, tuple(SETTINGS))
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    if refused(args, SHAPES, tuple(SETTINGS)):
+        return 2
+    from attention_ab import compare_settings, hopper
+
+    from gpudoctor.kernels import attention_gluon_backward_wide
+
+    if not hopper():
+        return 2
+    shipped = attention_gluon_backward_wide.NARROW_COLUMNS
+
+    def apply(label):  # None: the shipped columns
+        attention_gluon_backward_wide.NARROW_COLUMNS = shipped if label is None else SETTINGS[label]
+
+    compare_settings(SHAPES, list(args.settings), apply, args.rounds, out=args.out, only=args.shapes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
