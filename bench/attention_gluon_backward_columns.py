@@ -1,8 +1,9 @@
-"""The wide Gluon backward at head_dim 136-192 on 192 of its tiles' 256 columns
-(attention_gluon_backward_wide.NARROW_COLUMNS, "c192", shipped) against all 256 ("c256"),
-forward+backward through flash_attention, cuDNN beside them, on Hopper; the settings take turns
-(attention_ab's loop). The forward is the same in every setting (its spread is the noise); head
-dims 200 and 256 run on 256 columns under both (controls).
+"""The wide Gluon backward at head_dim 136-192 on fewer of its tiles' 256 columns
+(attention_gluon_backward_wide.NARROW_COLUMNS): 136-160 on 160 and 168-192 on 192 ("c160",
+shipped), every one on 192 ("c192"), or all 256 ("c256"); forward+backward through
+flash_attention, cuDNN beside them, on Hopper; the settings take turns (attention_ab's loop). The
+forward is the same in every setting (its spread is the noise); head dims 200 and 256 run on 256
+columns under all three (controls).
 
     PYTHONPATH=. python3 bench/attention_gluon_backward_columns.py [--rounds 3] [--shapes hd176-gqa8-s2048-c ...] [--settings c192 c256] [--out FILE]
 """
@@ -26,13 +27,16 @@ SHAPES = (
     ("hd160-s2048-c", 8, 32, 32, 2048, 160, True, "fp16"),
     ("hd136-s1024-c", 16, 32, 32, 1024, 136, True, "bf16"),
     ("hd144-s512-c", 32, 32, 32, 512, 144, True, "bf16"),
+    ("hd136-gqa8-s4096-c", 4, 32, 4, 4096, 136, True, "bf16"),
+    ("hd144-s2048-c", 8, 32, 32, 2048, 144, True, "bf16"),
     ("hd192-gqa8-s8192-c", 2, 32, 4, 8192, 192, True, "bf16"),
     ("hd176-gqa4-s16384-c", 1, 32, 8, 16384, 176, True, "fp16"),
     ("hd200-s4096", 4, 32, 32, 4096, 200, False, "bf16"),
     ("hd256-s4096-c", 4, 32, 32, 4096, 256, True, "bf16"),
 )
-# NARROW_COLUMNS by setting: 192, or 0 (every head_dim on 256 columns).
-SETTINGS = {"c192": 192, "c256": 0}
+# NARROW_COLUMNS by setting: head_dim up to 160 on 160 columns and up to 192 on 192, only the
+# second, or every head_dim on 256 columns.
+SETTINGS = {"c160": (160, 192), "c192": (192,), "c256": ()}
 
 
 def main(argv=None) -> int:

@@ -1,6 +1,6 @@
 """The attention backward's dK/dV on Hopper (sm90) in Gluon at width 256 (head_dim 136-256), tiled
-as FlashAttention-3 tiles its head_dim 256 backward; head_dim 136-192 computed on 192 of the 256
-columns (columns).
+as FlashAttention-3 tiles its head_dim 256 backward; head_dim 136-160 computed on 160 of the 256
+columns, 168-192 on 192 (columns).
 
 Why a second kernel: attention_gluon_backward gives each consumer warpgroup 64 key rows and
 their whole dK and dV, which at width 256 is 256 float32 registers per thread before anything
@@ -14,7 +14,8 @@ columns):
   Pᵀ and dSᵀ into its half of two shared [64 keys x 64 queries] tiles;
 - once both halves are there ("full" barrier), it accumulates dV[:, its 128 columns] += Pᵀ·dO
   and dK[:, its 128 columns] += dSᵀ·Q (64 + 64 registers), reading both tiles from shared memory
-  (on 192 columns: warpgroup 0 dV's first 128 and dK's last 64, warpgroup 1 the other way round).
+  (on 160 or 192 columns: warpgroup 0 dV's first 128 and dK's last 32 or 64, warpgroup 1 the
+  other way round).
 
 The next block's S and dP are issued before this block's dV and dK products, so a warpgroup's
 exponentials run while its own products do. Tiles and Q/dO slots are two-slot rings; a slot is
@@ -23,12 +24,13 @@ attention_gluon_backward's (Q, dO, lse and delta per block). dQ comes from the T
 and the result is reproducible run to run (no atomics); or, with ``dq_sum``, from this kernel:
 
 - each warpgroup computes dQ's 128 columns of its half (dS·K, dS from the shared tile) in two
-  64-column chunks (on 192 columns one chunk each and the third in turns, block by block) and
-  adds each into dQ's float32 sums by a TMA reduce-add, through a 16 KB staging tile. The 227 KB of shared memory are full, so the staging tiles take dO's second
-  slot: dO has one, its product (dV's) goes first in a block and the slot is handed back when it
-  is done, so the next dO loads while the block's other products run. The next block's dP is
-  issued once the dQ chunks are on their way. dK and dV are bit-identical to the kernel's
-  without dQ (measured on the H200), dQ's last bits vary run to run.
+  64-column chunks (on 160 or 192 columns one chunk each and the third in turns, block by block)
+  and adds each into dQ's float32 sums by a TMA reduce-add, through a 16 KB staging tile. The 227
+  KB of shared memory are full, so the staging tiles take dO's second slot: dO has one, its
+  product (dV's) goes first in a block and the slot is handed back when it is done, so the next dO
+  loads while the block's other products run. The next block's dP is issued once the dQ chunks are
+  on their way. dK and dV are bit-identical to the kernel's without dQ (measured on the H200),
+  dQ's last bits vary run to run.
 
 With several query heads a KV head, a program walks every head's blocks; causal calls of 8 or
 more heads a KV head from 8192 keys walk them in chunks of 16 blocks, each head's part in turn
@@ -88,26 +90,30 @@ CHUNKED_WALK = 4
 CHUNKED_WALK_MIN_GROUP = 8
 CHUNKED_WALK_MIN_KEYS = 8192
 WALK: int | None = None  # a walk for every grouped-query call instead (benches' A/B, tests)
-# Head dims up to this many columns (136-192) computed on 192 of the tiles' 256: the score
-# products' contraction as 128 + 64 columns, each warpgroup's dK and dV one 128- and one 64-column
-# product (_gradient_columns), dQ's third 64-column chunk by the warpgroups in turn; a quarter
-# fewer products than at 256, and dK and dV bitwise the same (the columns left out are zeros in
-# every operand). The loads and tiles stay 256 wide, zero-filled past head_dim. Measured on the
-# H200 (twenty-fourth session, bench/attention_gluon_backward_columns.py, forward+backward device
-# time, 2^28-2^29 scores, settings taking turns, run 2; 256 -> 192 columns): hd184 s8192 -7.0 %
-# (0.90 -> 0.97x cuDNN), hd168 GQA 4:1 s8192 -5.5 % (0.91 -> 0.97), hd192 causal GQA 8:1 s8192
-# -5.1 %, hd152 GQA 4:1 s8192 -4.6 %, hd160 causal s2048 -3.7 %, hd176 causal GQA 8:1 s2048
-# -3.5 % (0.97 -> 1.01), hd176 causal GQA 4:1 s16384 -3.0 %, hd192 causal s4096 -2.6 %, hd144
-# causal s512 -2.2 %, hd136 causal s1024 +0.9 %; head dims 200 and 256 (256 columns under both)
-# within 1.5 %. Three 64-column products a warpgroup for dK and dV instead (as many operand bytes
-# read from shared memory as at 256) gained less in run 1 (hd184 -5.7 %, hd168 -3.1 %, hd176
-# s2048 level) and lost 4.8 % at hd136 s1024. 0: every head_dim at 256 (benches' A/B).
-NARROW_COLUMNS = 192
+# Head dims computed on fewer of the tiles' 256 columns: the narrowest of these that holds them
+# (136-160 on 160, 168-192 on 192). The score products contract over 128 + 32 or 128 + 64 columns,
+# each warpgroup's dK and dV are one 128- and one 32- or 64-column product (_gradient_columns),
+# and summing dQ its third 64-column chunk is taken by the warpgroups in turn (on 160 columns its
+# columns past head_dim are zeros, clipped on the reduce-add). dK and dV are bitwise those of 256
+# columns (the columns left out are zeros in every operand). The loads and tiles stay 256 wide,
+# zero-filled past head_dim. Measured on the H200 (twenty-fourth session,
+# bench/attention_gluon_backward_columns.py, forward+backward device time, 2^28-2^29 scores,
+# settings taking turns; run 5, 256 -> 192 -> 160 columns): hd160 causal s2048 -3.0 / -9.2 %
+# (0.97 -> 1.07x cuDNN), hd152 GQA 4:1 s8192 -4.0 / -8.0 % (0.94 -> 1.02), hd144 causal s512
+# -1.6 / -7.7 %, hd144 causal s2048 -0.1 / -7.2 %, hd136 causal GQA 8:1 s4096 -0.1 / -6.5 % (0.94
+# -> 1.00), hd136 causal s1024 +1.9 / -6.0 %; on 192 columns hd192 causal GQA 8:1 s8192 -7.0 %
+# (0.93 -> 0.99), hd184 s8192 -6.0 % (0.90 -> 0.96), hd168 GQA 4:1 s8192 -5.6 %, hd176 causal GQA
+# 4:1 s16384 -4.7 %, hd192 causal s4096 -4.3 %, hd176 causal GQA 8:1 s2048 -3.9 % (run 2 alike:
+# -2.6 to -7.0 % from 2048 keys); head dims 200 and 256 (256 columns in every setting) within
+# 2 %. Three 64-column products a warpgroup for dK and dV instead (as many operand bytes read from
+# shared memory as at 256) gained less (run 1: hd184 -5.7 %, hd168 -3.1 %, hd176 s2048 level) and
+# lost 4.8 % at hd136 s1024. Empty: every head_dim at 256 (benches' A/B).
+NARROW_COLUMNS = (160, 192)
 
 
 def columns(head_dim: int) -> int:
     """The head_dim columns the kernel computes on for this head_dim (its tiles are WIDTH wide)."""
-    return NARROW_COLUMNS if NARROW_COLUMNS and head_dim <= NARROW_COLUMNS else WIDTH
+    return min((width for width in NARROW_COLUMNS if head_dim <= width), default=WIDTH)
 
 
 def walk(causal: bool, group: int, seq_k: int) -> int:
@@ -185,10 +191,10 @@ if attention_gluon.available():
     @gluon.constexpr_function
     def _gradient_columns(gradient, warpgroup, columns):
         """(first column, width) of dV (gradient "dv") or dK ("dk") that this warpgroup
-        accumulates: at 256 its 128 of each; at 192, warpgroup 0 dV's first 128 and dK's last 64,
-        warpgroup 1 the other way round, so that each makes one 128- and one 64-column product a
-        block, reading fewer operand bytes from shared memory than three 64-column products
-        would (NARROW_COLUMNS says what each measured)."""
+        accumulates: at 256 its 128 of each; on fewer columns, warpgroup 0 dV's first 128 and dK's
+        last 32 or 64, warpgroup 1 the other way round, so that each makes one 128- and one
+        narrower product a block, reading fewer operand bytes from shared memory than 64-column
+        products would (NARROW_COLUMNS says what each measured)."""
         warpgroup, columns = int(warpgroup), int(columns)
         if columns == 256:
             return warpgroup * 128, 128

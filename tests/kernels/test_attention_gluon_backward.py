@@ -1,5 +1,5 @@
 """The warp-specialized Gluon dK/dV kernels on Hopper (gpudoctor.kernels.attention_gluon_backward,
-and attention_gluon_backward_wide at width 256, on 256 or 192 columns).
+and attention_gluon_backward_wide at width 256, on 256, 192 or 160 columns).
 
 CPU (CI): the kernels compile for sm90 at every width they run at, with no local-memory traffic
 in their main loops but a bounded number of 32-bit scalars (width 64 with its 128-query blocks,
@@ -58,9 +58,9 @@ ATOMIC_CASES = [(width, causal, True) for width in attention_gluon_backward.WIDT
 LOCAL_SCALARS_IN_LOOP = {(64, True, False): 2, (64, True, True): 19, (64, False, True): 12, (128, True, True): 26}
 
 # Width 256: attention_gluon_backward_wide's kernel (backward_dkdv hands it that width), computing on
-# 256 or 192 columns (attention_gluon_backward_wide.columns).
+# 256, 192 or 160 columns (attention_gluon_backward_wide.columns).
 WIDE_CASES = [(256, causal, atomic_dq, 0, columns) for causal in (True, False) for atomic_dq in (False, True)
-              for columns in (256, 192)]
+              for columns in (256, 192, 160)]
 # And its chunked walk, which causal grouped-query calls from 8192 keys take.
 WIDE_CASES += [(256, True, atomic_dq, attention_gluon_backward.attention_gluon_backward_wide.CHUNKED_WALK, 256)
                for atomic_dq in (False, True)]
@@ -121,9 +121,10 @@ def test_wide_kernel_compiles_for_sm90_without_local_memory(case, compiled_sm90)
     assert row["warps"] == 12
     assert ["inc", "240"] in row["setmaxnreg"] and ["dec", "24"] in row["setmaxnreg"]
     # The next block's S waited for while later products run: its dP and this block's dV and dK
-    # (3 pending), or summing dQ, this block's dK and first dQ chunk (2). On 192 columns a score
-    # product is two (128 + 64 columns): S waited for with 2 + 2 pending, or summing dQ, 2.
-    pending = {256: {"3", "2"}, 192: {"4", "2"}}[columns]
+    # (3 pending), or summing dQ, this block's dK and first dQ chunk (2). On 192 or 160 columns a
+    # score product is two (128 + 64 or 32 columns): S waited for with 2 + 2 pending, or summing
+    # dQ, 2.
+    pending = {256: {"3", "2"}, 192: {"4", "2"}, 160: {"4", "2"}}[columns]
     assert pending <= set(row["waits"]), row["waits"]
     assert row["shared"] <= 232448
 
@@ -438,9 +439,10 @@ def test_wide_walk_chunked_where_measured_faster(causal, group, seq_k, expected)
 
 
 @pytest.mark.parametrize("head_dim, narrow, expected", [
-    (136, 192, 192), (176, 192, 192), (192, 192, 192), (200, 192, 256), (256, 192, 256), (160, 0, 256)])
-def test_wide_kernel_computes_head_dims_to_192_on_192_columns(head_dim, narrow, expected, monkeypatch):
-    """Head dims 136-192 on 192 of the wide kernel's 256 columns (NARROW_COLUMNS; 0: all at 256)."""
+    (136, (160, 192), 160), (160, (160, 192), 160), (168, (160, 192), 192), (192, (160, 192), 192),
+    (200, (160, 192), 256), (256, (160, 192), 256), (136, (192,), 192), (160, (), 256)])
+def test_wide_kernel_computes_head_dims_on_the_fewest_columns(head_dim, narrow, expected, monkeypatch):
+    """Each head_dim on the narrowest of NARROW_COLUMNS that holds it, else all 256."""
     from gpudoctor.kernels import attention_gluon_backward_wide
 
     monkeypatch.setattr(attention_gluon_backward_wide, "NARROW_COLUMNS", narrow)
@@ -451,9 +453,10 @@ def test_wide_kernel_computes_head_dims_to_192_on_192_columns(head_dim, narrow, 
 @pytest.mark.parametrize("head_dim, causal, heads, kv_heads, seq, dtype", [
     (136, True, 4, 2, 777, torch.bfloat16), (168, False, 8, 2, 1024, torch.float16),
     (192, True, 4, 4, 1000, torch.bfloat16), (184, False, 8, 1, 300, torch.bfloat16),
-    (160, True, 8, 1, 2048, torch.float16)])
-def test_gpu_wide_kernel_on_192_columns_changes_no_bit(head_dim, causal, heads, kv_heads, seq, dtype, monkeypatch):
-    """Head dims 136-192 on 192 columns (attention_gluon_backward_wide.columns) against all 256:
+    (160, True, 8, 1, 2048, torch.float16), (152, False, 4, 1, 555, torch.float16)])
+def test_gpu_wide_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, heads, kv_heads, seq, dtype,
+                                                         monkeypatch):
+    """Head dims 136-192 on 160 or 192 columns (attention_gluon_backward_wide.columns) against all 256:
     the columns left out are zeros in every operand, and each product's sums run in the same
     order, so dK and dV are bitwise the same, with the Triton dQ and summing dQ (whose last bits
     vary run to run: against float32 there). Ragged and whole lengths, GQA, both dtypes."""
@@ -471,7 +474,7 @@ def test_gpu_wide_kernel_on_192_columns_changes_no_bit(head_dim, causal, heads, 
     refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
     reference_attention(*refs, causal=causal, dtype=torch.float32).backward(grad.float())
     results = {}
-    for narrow in (0, 192):
+    for narrow in ((), (192,), (160, 192)):
         monkeypatch.setattr(attention_gluon_backward_wide, "NARROW_COLUMNS", narrow)
         sums = attention_gluon_backward.dq_sum_buffer(q)
         results[narrow] = (attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale),
@@ -480,5 +483,6 @@ def test_gpu_wide_kernel_on_192_columns_changes_no_bit(head_dim, causal, heads, 
         assert ((dq - refs[0].grad).norm() / refs[0].grad.norm()).item() < 3e-2
         for ours, expected in zip(results[narrow][1], (refs[1].grad, refs[2].grad)):
             assert ((ours.float() - expected).norm() / expected.norm()).item() < 3e-2
-    for wide, narrow in zip(results[0], results[192]):
-        assert torch.equal(wide[0], narrow[0]) and torch.equal(wide[1], narrow[1])
+    for narrow in ((192,), (160, 192)):
+        for wide, fewer in zip(results[()], results[narrow]):
+            assert torch.equal(wide[0], fewer[0]) and torch.equal(wide[1], fewer[1]), narrow
