@@ -5,7 +5,7 @@ flash_attention, cuDNN beside them, on Hopper; the settings take turns (attentio
 forward is the same in every setting (its spread is the noise); head dims 200 and 256 run on 256
 columns under all three (controls).
 
-    PYTHONPATH=. python3 bench/attention_gluon_backward_columns.py [--rounds 3] [--shapes hd176-gqa8-s2048-c ...] [--settings c192 c256] [--out FILE]
+    PYTHONPATH=. python3 bench/attention_gluon_backward_columns.py [--rounds 3] [--shapes hd176-gqa8-s2048-c ...] [--settings c160 c192 c256] [--out FILE]
 """
 
 from __future__ import annotations
