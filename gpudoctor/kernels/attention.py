@@ -1238,8 +1238,8 @@ GLUON_FORWARD_MIN_SEQ = 512
 # 2.488, s16k (b1 h16) 20.421 / 16.960, s1024 0.939 / 0.770 (from GLUON_WIDE_MIN_SEQ there).
 GLUON_BACKWARD_BUCKETS = (128, 256)
 # But in the 256 bucket from this head_dim: the wide kernel computed every head_dim at width 256
-# then (twelfth session; head_dim 136-192 on 160 or 192 columns since the twenty-fourth, not measured
-# against this routing, which is deterministic=True's only),
+# then (twelfth session; head_dim 136-192 on 160 or 192 columns since the twenty-fourth, not
+# measured against this routing, which is deterministic=True's only),
 # the Triton kernels 136-160 as 128 + a power-of-two tail (same probe, s4096 causal, backward ms,
 # Triton / Gluon with the Triton dQ): hd136 8.958 / 9.051, hd160 8.676 / 8.507, hd192 9.223 /
 # 8.235, hd224 11.218 / 9.546; forward+backward taking turns (--alternate 3, fastest ms, Gluon

@@ -538,9 +538,9 @@ def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch
 
 def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype: torch.dtype, dq_columns: int,
                         head_group: int, rows: int = BLOCK_M, walk: int | None = None, columns: int | None = None):
-    """A dK/dV kernel of this module's signature (or the wide one's, with its ``walk`` and ``columns``) compiled
-    for sm90 as backward_dkdv launches it: 64-row boxes of K, V, dK and dV at ``width``,
-    ``rows``-row boxes of Q and dO, dQ reduce-adds of ``dq_columns``."""
+    """A dK/dV kernel of this module's signature (or the wide one's, with its ``walk`` and
+    ``columns``) compiled for sm90 as backward_dkdv launches it: 64-row boxes of K, V, dK and dV at
+    ``width``, ``rows``-row boxes of Q and dO, dQ reduce-adds of ``dq_columns``."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
 
     def block(box_rows: int) -> str:

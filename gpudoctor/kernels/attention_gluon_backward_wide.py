@@ -129,11 +129,16 @@ def walk(causal: bool, group: int, seq_k: int) -> int:
 if attention_gluon.available():
     _tile = attention_gluon._tile
 
+    @gluon.constexpr_function
+    def _score_groups(columns):
+        """How many wgmma groups _scores_product issues on ``columns``."""
+        return 1 if int(columns) == 256 else 2
+
     @gluon.jit
     def _scores_product(a, b, COLUMNS: gl.constexpr, s_layout: gl.constexpr):
         """a·bᵀ over the first COLUMNS columns of two shared [rows, 256] tiles (Q and this
         warpgroup's 32 keys, or dO and its 32 values), issued, not waited for: one product at
-        256, two at 192 (128 + 64 columns: Gluon's operands have power-of-two shapes)."""
+        256, two on fewer columns (128 + 32 or 64: Gluon's operands have power-of-two shapes)."""
         zero = gl.zeros([64, 32], gl.float32, s_layout)
         if COLUMNS == 256:
             acc = warpgroup_mma(a, b.permute((1, 0)), zero, use_acc=False, is_async=True)
@@ -182,8 +187,7 @@ if attention_gluon.available():
                  s_layout: gl.constexpr):
         """P and dS from the issued S and dP (waiting for them, PENDING later products may stay
         running) into the block's shared tiles (_store_tiles)."""
-        SCORE_GROUPS: gl.constexpr = 1 if COLUMNS == 256 else 2
-        scores = warpgroup_mma_wait(PENDING + SCORE_GROUPS, deps=(scores,))
+        scores = warpgroup_mma_wait(PENDING + _score_groups(COLUMNS), deps=(scores,))
         probs = _probs(scores, lse_row, qk_scale, start_m, my_keys, CAUSAL, s_layout)
         dprobs = warpgroup_mma_wait(PENDING, deps=(dprobs,))
         _store_tiles(probs, dprobs, delta_row, tiles, slot, phase, WARPGROUP, s_layout)
@@ -246,19 +250,28 @@ if attention_gluon.available():
         return (dq_smem.index(WARPGROUP), dq_desc, (batch * num_heads + head) * seq_q + start_m, softmax_scale)
 
     @gluon.jit
+    def _last_dq_chunk(dscores, keys, zero_chunk, dq_parts, tiles_empty, q_empty, slot, COLUMN: gl.constexpr):
+        """The block's dQ chunk at COLUMN (dS·K), then the block's tiles and Q slot handed back
+        (both products that read them are done), then the chunk's reduce-add."""
+        chunk = warpgroup_mma(dscores, keys.slice(COLUMN, 64, dim=1), zero_chunk, use_acc=False, is_async=True)
+        chunk = warpgroup_mma_wait(0, deps=(chunk,))
+        mbarrier.arrive(tiles_empty.index(slot), count=1)
+        mbarrier.arrive(q_empty.index(slot), count=1)
+        _reduce_dq(chunk, dq_parts, COLUMN)
+
+    @gluon.jit
     def _summing_step(dk, dv, i, next_start_m, my_k, my_v, keys, q_smem, do_smem, lse_smem, delta_smem, tiles,
                       barriers, dq_parts, qk_scale, my_keys, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                       CAUSAL: gl.constexpr, HAS_NEXT: gl.constexpr, COLUMNS: gl.constexpr,
                       s_layout: gl.constexpr):
         """Block i's dV, dK and this warpgroup's share of its dQ columns (64-column chunks, each
-        added by a TMA reduce-add: at 256 the two of its 128 columns; at 192 chunk WARPGROUP, and
-        chunk 2 in every second block, the warpgroups taking turns), and with HAS_NEXT block i + 1's
+        added by a TMA reduce-add: at 256 the two of its 128 columns; on fewer, chunk WARPGROUP,
+        and chunk 2 in every second block, the warpgroups taking turns), and with HAS_NEXT block i + 1's
         P and dS published. dO has one slot here (shared memory holds the dQ staging instead), so
         dV's product goes first and its slot is handed back as soon as that is done: the next dO
         then loads while the next S, dK and dQ's products run."""
         probs_t, dscores_t, tiles_full, tiles_empty = tiles
         kv_bars, q_full, q_empty, do_full, do_empty, _, _ = barriers
-        SCORE_GROUPS: gl.constexpr = 1 if COLUMNS == 256 else 2  # _scores_product's
         DV: gl.constexpr = _gradient_columns("dv", WARPGROUP, COLUMNS)
         DK: gl.constexpr = _gradient_columns("dk", WARPGROUP, COLUMNS)
         CHUNK: gl.constexpr = 128 if COLUMNS == 256 else 64  # the first dQ chunk at CHUNK * WARPGROUP
@@ -280,7 +293,7 @@ if attention_gluon.available():
         dscores = dscores_t.index(slot).permute((1, 0))
         first = warpgroup_mma(dscores, keys.slice(WARPGROUP * CHUNK, 64, dim=1), zero_chunk, use_acc=False,
                               is_async=True)
-        dv = warpgroup_mma_wait((SCORE_GROUPS if HAS_NEXT else 0) + 2, deps=(dv,))
+        dv = warpgroup_mma_wait((_score_groups(COLUMNS) if HAS_NEXT else 0) + 2, deps=(dv,))
         mbarrier.arrive(do_empty.index(0), count=1)
         if HAS_NEXT:
             scores = warpgroup_mma_wait(2, deps=(scores,))
@@ -288,18 +301,9 @@ if attention_gluon.available():
         dk, first = warpgroup_mma_wait(0, deps=(dk, first))
         _reduce_dq(first, dq_parts, WARPGROUP * CHUNK)
         if COLUMNS == 256:
-            second = warpgroup_mma(dscores, keys.slice(WARPGROUP * 128 + 64, 64, dim=1), zero_chunk,
-                                   use_acc=False, is_async=True)
-            second = warpgroup_mma_wait(0, deps=(second,))
-            mbarrier.arrive(tiles_empty.index(slot), count=1)
-            mbarrier.arrive(q_empty.index(slot), count=1)
-            _reduce_dq(second, dq_parts, WARPGROUP * 128 + 64)
+            _last_dq_chunk(dscores, keys, zero_chunk, dq_parts, tiles_empty, q_empty, slot, WARPGROUP * 128 + 64)
         elif i % 2 == WARPGROUP:  # chunk 2 (columns 128-191): the warpgroups take turns
-            second = warpgroup_mma(dscores, keys.slice(128, 64, dim=1), zero_chunk, use_acc=False, is_async=True)
-            second = warpgroup_mma_wait(0, deps=(second,))
-            mbarrier.arrive(tiles_empty.index(slot), count=1)
-            mbarrier.arrive(q_empty.index(slot), count=1)
-            _reduce_dq(second, dq_parts, 128)
+            _last_dq_chunk(dscores, keys, zero_chunk, dq_parts, tiles_empty, q_empty, slot, 128)
         else:
             mbarrier.arrive(tiles_empty.index(slot), count=1)
             mbarrier.arrive(q_empty.index(slot), count=1)
@@ -370,8 +374,8 @@ if attention_gluon.available():
                     mbarrier.wait(do_full.index(next_slot), next_phase)
                     scores, dprobs = _issue_scores(next_q, next_do, my_k, my_v, COLUMNS, s_layout)
                     dk, dv = _issue_products(dk, dv, _tile(q_smem, slot, 64, HEAD_DIM),
-                                           _tile(do_smem, slot, 64, HEAD_DIM), tiles, slot, phase, WARPGROUP,
-                                           COLUMNS)
+                                             _tile(do_smem, slot, 64, HEAD_DIM), tiles, slot, phase, WARPGROUP,
+                                             COLUMNS)
                     _publish(scores, dprobs, lse_smem.index(next_slot), delta_smem.index(next_slot), qk_scale,
                              _block(i + 1, scalars, WALK)[1], my_keys, tiles, next_slot, next_phase,
                              WARPGROUP, CAUSAL, 2, COLUMNS, s_layout)
@@ -380,8 +384,8 @@ if attention_gluon.available():
                     mbarrier.arrive(q_empty.index(slot), count=1)
                     mbarrier.arrive(do_empty.index(slot), count=1)
                 dk, dv = _issue_products(dk, dv, _tile(q_smem, last % 2, 64, HEAD_DIM),
-                                       _tile(do_smem, last % 2, 64, HEAD_DIM), tiles, last % 2, (last // 2) & 1,
-                                       WARPGROUP, COLUMNS)
+                                         _tile(do_smem, last % 2, 64, HEAD_DIM), tiles, last % 2, (last // 2) & 1,
+                                         WARPGROUP, COLUMNS)
                 dk, dv = warpgroup_mma_wait(0, deps=(dk, dv))
                 mbarrier.arrive(tiles_empty.index(last % 2), count=1)
                 mbarrier.arrive(q_empty.index(last % 2), count=1)
@@ -474,10 +478,10 @@ if attention_gluon.available():
 def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
                   delta: torch.Tensor, causal: bool, softmax_scale: float,
                   dq_sum: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dk, dv) as attention_gluon_backward.backward_dkdv, at width 256 (on ``columns``); with ``dq_sum``
-    (attention_gluon_backward.dq_sum_buffer) dQ is also added into it by TMA reduce-adds, in an
-    order that varies from run to run. Inputs pass attention_gluon_backward.usable; q's GPU is the
-    current one."""
+    """(dk, dv) as attention_gluon_backward.backward_dkdv, at width 256 (on ``columns``); with
+    ``dq_sum`` (attention_gluon_backward.dq_sum_buffer) dQ is also added into it by TMA
+    reduce-adds, in an order that varies from run to run. Inputs pass
+    attention_gluon_backward.usable; q's GPU is the current one."""
     batch, num_heads, seq_q, _ = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
@@ -502,7 +506,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
 def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16, walk: int = 0,
                  columns: int = WIDTH):
     """The kernel compiled for sm90 without a GPU, as attention_gluon.compile_sm90, computing on
-    ``columns`` (192 or 256)."""
+    ``columns`` (160, 192 or 256)."""
     return attention_gluon_backward.compile_dkdv_kernel(_attention_backward_dkdv_wide_kernel, WIDTH, causal,
                                                         atomic_dq, dtype, DQ_CHUNK, LONGEST_FIRST_HEADS, walk=walk,
                                                         columns=columns)
