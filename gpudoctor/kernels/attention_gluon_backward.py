@@ -537,10 +537,12 @@ def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch
 
 
 def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype: torch.dtype, dq_columns: int,
-                        head_group: int, rows: int = BLOCK_M, walk: int | None = None, columns: int | None = None):
-    """A dK/dV kernel of this module's signature (or the wide one's, with its ``walk`` and
-    ``columns``) compiled for sm90 as backward_dkdv launches it: 64-row boxes of K, V, dK and dV at
-    ``width``, ``rows``-row boxes of Q and dO, dQ reduce-adds of ``dq_columns``."""
+                        head_group: int, rows: int = BLOCK_M, walk: int | None = None, columns: int | None = None,
+                        split: int | None = None, partials: str | None = None):
+    """A dK/dV kernel of this module's signature (or the wide one's, with its ``walk``,
+    ``columns`` and ``split``) compiled for sm90 as backward_dkdv launches it: 64-row boxes of K, V,
+    dK and dV at ``width`` (or dK's and dV's descriptors of type ``partials``), ``rows``-row boxes
+    of Q and dO, dQ reduce-adds of ``dq_columns``."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
 
     def block(box_rows: int) -> str:
@@ -563,6 +565,11 @@ def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype
     if columns is not None:
         signature["COLUMNS"] = "constexpr"
         constexprs["COLUMNS"] = columns
+    if split is not None:
+        signature["SPLIT"] = "constexpr"
+        constexprs["SPLIT"] = split
+    if partials is not None:
+        signature["dk_desc"] = signature["dv_desc"] = partials
     return attention_gluon.compile_for_sm90(kernel, signature, constexprs, MAX_REGISTERS)
 
 

@@ -29,9 +29,9 @@ import json, sys
 from gpudoctor.kernels import attention_gluon_backward
 rows = []
 for width, causal, atomic_dq, *wide in json.loads(sys.argv[1]):
-    if wide:  # the wide kernel's block order (attention_gluon_backward_wide.walk) and columns
+    if wide:  # the wide kernel's block order (attention_gluon_backward_wide.walk), columns and splits
         compiled = attention_gluon_backward.attention_gluon_backward_wide.compile_sm90(
-            causal, atomic_dq, walk=wide[0], columns=wide[1])
+            causal, atomic_dq, walk=wide[0], columns=wide[1], split=wide[2])
     else:
         compiled = attention_gluon_backward.compile_sm90(width, causal, atomic_dq)
     ptx = compiled.asm["ptx"]
@@ -40,6 +40,9 @@ for width, causal, atomic_dq, *wide in json.loads(sys.argv[1]):
     loops = sorted(product_loops(sass, products))
     in_loop = [line.strip() for start, end in loops for line in sass[start:end] if re.search(r"\\b(LDL|STL)\\b", line)]
     rows.append({"local_in_loop": in_loop, "loops": len(loops), "products": len(products), "warps": compiled.metadata.num_warps,
+                 # accumulators spilled anywhere (128-bit local accesses), and the TMA stores of dK and dV
+                 "wide_local": [line.strip() for line in sass if re.search(r"\\b(LDL|STL)\\.128\\b", line)],
+                 "tma_stores": len(re.findall(r"cp\\.async\\.bulk\\.tensor\\.4d\\.global\\.shared", ptx)),
                  "shared": compiled.metadata.shared,
                  "setmaxnreg": re.findall(r"setmaxnreg\\.(inc|dec)\\.sync\\.aligned\\.u32\\s+(\\d+)", ptx),
                  "waits": sorted(set(re.findall(r"wgmma\\.wait_group\\.sync\\.aligned (\\d+)", ptx)))})
@@ -59,11 +62,13 @@ LOCAL_SCALARS_IN_LOOP = {(64, True, False): 2, (64, True, True): 19, (64, False,
 
 # Width 256: attention_gluon_backward_wide's kernel (backward_dkdv hands it that width), computing on
 # 256, 192 or 160 columns (attention_gluon_backward_wide.columns).
-WIDE_CASES = [(256, causal, atomic_dq, 0, columns) for causal in (True, False) for atomic_dq in (False, True)
+WIDE_CASES = [(256, causal, atomic_dq, 0, columns, 1) for causal in (True, False) for atomic_dq in (False, True)
               for columns in (256, 192, 160)]
 # And its chunked walk, which causal grouped-query calls from 8192 keys take.
-WIDE_CASES += [(256, True, atomic_dq, attention_gluon_backward.attention_gluon_backward_wide.CHUNKED_WALK, 256)
+WIDE_CASES += [(256, True, atomic_dq, attention_gluon_backward.attention_gluon_backward_wide.CHUNKED_WALK, 256, 1)
                for atomic_dq in (False, True)]
+# And split (attention_gluon_backward_wide.splits), as causal calls of 8 or more query heads a KV head.
+WIDE_CASES += [(256, True, atomic_dq, 0, columns, 2) for atomic_dq in (False, True) for columns in (256, 160)]
 
 @pytest.fixture(scope="module")
 def compiled_sm90():
@@ -110,12 +115,17 @@ def test_wide_kernel_compiles_for_sm90_without_local_memory(case, compiled_sm90)
     dQ, ptxas spills scalars (indices, addresses) in the loops, measured on the H200 with them
     (docs/benchmarks.md, twelfth session), but never the accumulators: no local access wider
     than 64 bits."""
-    width, causal, atomic_dq, _, columns = case
+    width, causal, atomic_dq, _, columns, split = case
     row = compiled_sm90[tuple(case)]
+    assert row["wide_local"] == [], row["wide_local"]
+    # dK and dV: one TMA store each of the whole rows (the first warpgroup, split 1), or split
+    # each warpgroup's float32 accumulators 64 columns a store (a 32-column one in one box).
+    assert row["tma_stores"] == (2 if split == 1 else {256: 8, 192: 6, 160: 6}[columns]), row["tma_stores"]
     if atomic_dq:
         assert not [line for line in row["local_in_loop"] if ".128" in line], row["local_in_loop"]
-        # measured: 58 causal (64 in the chunked walk), 23 not
-        assert len(set(row["local_in_loop"])) <= 64, row["local_in_loop"]
+        # measured: 58 causal (64 in the chunked walk), 23 not; split at 256 columns 152 (the
+        # float32 stores after the loop change what ptxas spills in it; timed with them)
+        assert len(set(row["local_in_loop"])) <= (152 if split > 1 else 64), row["local_in_loop"]
     else:
         assert row["local_in_loop"] == [], row["local_in_loop"]
     assert row["warps"] == 12
@@ -436,6 +446,91 @@ def test_wide_walk_chunked_where_measured_faster(causal, group, seq_k, expected)
     from gpudoctor.kernels import attention_gluon_backward_wide
 
     assert attention_gluon_backward_wide.walk(causal, group, seq_k) == expected
+
+
+@pytest.mark.parametrize("causal, group, seq_k, heads, expected", [
+    (True, 8, 4096, None, 2), (True, 8, 512, None, 2), (True, 16, 2048, None, 4), (True, 32, 777, None, 8),
+    (True, 12, 1024, None, 3), (True, 10, 1024, None, 5), (True, 8, 8192, None, 1), (True, 16, 16384, None, 1),
+    (True, 4, 4096, None, 1), (False, 8, 4096, None, 1), (True, 1, 4096, None, 1),
+    (True, 4, 4096, 2, 2), (True, 8, 16384, 1, 8), (False, 8, 4096, 2, 1), (True, 1, 4096, 2, 1)])
+def test_wide_kernel_splits_causal_calls_of_many_heads_a_kv_head(causal, group, seq_k, heads, expected,
+                                                                   monkeypatch):
+    """Causal calls of 8 or more query heads a KV head below 8192 keys over the fewest programs
+    that leave each at most 4 heads (measured 3-7 % faster there, slower from 8192 keys and at
+    GQA 4:1, twenty-fifth session); SPLIT (benches' A/B) in every causal grouped-query call; never
+    when not causal or MHA."""
+    from gpudoctor.kernels import attention_gluon_backward_wide
+
+    monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT", heads)
+    assert attention_gluon_backward_wide.splits(causal, group, seq_k) == expected
+
+
+@pytest.mark.parametrize("split, shape", [(2, (2, 2, 6, 37, 40)), (3, (2, 1, 3, 5, 136)), (4, (2, 1, 8, 64, 256))])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_split_sums_add_each_elements_splits_in_order(split, shape, dtype, device):
+    """attention_gluon_backward_wide.sum_splits (plain Triton: the interpreter on the CPU): dK and
+    dV, contiguous, each element the float32 sum of its splits from split 0 then converted; exact
+    in float16, within one bfloat16 step (the interpreter rounds bfloat16 toward zero)."""
+    from gpudoctor.kernels import attention_gluon_backward_wide
+
+    two, batch, heads, seq_k, head_dim = shape
+    partials = torch.randn(shape, device=device)
+    dk, dv = attention_gluon_backward_wide.sum_splits(partials, split, dtype)
+    parts = partials.view(two, batch, heads // split, split, seq_k, head_dim)
+    expected = parts[:, :, :, 0]
+    for index in range(1, split):
+        expected = expected + parts[:, :, :, index]
+    for ours, sums in zip((dk, dv), expected):
+        assert ours.shape == (batch, heads // split, seq_k, head_dim) and ours.dtype == dtype and ours.is_contiguous()
+        if dtype == torch.float16 or device == "cuda":
+            assert torch.equal(ours, sums.to(dtype))
+        else:
+            assert ((ours.float() - sums).abs() <= sums.abs() * 2 ** -7).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("heads_per_program", [4, 2, 1])
+def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch):
+    """Causal grouped-query calls split by query heads (attention_gluon_backward_wide.splits): dK
+    and dV against float32 (as _check) and the
+    unsplit kernel's, bitwise the same run to run (the splits are summed in a fixed order), and dQ
+    summed by the kernel against float32; GQA 8:1 and 16:1 on 256, 192 and 160 columns, ragged
+    and whole lengths, both dtypes (causal calls have q and k of one length: flash_attention)."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    from gpudoctor.kernels import attention_gluon_backward_wide
+
+    for heads, kv_heads, seq_q, seq_k, head_dim, dtype in ((8, 1, 777, 777, 256, torch.bfloat16),
+                                                          (16, 1, 1024, 1024, 192, torch.float16),
+                                                          (8, 2, 300, 300, 160, torch.bfloat16)):
+        q, k, v = gpu_inputs(2, heads, kv_heads, seq_q, seq_k, head_dim, dtype, seq_q + head_dim)
+        grad = torch.randn_like(q)
+        scale = head_dim ** -0.5
+        config = dataclasses.replace(attention_module.config_for(q, k), gluon_forward=False, gluon_backward=False,
+                                     fused_backward=False)
+        out, lse = attention_module.attention_forward(q, k, v, True, scale, config)
+        delta = (out.float() * grad.float()).sum(-1).reshape(2 * heads, seq_q).contiguous()
+        refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+        reference_attention(*refs, causal=True, dtype=torch.float32).backward(grad.float())
+        monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT", None)
+        monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT_MIN_GROUP", 1 << 30)
+        unsplit = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
+        monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT", heads_per_program)
+        group = heads // kv_heads
+        assert attention_gluon_backward_wide.splits(True, group, seq_k) == group // heads_per_program
+        split = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
+        again = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
+        sums = attention_gluon_backward.dq_sum_buffer(q)
+        summing = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale, sums)
+        tolerance = {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype]
+        for ours, reference, expected, other, with_dq in zip(split, unsplit, (refs[1].grad, refs[2].grad), again,
+                                                             summing):
+            assert ours.shape == reference.shape and ours.dtype == reference.dtype and ours.is_contiguous()
+            assert ((ours.float() - expected).norm() / expected.norm()).item() < tolerance
+            assert ((ours.float() - reference.float()).norm() / expected.norm()).item() < tolerance / 2
+            assert torch.equal(ours, other) and torch.equal(ours, with_dq)
+        dq = sums.view(q.shape)
+        assert ((dq - refs[0].grad).norm() / refs[0].grad.norm()).item() < 3e-2
 
 
 @pytest.mark.parametrize("head_dim, narrow, expected", [
