@@ -34,6 +34,11 @@ SHAPES = (
     ("hd224-gqa4-s4096-c", 4, 32, 8, 4096, 224, True, "bf16"),
     ("hd256-gqa8-s4096", 4, 32, 4, 4096, 256, False, "bf16"),
     ("hd256-s4096-c", 4, 32, 32, 4096, 256, True, "bf16"),
+    # where the matrix after the split had them under 0.95 or lower than before (run 6)
+    ("hd200-gqa8-s1024-c", 16, 32, 4, 1024, 200, True, "fp16"),
+    ("hd216-gqa8-s4096-c", 4, 32, 4, 4096, 216, True, "fp16"),
+    ("hd208-gqa8-s2048-c", 8, 32, 4, 2048, 208, True, "bf16"),
+    ("hd240-gqa8-s512-c", 32, 32, 4, 512, 240, True, "fp16"),
 )
 # (query heads a split program walks (None: never split), walk or None as routed); "shipped": the
 # shipped rule (attention_gluon_backward_wide.splits)
