@@ -14,8 +14,9 @@ walks the key blocks. For small calls on Hopper (``fused_backward``: batch x hea
 seq_k up to a measured limit) the three are one launch: the dK/dV and dQ programs side by side in
 one grid, each computing the delta it needs from O, since such calls are host-bound (launches and
 their Python cost more than the GPU's work). Every gradient element is written by exactly one
-program (dK/dV of a shared KV head sum their query heads inside one program), so with
-``deterministic=True`` the backward uses no atomics and is bitwise reproducible. With
+program (dK/dV of a shared KV head sum their query heads inside one program, or, in the wide
+Gluon kernel's split calls, in a fixed order after it: attention_gluon_backward_wide.splits), so
+with ``deterministic=True`` the backward uses no atomics and is bitwise reproducible. With
 ``deterministic=False`` (flash_attention's default, as FlashAttention's) a config may trade that for
 two fewer matrix products per block pair by summing dQ in float32 inside the dK/dV kernel: the
 Triton kernel's ``atomic_dq`` is off everywhere (measured slower); the Gluon kernel's
@@ -1930,7 +1931,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
 
     ``deterministic``: as in FlashAttention. True: the backward never uses atomics (dQ has its
     own programs, in its own kernel or beside dK/dV's in one, and dK/dV sum their query heads
-    inside one program), so it is bitwise reproducible. False (the default): where the
+    inside one program or in a fixed order after it), so it is bitwise reproducible. False (the default): where the
     configuration says so, dQ is summed in float32 by atomic adds inside the dK/dV kernel
     (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64, 72, 88 and 96-128, from 512 in calls
     of 2^26 scores or more (at 64 from 1024), and from 1024 keys at 136-256, the Gluon kernels' TMA

@@ -34,7 +34,9 @@ and the result is reproducible run to run (no atomics); or, with ``dq_sum``, fro
 
 With several query heads a KV head, a program walks every head's blocks; causal calls of 8 or
 more heads a KV head from 8192 keys walk them in chunks of 16 blocks, each head's part in turn
-(walk), so that the programs running at once stay on the same blocks in L2.
+(walk), so that the programs running at once stay on the same blocks in L2. Below 8192 keys those
+calls split each program's heads over several programs of at most 4 (splits), each storing its
+float32 dK and dV, which sum_splits then adds in a fixed order (still reproducible run to run).
 
 Measured on the H200 (docs/benchmarks.md, twelfth session; b4 h32 s4096 causal): the backward
 8.67 ms with the Triton dQ kernel and 8.10 summing dQ, against the Triton backward's 10.83.
@@ -560,6 +562,8 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     group = num_heads // num_kv_heads
     split = splits(causal, group, seq_k)
+    if batch * num_kv_heads * split > MAX_GRID_Y:  # more programs than a grid holds: unsplit
+        split = 1
     descriptor = attention_gluon._descriptor
     if split == 1:
         dk = torch.empty_like(k, memory_format=torch.contiguous_format)
@@ -587,15 +591,19 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     return sum_splits(partials, split, k.dtype)
 
 
+MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
+
+
 SUM_BLOCK = 2048  # elements of a row a program of _sum_splits_kernel sums
 
 
 @triton.jit
 def _sum_splits_kernel(PARTIALS, OUT, row_length, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
     # Row r of OUT (row_length elements) = the sum of rows r * SPLIT .. r * SPLIT + SPLIT - 1 of
-    # PARTIALS (float32), in that order, in OUT's dtype.
-    row = tl.program_id(1).to(tl.int64)
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    # PARTIALS (float32), in that order, in OUT's dtype. Rows on the grid's first dimension (its
+    # second holds at most 65535).
+    row = tl.program_id(0).to(tl.int64)
+    offsets = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     inside = offsets < row_length
     first = PARTIALS + row * SPLIT * row_length
     total = tl.load(first + offsets, mask=inside, other=0.0)
@@ -613,7 +621,7 @@ def sum_splits(partials: torch.Tensor, split: int, dtype: torch.dtype) -> tuple[
     two, batch, heads, seq_k, head_dim = partials.shape
     out = torch.empty((two, batch, heads // split, seq_k, head_dim), device=partials.device, dtype=dtype)
     row_length = seq_k * head_dim
-    grid = (triton.cdiv(row_length, SUM_BLOCK), two * batch * heads // split)
+    grid = (two * batch * heads // split, triton.cdiv(row_length, SUM_BLOCK))
     fast(_sum_splits_kernel)[grid](partials, out, row_length, SPLIT=split, BLOCK=SUM_BLOCK, num_warps=4)
     dk, dv = out.unbind(0)
     return dk, dv

@@ -19,7 +19,10 @@ backward), or the two launches of the Gluon backward summing dQ (the delta kerne
 and the incoming gradient, then the dK/dV kernel on TMA descriptors of q, k, v, the gradient, dK,
 dV and dQ's float32 sums, with the log-sum-exp and delta): ``_SummingGluonBackward``; or where
 its launches took only the call's own tensors and delta (the Triton backward's two or three
-launches): ``_LaunchesBackward``. Everything else keeps the general path. A plan holds no tensor, and steps aside
+launches): ``_LaunchesBackward``. Everything else keeps the general path (the wide Gluon
+backward's split calls among them, attention_gluon_backward_wide.splits: three launches, dK and
+dV summed from float32 partials after the dK/dV kernel; what that costs the host in calls
+small enough to be host-bound was not measured). A plan holds no tensor, and steps aside
 (``usable``) wherever the direct launch may not serve a call: a launch hook (profilers), Triton's
 debug knobs, another device current.
 """

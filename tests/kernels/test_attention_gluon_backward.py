@@ -68,7 +68,7 @@ WIDE_CASES = [(256, causal, atomic_dq, 0, columns, 1) for causal in (True, False
 WIDE_CASES += [(256, True, atomic_dq, attention_gluon_backward.attention_gluon_backward_wide.CHUNKED_WALK, 256, 1)
                for atomic_dq in (False, True)]
 # And split (attention_gluon_backward_wide.splits), as causal calls of 8 or more query heads a KV head.
-WIDE_CASES += [(256, True, atomic_dq, 0, columns, 2) for atomic_dq in (False, True) for columns in (256, 160)]
+WIDE_CASES += [(256, True, atomic_dq, 0, columns, 2) for atomic_dq in (False, True) for columns in (256, 192, 160)]
 
 @pytest.fixture(scope="module")
 def compiled_sm90():
@@ -488,6 +488,19 @@ def test_split_sums_add_each_elements_splits_in_order(split, shape, dtype, devic
             assert ((ours.float() - sums).abs() <= sums.abs() * 2 ** -7).all()
 
 
+def test_split_sums_run_in_split_order(device):
+    """Splits 2^24, 1, -2^24 sum to 0 in that order in float32 (2^24 + 1 rounds to 2^24) and to 1
+    in any order that adds 1 last or first to -2^24: which split is which, and the order, show."""
+    from gpudoctor.kernels import attention_gluon_backward_wide
+
+    partials = torch.zeros((2, 1, 6, 4, 40), device=device)
+    partials[:, :, 0::3], partials[:, :, 1::3], partials[:, :, 2::3] = 2.0 ** 24, 1.0, -(2.0 ** 24)
+    partials[1, :, 3:] = partials[1, :, 3:].flip(1)  # dV's second KV head: -2^24, 1, 2^24: 1
+    dk, dv = attention_gluon_backward_wide.sum_splits(partials, 3, torch.float16)
+    assert torch.equal(dk, torch.zeros_like(dk))
+    assert torch.equal(dv[:, 0], torch.zeros_like(dv[:, 0])) and torch.equal(dv[:, 1], torch.ones_like(dv[:, 1]))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("heads_per_program", [4, 2, 1])
 def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch):
@@ -531,6 +544,39 @@ def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch
             assert torch.equal(ours, other) and torch.equal(ours, with_dq)
         dq = sums.view(q.shape)
         assert ((dq - refs[0].grad).norm() / refs[0].grad.norm()).item() < 3e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("deterministic", [False, True], ids=["summing-dq", "deterministic"])
+def test_gpu_flash_attention_splits_causal_gqa8_reproducibly(deterministic, monkeypatch):
+    """Through flash_attention's autograd as routed (the shipped split rule): a causal GQA 8:1
+    call at head_dim 256 and 1024 keys runs split (sum_splits called), its dK and dV are bitwise
+    the same call after call, and all three gradients are close to float32's."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    from gpudoctor.kernels import attention_gluon_backward_wide
+
+    calls = []
+    original = attention_gluon_backward_wide.sum_splits
+    monkeypatch.setattr(attention_gluon_backward_wide, "sum_splits",
+                        lambda *args: calls.append(args[1]) or original(*args))
+    assert attention_gluon_backward_wide.splits(True, 8, 1024) == 2
+    q, k, v = gpu_inputs(2, 16, 2, 1024, 1024, 256, torch.bfloat16, 5)
+    grad = torch.randn_like(q)
+    results = []
+    for _ in range(3):
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        flash_attention(*leaves, causal=True, deterministic=deterministic).backward(grad)
+        results.append([leaf.grad for leaf in leaves])
+    assert calls and set(calls) == {2}
+    for other in results[1:]:
+        assert torch.equal(other[1], results[0][1]) and torch.equal(other[2], results[0][2])
+        if deterministic:
+            assert torch.equal(other[0], results[0][0])
+    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    reference_attention(*refs, causal=True, dtype=torch.float32).backward(grad.float())
+    for ours, expected in zip(results[0], (ref.grad for ref in refs)):
+        assert ((ours.float() - expected).norm() / expected.norm()).item() < 3e-2
 
 
 @pytest.mark.parametrize("head_dim, narrow, expected", [
