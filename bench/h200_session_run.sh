@@ -21,7 +21,7 @@ done
 python3 bench/check_startup.py --runs 9 --out $O/check-startup.json > /dev/null 2>&1
 python3 bench/preflight_timeline.py --runs 9 --out $O/preflight-timeline.json > $O/preflight-timeline.txt 2>&1
 python3 bench/train_pass.py --repeats 3 --out $O/train-pass.json > $O/train-pass.txt 2>&1
-timeout 330 python3 -m pytest -m gpu -q -p no:cacheprovider -n 12 --durations=12 tests/train tests/kernels tests/distributed > $O/pytest-gpu.txt 2>&1; echo "pytest-gpu rc=$?" > $O/pytest-rc.txt
+timeout 330 python3 -m pytest -m gpu -q -p no:cacheprovider -n 16 --durations=12 tests/train tests/kernels tests/distributed > $O/pytest-gpu.txt 2>&1; echo "pytest-gpu rc=$?" > $O/pytest-rc.txt
 python3 - "$O" <<'PY'
 import json, sys, glob, statistics
 o = sys.argv[1]

@@ -507,7 +507,7 @@ def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch
     """Causal grouped-query calls split by query heads (attention_gluon_backward_wide.splits): dK
     and dV against float32 (as _check) and the
     unsplit kernel's, bitwise the same run to run (the splits are summed in a fixed order), and dQ
-    summed by the kernel against float32; GQA 8:1, 16:1 and 4:2 on 256, 192 and 160 columns, ragged
+    summed by the kernel against float32; GQA 8:1, 16:1 and 4:1 on 256, 192 and 160 columns, ragged
     and whole lengths, both dtypes (causal calls have q and k of one length: flash_attention)."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
