@@ -263,10 +263,11 @@ def test_backward_routes_through_the_kernel_where_it_runs(monkeypatch, gluon_bac
 # GPU (device machine)
 # ----------------------------------------------------------------------------------------------
 
-def _check(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype, layout=None):
-    """The kernel's dK and dV against the float32 reference's (relative error) and the Triton
-    backward's (the same products in another order: close to each other)."""
-    q, k, v = gpu_inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype, seq_q + head_dim)
+def _dkdv_inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype, seed, layout=None):
+    """What backward_dkdv takes for one seeded call: (q, k, v, grad, scale, out, lse, delta,
+    config), ``out`` and ``lse`` from the Triton forward (``config``: the Gluon kernels off),
+    delta = rowsum(out * grad); ``layout`` (where given) applied to q, k, v and grad."""
+    q, k, v = gpu_inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype, seed)
     grad = torch.randn_like(q)
     if layout is not None:
         q, k, v, grad = (layout(t) for t in (q, k, v, grad))
@@ -274,15 +275,33 @@ def _check(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype, layout
     config = dataclasses.replace(attention_module.config_for(q, k), gluon_forward=False, gluon_backward=False,
                                  fused_backward=False)
     out, lse = attention_module.attention_forward(q, k, v, causal, scale, config)
-    _, triton_dk, triton_dv = attention_module.attention_backward(grad, q, k, v, out, lse, causal, scale, config)
     delta = (out.float() * grad.float()).sum(-1).reshape(batch * heads, seq_q).contiguous()
-    assert attention_gluon_backward.usable(q, k, v, grad)
-    dk, dv = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale)
+    return q, k, v, grad, scale, out, lse, delta, config
+
+
+def _float32_grads(q, k, v, grad, causal):
+    """[dq, dk, dv] of the float32 reference attention for the incoming gradient ``grad``."""
     refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
     reference_attention(*refs, causal=causal, dtype=torch.float32).backward(grad.float())
+    return [ref.grad for ref in refs]
+
+
+def _relative_error(ours, expected):
+    return ((ours.float() - expected).norm() / expected.norm()).item()
+
+
+def _check(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype, layout=None):
+    """The kernel's dK and dV against the float32 reference's (relative error) and the Triton
+    backward's (the same products in another order: close to each other)."""
+    q, k, v, grad, scale, out, lse, delta, config = _dkdv_inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim,
+                                                                 causal, dtype, seq_q + head_dim, layout)
+    _, triton_dk, triton_dv = attention_module.attention_backward(grad, q, k, v, out, lse, causal, scale, config)
+    assert attention_gluon_backward.usable(q, k, v, grad)
+    dk, dv = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale)
+    _, expected_dk, expected_dv = _float32_grads(q, k, v, grad, causal)
     tolerance = {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype]
-    for ours, triton_result, expected in ((dk, triton_dk, refs[1].grad), (dv, triton_dv, refs[2].grad)):
-        error = ((ours.float() - expected).norm() / expected.norm()).item()
+    for ours, triton_result, expected in ((dk, triton_dk, expected_dk), (dv, triton_dv, expected_dv)):
+        error = _relative_error(ours, expected)
         assert error < tolerance, error
         assert ((ours.float() - triton_result.float()).norm() / expected.norm()).item() < tolerance / 2
 
@@ -335,10 +354,8 @@ def test_gpu_flash_attention_takes_it_and_its_gradients_are_right(monkeypatch, d
     summed = not deterministic and attention_module.config_for(q, k).gluon_atomic_dq
     flash_attention(q, k, v, causal=True, deterministic=deterministic).backward(grad)
     assert calls == [summed], f"flash_attention's Gluon backward calls at seq {seq}: {calls}"
-    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    reference_attention(*refs, causal=True, dtype=torch.float32).backward(grad.float())
-    for ours, theirs in zip((q.grad, k.grad, v.grad), (t.grad for t in refs)):
-        error = ((ours.float() - theirs).norm() / theirs.norm()).item()
+    for ours, theirs in zip((q.grad, k.grad, v.grad), _float32_grads(q, k, v, grad, True)):
+        error = _relative_error(ours, theirs)
         assert error < 3e-2, error
 
 
@@ -368,10 +385,8 @@ def test_gpu_summed_dq_matches_float32_reference(head_dim, causal, kv_heads, seq
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
     flash_attention(*leaves, causal=causal, config=config, deterministic=False).backward(grad)
     assert sums == [True]
-    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    reference_attention(*refs, causal=causal, dtype=torch.float32).backward(grad.float())
-    for ours, theirs in zip((t.grad for t in leaves), (t.grad for t in refs)):
-        error = ((ours.float() - theirs).norm() / theirs.norm()).item()
+    for ours, theirs in zip((t.grad for t in leaves), _float32_grads(q, k, v, grad, causal)):
+        error = _relative_error(ours, theirs)
         assert error < 3e-2, error
     triton = [t.detach().requires_grad_() for t in (q, k, v)]
     triton_config = dataclasses.replace(config, gluon_backward=False, gluon_atomic_dq=False)
@@ -389,22 +404,14 @@ def test_gpu_causal_order_changes_no_bits(head_dim, monkeypatch):
     head is computed once, so dK and dV are bitwise those of the launch order, and right."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
-    q, k, v = gpu_inputs(3, 10, 5, 700, 700, head_dim, torch.bfloat16, 17)
-    grad = torch.randn_like(q)
-    scale = head_dim ** -0.5
-    config = dataclasses.replace(attention_module.config_for(q, k), gluon_forward=False, gluon_backward=False,
-                                 fused_backward=False)
-    out, lse = attention_module.attention_forward(q, k, v, True, scale, config)
-    delta = (out.float() * grad.float()).sum(-1).reshape(3 * 10, 700).contiguous()
+    q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(3, 10, 5, 700, 700, head_dim, True, torch.bfloat16, 17)
     results = []
     for group in (0, 8):
         monkeypatch.setattr(attention_gluon_backward, "LONGEST_FIRST_HEADS", group)
         results.append(attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale))
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
-    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    reference_attention(*refs, causal=True, dtype=torch.float32).backward(grad.float())
-    for ours, expected in zip(results[1], (refs[1].grad, refs[2].grad)):
-        assert ((ours.float() - expected).norm() / expected.norm()).item() < 3e-2
+    for ours, expected in zip(results[1], _float32_grads(q, k, v, grad, True)[1:]):
+        assert _relative_error(ours, expected) < 3e-2
 
 
 @pytest.mark.gpu
@@ -421,19 +428,11 @@ def test_gpu_wide_walks_match_float32_reference(walk, causal, monkeypatch):
     for heads, kv_heads, head_dim in ((8, 1, 256), (8, 2, 192)):
         assert attention_gluon_backward_wide.walk(causal, heads // kv_heads, 777) == walk
         _check(2, heads, kv_heads, 777, 777, head_dim, causal, torch.bfloat16)
-        q, k, v = gpu_inputs(2, heads, kv_heads, 777, 777, head_dim, torch.bfloat16, 3)
-        grad = torch.randn_like(q)
-        scale = head_dim ** -0.5
-        config = dataclasses.replace(attention_module.config_for(q, k), gluon_forward=False, gluon_backward=False,
-                                     fused_backward=False)
-        out, lse = attention_module.attention_forward(q, k, v, causal, scale, config)
-        delta = (out.float() * grad.float()).sum(-1).reshape(2 * heads, 777).contiguous()
+        q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, 777, 777, head_dim, causal,
+                                                              torch.bfloat16, 3)
         sums = attention_gluon_backward.dq_sum_buffer(q)
         attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums)
-        refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
-        reference_attention(*refs, causal=causal, dtype=torch.float32).backward(grad.float())
-        dq = sums.view(q.shape)
-        assert ((dq - refs[0].grad).norm() / refs[0].grad.norm()).item() < 3e-2
+        assert _relative_error(sums.view(q.shape), _float32_grads(q, k, v, grad, causal)[0]) < 3e-2
 
 
 @pytest.mark.parametrize("causal, group, seq_k, expected", [
@@ -516,15 +515,9 @@ def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch
     for heads, kv_heads, seq_q, seq_k, head_dim, dtype in ((8, 1, 777, 777, 256, torch.bfloat16),
                                                           (16, 1, 1024, 1024, 192, torch.float16),
                                                           (8, 2, 300, 300, 160, torch.bfloat16)):
-        q, k, v = gpu_inputs(2, heads, kv_heads, seq_q, seq_k, head_dim, dtype, seq_q + head_dim)
-        grad = torch.randn_like(q)
-        scale = head_dim ** -0.5
-        config = dataclasses.replace(attention_module.config_for(q, k), gluon_forward=False, gluon_backward=False,
-                                     fused_backward=False)
-        out, lse = attention_module.attention_forward(q, k, v, True, scale, config)
-        delta = (out.float() * grad.float()).sum(-1).reshape(2 * heads, seq_q).contiguous()
-        refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
-        reference_attention(*refs, causal=True, dtype=torch.float32).backward(grad.float())
+        q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq_q, seq_k, head_dim, True, dtype,
+                                                              seq_q + head_dim)
+        expected_dq, expected_dk, expected_dv = _float32_grads(q, k, v, grad, True)
         monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT", None)
         monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT_MIN_GROUP", 1 << 30)
         unsplit = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
@@ -536,14 +529,13 @@ def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch
         sums = attention_gluon_backward.dq_sum_buffer(q)
         summing = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale, sums)
         tolerance = {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype]
-        for ours, reference, expected, other, with_dq in zip(split, unsplit, (refs[1].grad, refs[2].grad), again,
+        for ours, reference, expected, other, with_dq in zip(split, unsplit, (expected_dk, expected_dv), again,
                                                              summing):
             assert ours.shape == reference.shape and ours.dtype == reference.dtype and ours.is_contiguous()
-            assert ((ours.float() - expected).norm() / expected.norm()).item() < tolerance
+            assert _relative_error(ours, expected) < tolerance
             assert ((ours.float() - reference.float()).norm() / expected.norm()).item() < tolerance / 2
             assert torch.equal(ours, other) and torch.equal(ours, with_dq)
-        dq = sums.view(q.shape)
-        assert ((dq - refs[0].grad).norm() / refs[0].grad.norm()).item() < 3e-2
+        assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
 
 
 @pytest.mark.gpu
@@ -573,10 +565,8 @@ def test_gpu_flash_attention_splits_causal_gqa8_reproducibly(deterministic, monk
         assert torch.equal(other[1], results[0][1]) and torch.equal(other[2], results[0][2])
         if deterministic:
             assert torch.equal(other[0], results[0][0])
-    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    reference_attention(*refs, causal=True, dtype=torch.float32).backward(grad.float())
-    for ours, expected in zip(results[0], (ref.grad for ref in refs)):
-        assert ((ours.float() - expected).norm() / expected.norm()).item() < 3e-2
+    for ours, expected in zip(results[0], _float32_grads(q, k, v, grad, True)):
+        assert _relative_error(ours, expected) < 3e-2
 
 
 @pytest.mark.parametrize("head_dim, narrow, expected", [
@@ -605,25 +595,18 @@ def test_gpu_wide_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, heads
         pytest.skip("needs a Hopper GPU")
     from gpudoctor.kernels import attention_gluon_backward_wide
 
-    q, k, v = gpu_inputs(2, heads, kv_heads, seq, seq, head_dim, dtype, head_dim + seq)
-    grad = torch.randn_like(q)
-    scale = head_dim ** -0.5
-    config = dataclasses.replace(attention_module.config_for(q, k), gluon_forward=False, gluon_backward=False,
-                                 fused_backward=False)
-    out, lse = attention_module.attention_forward(q, k, v, causal, scale, config)
-    delta = (out.float() * grad.float()).sum(-1).reshape(2 * heads, seq).contiguous()
-    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    reference_attention(*refs, causal=causal, dtype=torch.float32).backward(grad.float())
+    q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq, seq, head_dim, causal, dtype,
+                                                          head_dim + seq)
+    expected_dq, expected_dk, expected_dv = _float32_grads(q, k, v, grad, causal)
     results = {}
     for narrow in ((), (192,), (160, 192)):
         monkeypatch.setattr(attention_gluon_backward_wide, "NARROW_COLUMNS", narrow)
         sums = attention_gluon_backward.dq_sum_buffer(q)
         results[narrow] = (attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale),
                            attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums))
-        dq = sums.view(q.shape)
-        assert ((dq - refs[0].grad).norm() / refs[0].grad.norm()).item() < 3e-2
-        for ours, expected in zip(results[narrow][1], (refs[1].grad, refs[2].grad)):
-            assert ((ours.float() - expected).norm() / expected.norm()).item() < 3e-2
+        assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
+        for ours, expected in zip(results[narrow][1], (expected_dk, expected_dv)):
+            assert _relative_error(ours, expected) < 3e-2
     for narrow in ((192,), (160, 192)):
         for wide, fewer in zip(results[()], results[narrow]):
             assert torch.equal(wide[0], fewer[0]) and torch.equal(wide[1], fewer[1]), narrow
