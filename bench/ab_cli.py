@@ -1,7 +1,8 @@
 """The command line the Gluon A/B benches share (attention_gluon_kv_stages, _pingpong, _schedule,
-_short_diagonal, _persistent, _backward_walk, _backward_columns, _softmax): the parser's first
-options and the refusal of names that are not known. Without torch, so that a wrong name is
-refused before torch loads."""
+_short_diagonal, _persistent, _backward_walk, _backward_columns, _backward_split, _softmax): the
+parser's first options and the refusal of names that are not known, and the whole main of those
+that only switch module settings (run_settings). Without torch, so that a wrong name is refused
+before torch loads."""
 
 from __future__ import annotations
 
@@ -31,3 +32,21 @@ def refused(args, shapes, known_settings=()) -> bool:
     if unknown:
         print(f"unknown {what}: {sorted(unknown)}", file=sys.stderr)
     return bool(unknown)
+
+
+def run_settings(doc: str, shapes, settings, make_apply, argv=None) -> int:
+    """The whole main of an A/B bench that only switches module settings
+    (attention_gluon_backward_walk, _columns, _split): --rounds, --shapes, --settings (of ``settings``) and --out; unknown names
+    refused before torch loads; then on a Hopper GPU attention_ab.compare_settings with the apply
+    that ``make_apply()`` returns (called once torch and gpudoctor may load)."""
+    parser = shapes_parser(doc, shapes, tuple(settings))
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    if refused(args, shapes, tuple(settings)):
+        return 2
+    from attention_ab import compare_settings, hopper
+
+    if not hopper():
+        return 2
+    compare_settings(shapes, list(args.settings), make_apply(), args.rounds, out=args.out, only=args.shapes)
+    return 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from ab_cli import refused, shapes_parser
+from ab_cli import run_settings
 
 # (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28-2^29 scores (16384 tokens x
 # 32 query heads), where the twenty-second session's matrix (bench/attention_matrix.py) had
@@ -40,24 +40,17 @@ SETTINGS = {"c160": (160, 192), "c192": (192,), "c256": ()}
 
 
 def main(argv=None) -> int:
-    parser = shapes_parser(__doc__, SHAPES, tuple(SETTINGS))
-    parser.add_argument("--out")
-    args = parser.parse_args(argv)
-    if refused(args, SHAPES, tuple(SETTINGS)):
-        return 2
-    from attention_ab import compare_settings, hopper
+    def make_apply():
+        from gpudoctor.kernels import attention_gluon_backward_wide
 
-    from gpudoctor.kernels import attention_gluon_backward_wide
+        shipped = attention_gluon_backward_wide.NARROW_COLUMNS
 
-    if not hopper():
-        return 2
-    shipped = attention_gluon_backward_wide.NARROW_COLUMNS
+        def apply(label):  # None: the shipped columns
+            attention_gluon_backward_wide.NARROW_COLUMNS = shipped if label is None else SETTINGS[label]
 
-    def apply(label):  # None: the shipped columns
-        attention_gluon_backward_wide.NARROW_COLUMNS = shipped if label is None else SETTINGS[label]
+        return apply
 
-    compare_settings(SHAPES, list(args.settings), apply, args.rounds, out=args.out, only=args.shapes)
-    return 0
+    return run_settings(__doc__, SHAPES, SETTINGS, make_apply, argv)
 
 
 if __name__ == "__main__":

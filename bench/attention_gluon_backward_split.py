@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from ab_cli import refused, shapes_parser
+from ab_cli import run_settings
 
 # (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28-2^29 scores (16384 tokens x
 # 32 query heads), where the twenty-fourth session's matrix had forward+backward at head_dim
@@ -46,29 +46,22 @@ SETTINGS = {"shipped": None, "h0": (None, None), "h4": (4, None), "h2": (2, None
 
 
 def main(argv=None) -> int:
-    parser = shapes_parser(__doc__, SHAPES, tuple(SETTINGS))
-    parser.add_argument("--out")
-    args = parser.parse_args(argv)
-    if refused(args, SHAPES, tuple(SETTINGS)):
-        return 2
-    from attention_ab import compare_settings, hopper
+    def make_apply():
+        from gpudoctor.kernels import attention_gluon_backward_wide as wide
 
-    from gpudoctor.kernels import attention_gluon_backward_wide as wide
+        shipped = (wide.SPLIT_MIN_GROUP, wide.SPLIT, wide.WALK)
 
-    if not hopper():
-        return 2
-    shipped = (wide.SPLIT_MIN_GROUP, wide.SPLIT, wide.WALK)
+        def apply(label):  # None: the shipped splits
+            if SETTINGS.get(label) is None:
+                wide.SPLIT_MIN_GROUP, wide.SPLIT, wide.WALK = shipped
+                return
+            heads, walk = SETTINGS[label]
+            wide.SPLIT_MIN_GROUP = shipped[0] if heads else 1 << 30
+            wide.SPLIT, wide.WALK = heads, walk
 
-    def apply(label):  # None: the shipped splits
-        if SETTINGS.get(label) is None:
-            wide.SPLIT_MIN_GROUP, wide.SPLIT, wide.WALK = shipped
-            return
-        heads, walk = SETTINGS[label]
-        wide.SPLIT_MIN_GROUP = shipped[0] if heads else 1 << 30
-        wide.SPLIT, wide.WALK = heads, walk
+        return apply
 
-    compare_settings(SHAPES, list(args.settings), apply, args.rounds, out=args.out, only=args.shapes)
-    return 0
+    return run_settings(__doc__, SHAPES, SETTINGS, make_apply, argv)
 
 
 if __name__ == "__main__":

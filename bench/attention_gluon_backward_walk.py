@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from ab_cli import refused, shapes_parser
+from ab_cli import run_settings
 
 # (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28-2^29 scores (16384 tokens x
 # 32 query heads), where the twenty-second session's matrix (bench/attention_matrix.py) had the
@@ -43,26 +43,19 @@ SETTINGS = ("walk0", "walk2", "walk3", "walk4", "walk5", "walk0-g8", "walk4-g8")
 
 
 def main(argv=None) -> int:
-    parser = shapes_parser(__doc__, SHAPES, SETTINGS)
-    parser.add_argument("--out")
-    args = parser.parse_args(argv)
-    if refused(args, SHAPES, SETTINGS):
-        return 2
-    from attention_ab import compare_settings, hopper
+    def make_apply():
+        from gpudoctor.kernels import attention_gluon_backward_wide
 
-    from gpudoctor.kernels import attention_gluon_backward_wide
+        shipped_order = attention_gluon_backward_wide.LONGEST_FIRST_HEADS
 
-    if not hopper():
-        return 2
-    shipped_order = attention_gluon_backward_wide.LONGEST_FIRST_HEADS
+        def apply(label):  # None: the shipped rule (attention_gluon_backward_wide.walk) and order
+            walk, _, group = (label or "").partition("-g")
+            attention_gluon_backward_wide.WALK = int(walk[-1]) if walk else None
+            attention_gluon_backward_wide.LONGEST_FIRST_HEADS = int(group) if group else shipped_order
 
-    def apply(label):  # None: the shipped rule (attention_gluon_backward_wide.walk) and order
-        walk, _, group = (label or "").partition("-g")
-        attention_gluon_backward_wide.WALK = int(walk[-1]) if walk else None
-        attention_gluon_backward_wide.LONGEST_FIRST_HEADS = int(group) if group else shipped_order
+        return apply
 
-    compare_settings(SHAPES, list(args.settings), apply, args.rounds, out=args.out, only=args.shapes)
-    return 0
+    return run_settings(__doc__, SHAPES, SETTINGS, make_apply, argv)
 
 
 if __name__ == "__main__":
