@@ -1,11 +1,14 @@
-"""The wide Gluon backward at head_dim 136-192 on fewer of its tiles' 256 columns
-(attention_gluon_backward_wide.NARROW_COLUMNS): 136-160 on 160 and 168-192 on 192 ("c160",
-shipped), every one on 192 ("c192"), or all 256 ("c256"); forward+backward through
-flash_attention, cuDNN beside them, on Hopper; the settings take turns (attention_ab's loop). The
-forward is the same in every setting (its spread is the noise); head dims 200 and 256 run on 256
-columns under all three (controls).
+"""The wide Gluon backward at head_dim 136-224 on fewer of its tiles' 256 columns
+(attention_gluon_backward_wide.NARROW_COLUMNS): 136-160 on 160, 168-192 on 192 and 200-224 on 224
+("c224", shipped), as the twenty-fourth session left it, 200-224 on 256 ("c160"), every one up to
+192 on 192 ("c192"), or all 256 ("c256"); summing dQ, K's and V's operands as routed
+(attention_gluon_backward_wide.kv_each_block), or "-hoisted" out of the loop everywhere (as before
+the twenty-sixth session), or worked out in "-each" block everywhere;
+forward+backward through flash_attention, cuDNN beside them, on Hopper; the settings take turns
+(attention_ab's loop). The forward is the same in every setting (its spread is the noise); head
+dims 232-256 run on 256 columns in every setting (controls for the columns, not for hoisting).
 
-    PYTHONPATH=. python3 bench/attention_gluon_backward_columns.py [--rounds 3] [--shapes hd176-gqa8-s2048-c ...] [--settings c160 c192 c256] [--out FILE]
+    PYTHONPATH=. python3 bench/attention_gluon_backward_columns.py [--rounds 3] [--shapes hd176-gqa8-s2048-c ...] [--settings c224 c160 c160-hoisted ...] [--out FILE]
 """
 
 from __future__ import annotations
@@ -33,20 +36,40 @@ SHAPES = (
     ("hd176-gqa4-s16384-c", 1, 32, 8, 16384, 176, True, "fp16"),
     ("hd200-s4096", 4, 32, 32, 4096, 200, False, "bf16"),
     ("hd256-s4096-c", 4, 32, 32, 4096, 256, True, "bf16"),
+    # head_dim 200-224, where the twenty-fifth session's matrix (bench/attention_matrix.py, run 6)
+    # had forward+backward under 0.97x cuDNN, and their neighbours; hd232 on 256 columns (control)
+    ("hd200-s8192", 2, 32, 32, 8192, 200, False, "bf16"),
+    ("hd216-gqa8-s4096-c", 4, 32, 4, 4096, 216, True, "fp16"),
+    ("hd200-gqa8-s1024-c", 16, 32, 4, 1024, 200, True, "fp16"),
+    ("hd216-s16384-c", 1, 32, 32, 16384, 216, True, "bf16"),
+    ("hd208-gqa4-s8192-c", 2, 32, 8, 8192, 208, True, "fp16"),
+    ("hd224-s4096", 4, 32, 32, 4096, 224, False, "fp16"),
+    ("hd224-s2048-c", 8, 32, 32, 2048, 224, True, "fp16"),
+    ("hd224-gqa4-s8192-c", 2, 32, 8, 8192, 224, True, "bf16"),
+    ("hd208-s512-c", 32, 32, 32, 512, 208, True, "fp16"),
+    ("hd216-gqa8-s2048", 8, 32, 4, 2048, 216, False, "bf16"),
+    ("hd232-gqa8-s4096-c", 4, 32, 4, 4096, 232, True, "bf16"),
+    ("hd256-gqa8-s512-c", 32, 32, 4, 512, 256, True, "bf16"),
+    ("hd248-gqa8-s16384-c", 1, 32, 4, 16384, 248, True, "bf16"),
+    ("hd256-s8192-c", 2, 32, 32, 8192, 256, True, "bf16"),
 )
-# NARROW_COLUMNS by setting: head_dim up to 160 on 160 columns and up to 192 on 192, only the
-# second, or every head_dim on 256 columns.
-SETTINGS = {"c160": (160, 192), "c192": (192,), "c256": ()}
+# (NARROW_COLUMNS, HOISTED_KV) by setting: head_dim up to 160 on 160 columns, up to 192 on 192 and
+# up to 224 on 224; the first two; only 192; or every head_dim on 256 columns; K's and V's
+# operands as routed (None), hoisted everywhere (True) or worked out in each block (False).
+SETTINGS = {"c224": ((160, 192, 224), None), "c160": ((160, 192), None), "c192": ((192,), None),
+            "c256": ((), None), "c224-each": ((160, 192, 224), False), "c224-hoisted": ((160, 192, 224), True),
+            "c160-each": ((160, 192), False), "c160-hoisted": ((160, 192), True)}
 
 
 def main(argv=None) -> int:
     def make_apply():
         from gpudoctor.kernels import attention_gluon_backward_wide
 
-        shipped = attention_gluon_backward_wide.NARROW_COLUMNS
+        shipped = (attention_gluon_backward_wide.NARROW_COLUMNS, attention_gluon_backward_wide.HOISTED_KV)
 
-        def apply(label):  # None: the shipped columns
-            attention_gluon_backward_wide.NARROW_COLUMNS = shipped if label is None else SETTINGS[label]
+        def apply(label):  # None: as shipped
+            wide = attention_gluon_backward_wide
+            wide.NARROW_COLUMNS, wide.HOISTED_KV = shipped if label is None else SETTINGS[label]
 
         return apply
 

@@ -538,9 +538,9 @@ def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch
 
 def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype: torch.dtype, dq_columns: int,
                         head_group: int, rows: int = BLOCK_M, walk: int | None = None, columns: int | None = None,
-                        split: int | None = None, partials: str | None = None):
+                        split: int | None = None, partials: str | None = None, kv_each_block: bool | None = None):
     """A dK/dV kernel of this module's signature (or the wide one's, with its ``walk``,
-    ``columns`` and ``split``) compiled for sm90 as backward_dkdv launches it: 64-row boxes of K, V,
+    ``columns``, ``split`` and ``kv_each_block``) compiled for sm90 as backward_dkdv launches it: 64-row boxes of K, V,
     dK and dV at ``width`` (or dK's and dV's descriptors of type ``partials``), ``rows``-row boxes
     of Q and dO, dQ reduce-adds of ``dq_columns``."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
@@ -568,6 +568,9 @@ def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype
     if split is not None:
         signature["SPLIT"] = "constexpr"
         constexprs["SPLIT"] = split
+    if kv_each_block is not None:
+        signature["KV_EACH_BLOCK"] = "constexpr"
+        constexprs["KV_EACH_BLOCK"] = kv_each_block
     if partials is not None:
         signature["dk_desc"] = signature["dv_desc"] = partials
     return attention_gluon.compile_for_sm90(kernel, signature, constexprs, MAX_REGISTERS)

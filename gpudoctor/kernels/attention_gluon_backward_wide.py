@@ -1,6 +1,6 @@
 """The attention backward's dK/dV on Hopper (sm90) in Gluon at width 256 (head_dim 136-256), tiled
 as FlashAttention-3 tiles its head_dim 256 backward; head_dim 136-160 computed on 160 of the 256
-columns, 168-192 on 192 (columns).
+columns, 168-192 on 192, 200-224 on 224 (columns).
 
 Why a second kernel: attention_gluon_backward gives each consumer warpgroup 64 key rows and
 their whole dK and dV, which at width 256 is 256 float32 registers per thread before anything
@@ -95,10 +95,12 @@ CHUNKED_WALK_MIN_GROUP = 8
 CHUNKED_WALK_MIN_KEYS = 8192
 WALK: int | None = None  # a walk for every grouped-query call instead (benches' A/B, tests)
 # Head dims computed on fewer of the tiles' 256 columns: the narrowest of these that holds them
-# (136-160 on 160, 168-192 on 192). The score products contract over 128 + 32 or 128 + 64 columns,
-# each warpgroup's dK and dV are one 128- and one 32- or 64-column product (_gradient_columns),
-# and summing dQ its third 64-column chunk is taken by the warpgroups in turn (on 160 columns its
-# columns past head_dim are zeros, clipped on the reduce-add). dK and dV are bitwise those of 256
+# (136-160 on 160, 168-192 on 192, 200-224 on 224). The score products contract over 128 + 32,
+# 128 + 64 or 128 + 64 + 32 columns (column_parts), each warpgroup's dK and dV are one 128-column
+# product and one 32- or 64-column one, or on 224 two (64 + 32) (_gradient_columns), and summing
+# dQ its third 64-column chunk is taken by the warpgroups in turn (on 160 columns its columns past
+# head_dim are zeros, clipped on the reduce-add; on 224 each warpgroup takes two chunks, as at
+# 256). dK and dV are bitwise those of 256
 # columns (the columns left out are zeros in every operand). The loads and tiles stay 256 wide,
 # zero-filled past head_dim. Measured on the H200 (twenty-fourth session,
 # bench/attention_gluon_backward_columns.py, forward+backward device time, 2^28-2^29 scores,
@@ -111,8 +113,14 @@ WALK: int | None = None  # a walk for every grouped-query call instead (benches'
 # -2.6 to -7.0 % from 2048 keys); head dims 200 and 256 (256 columns in every setting) within
 # 2 %. Three 64-column products a warpgroup for dK and dV instead (as many operand bytes read from
 # shared memory as at 256) gained less (run 1: hd184 -5.7 %, hd168 -3.1 %, hd176 s2048 level) and
-# lost 4.8 % at hd136 s1024. Empty: every head_dim at 256 (benches' A/B).
-NARROW_COLUMNS = (160, 192)
+# lost 4.8 % at hd136 s1024. 224 columns (twenty-sixth session, runs 2-4, 256 -> 224, K's and V's
+# operands in each block in both, kv_each_block): causal GQA 8:1 hd216 s4096 (split) -3.0 %, hd200
+# s1024 (split) -2.7 %, hd224 causal s2048 -3.4 %, hd224 causal GQA 4:1 s8192 -3.2 %, hd224 s4096
+# not causal -3.2 %, hd208 causal s512 -2.5 %, hd216 causal s16384 -1.3 %; hd200 s8192 not
+# causal level; hd216 GQA 8:1 s2048 not causal +1.1 %. With the operands hoisted (as the kernel was), 224
+# columns had been 4-13 % slower than 256 (run 1): ptxas spilled 175 scalars in the loop there.
+# Empty: every head_dim at 256 (benches' A/B).
+NARROW_COLUMNS = (160, 192, 224)
 # Causal grouped-query calls: a program walks every query head of its KV head, so with 8 query
 # heads a KV head its walk is 8 times an MHA program's, and the longest programs, launched last
 # for the last KV heads, run on while the other SMs idle (the twenty-second session's Nsight
@@ -136,6 +144,39 @@ SPLIT_MIN_GROUP = 8
 SPLIT_MAX_KEYS = CHUNKED_WALK_MIN_KEYS
 SPLIT_HEADS = 4
 SPLIT: int | None = None  # query heads a split program walks in every causal grouped-query call instead (benches' A/B)
+# Summing dQ on KV_EACH_BLOCK_MIN_COLUMNS or more columns, K's and V's operands are worked out in
+# each block rather than hoisted out of the loop, where hoisted they made ptxas spill tens of
+# scalars in it (_summing_step); on 160 columns it spilled at most 6, and working them out each
+# block was slower there. Measured on the H200 (twenty-sixth session,
+# bench/attention_gluon_backward_columns.py, forward+backward device µs, settings taking turns,
+# runs 2-4; hoisted -> each block, both on 256 columns): causal GQA 8:1 hd248 s16384 (walk 4)
+# 41151 -> 39430 (-4.2 %), hd200 s1024 (split) -2.7 %, hd256 s512 (split) -2.6 %, hd200 s8192
+# not causal -2.7 %, on 192 columns hd192 s4096 causal -3.4 / -3.8 %; slower: hd176 causal GQA 8:1
+# s2048 (split, 192) +1.1 / +1.6 %, hd216 GQA 8:1 s2048 not causal +1.6 %; on 160 columns hd136
+# causal GQA 8:1 s4096 (split) +2.3 / +2.6 %; hd232-256 causal MHA and GQA 8:1 s4096-8192 within
+# 1 %. HOISTED_KV (benches' A/B): True hoists them everywhere, False works them out everywhere.
+KV_EACH_BLOCK_MIN_COLUMNS = 192
+HOISTED_KV: bool | None = None
+
+
+def kv_each_block(columns: int) -> bool:
+    """Whether the kernel summing dQ on ``columns`` works out K's and V's operands in each block."""
+    if HOISTED_KV is not None:
+        return not HOISTED_KV
+    return columns >= KV_EACH_BLOCK_MIN_COLUMNS
+
+
+@triton.constexpr_function
+def column_parts(first, end) -> tuple:
+    """Columns first..end (multiples of 32) as (first, width) parts of 128, 64 and 32, widest
+    first: Gluon's operands and accumulators have power-of-two shapes. (A constexpr function: the
+    kernel's helpers call it while compiling.)"""
+    parts, first, end = [], int(first), int(end)
+    for width in (128, 64, 32):
+        if end - first >= width:
+            parts.append((first, width))
+            first += width
+    return tuple(parts)
 
 
 def columns(head_dim: int) -> int:
@@ -170,21 +211,24 @@ if attention_gluon.available():
     @gluon.constexpr_function
     def _score_groups(columns):
         """How many wgmma groups _scores_product issues on ``columns``."""
-        return 1 if int(columns) == 256 else 2
+        return 1 if int(columns) == 256 else len(column_parts(0, columns))
 
     @gluon.jit
     def _scores_product(a, b, COLUMNS: gl.constexpr, s_layout: gl.constexpr):
         """a·bᵀ over the first COLUMNS columns of two shared [rows, 256] tiles (Q and this
         warpgroup's 32 keys, or dO and its 32 values), issued, not waited for: one product at
-        256, two on fewer columns (128 + 32 or 64: Gluon's operands have power-of-two shapes)."""
+        256, one a part on fewer columns (128 + 32 or 64, or 128 + 64 + 32: column_parts)."""
         zero = gl.zeros([64, 32], gl.float32, s_layout)
         if COLUMNS == 256:
             acc = warpgroup_mma(a, b.permute((1, 0)), zero, use_acc=False, is_async=True)
         else:
+            PARTS: gl.constexpr = column_parts(0, COLUMNS)
             acc = warpgroup_mma(a.slice(0, 128, dim=1), b.slice(0, 128, dim=1).permute((1, 0)), zero,
                                 use_acc=False, is_async=True)
-            acc = warpgroup_mma(a.slice(128, COLUMNS - 128, dim=1),
-                                b.slice(128, COLUMNS - 128, dim=1).permute((1, 0)), acc, is_async=True)
+            for part in gl.static_range(1, len(PARTS)):
+                acc = warpgroup_mma(a.slice(PARTS[part][0], PARTS[part][1], dim=1),
+                                    b.slice(PARTS[part][0], PARTS[part][1], dim=1).permute((1, 0)), acc,
+                                    is_async=True)
         return acc
 
     @gluon.jit
@@ -232,16 +276,17 @@ if attention_gluon.available():
 
     @gluon.constexpr_function
     def _gradient_columns(gradient, warpgroup, columns):
-        """(first column, width) of dV (gradient "dv") or dK ("dk") that this warpgroup
-        accumulates: at 256 its 128 of each; on fewer columns, warpgroup 0 dV's first 128 and dK's
-        last 32 or 64, warpgroup 1 the other way round, so that each makes one 128- and one
-        narrower product a block, reading fewer operand bytes from shared memory than 64-column
-        products would (NARROW_COLUMNS says what each measured)."""
+        """The (first column, width) parts of dV (gradient "dv") or dK ("dk") that this warpgroup
+        accumulates, an accumulator a part: at 256 its 128 of each; on fewer columns, warpgroup 0
+        dV's first 128 and dK's rest (32 or 64; on 224 64 + 32), warpgroup 1 the other way round,
+        so that each makes one 128-column product a block and narrower ones, reading fewer operand
+        bytes from shared memory than 64-column products would (NARROW_COLUMNS says what each
+        measured)."""
         warpgroup, columns = int(warpgroup), int(columns)
         if columns == 256:
-            return warpgroup * 128, 128
+            return ((warpgroup * 128, 128),)
         wide_first = warpgroup == (0 if gradient == "dv" else 1)
-        return (0, 128) if wide_first else (128, columns - 128)
+        return ((0, 128),) if wide_first else column_parts(128, columns)
 
     @gluon.jit
     def _zero_accumulator(WIDTH: gl.constexpr):
@@ -250,15 +295,42 @@ if attention_gluon.available():
         return gl.zeros([64, WIDTH], gl.float32, layout)
 
     @gluon.jit
+    def _zero_gradient(PARTS: gl.constexpr):
+        """A zero accumulator for each part of _gradient_columns (one or two)."""
+        if len(PARTS) == 1:
+            gradient = (_zero_accumulator(PARTS[0][1]),)
+        else:
+            gradient = (_zero_accumulator(PARTS[0][1]), _zero_accumulator(PARTS[1][1]))
+        return gradient
+
+    @gluon.jit
+    def _accumulate(gradient, a, b, PARTS: gl.constexpr):
+        """gradient[p] += a·b[:, part p's columns] for each part, issued, not waited for."""
+        first = warpgroup_mma(a, b.slice(PARTS[0][0], PARTS[0][1], dim=1), gradient[0], is_async=True)
+        if len(PARTS) == 1:
+            gradient = (first,)
+        else:
+            gradient = (first, warpgroup_mma(a, b.slice(PARTS[1][0], PARTS[1][1], dim=1), gradient[1],
+                                             is_async=True))
+        return gradient
+
+    @gluon.jit
+    def _wait_for(gradient, PENDING: gl.constexpr):
+        """The gradient's parts, once at most PENDING later products still run."""
+        if len(gradient) == 1:
+            gradient = (warpgroup_mma_wait(PENDING, deps=gradient),)
+        else:
+            gradient = warpgroup_mma_wait(PENDING, deps=gradient)
+        return gradient
+
+    @gluon.jit
     def _issue_products(dk, dv, q, do, tiles, slot, phase, WARPGROUP: gl.constexpr, COLUMNS: gl.constexpr):
         """dV += Pᵀ·dO and dK += dSᵀ·Q on this warpgroup's columns, once both halves of the
         block's tiles are there; issued, not waited for."""
         probs_t, dscores_t, full, empty = tiles
-        DV: gl.constexpr = _gradient_columns("dv", WARPGROUP, COLUMNS)
-        DK: gl.constexpr = _gradient_columns("dk", WARPGROUP, COLUMNS)
         mbarrier.wait(full.index(slot), phase)
-        dv = warpgroup_mma(probs_t.index(slot), do.slice(DV[0], DV[1], dim=1), dv, is_async=True)
-        dk = warpgroup_mma(dscores_t.index(slot), q.slice(DK[0], DK[1], dim=1), dk, is_async=True)
+        dv = _accumulate(dv, probs_t.index(slot), do, _gradient_columns("dv", WARPGROUP, COLUMNS))
+        dk = _accumulate(dk, dscores_t.index(slot), q, _gradient_columns("dk", WARPGROUP, COLUMNS))
         return dk, dv
 
     @gluon.jit
@@ -298,10 +370,10 @@ if attention_gluon.available():
         _reduce_dq(chunk, dq_parts, COLUMN)
 
     @gluon.jit
-    def _summing_step(dk, dv, i, next_start_m, my_k, my_v, keys, q_smem, do_smem, lse_smem, delta_smem, tiles,
+    def _summing_step(dk, dv, i, next_start_m, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, tiles,
                       barriers, dq_parts, qk_scale, my_keys, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                       CAUSAL: gl.constexpr, HAS_NEXT: gl.constexpr, COLUMNS: gl.constexpr,
-                      s_layout: gl.constexpr):
+                      s_layout: gl.constexpr, KV_EACH_BLOCK: gl.constexpr):
         """Block i's dV, dK and this warpgroup's share of its dQ columns (64-column chunks, each
         added by a TMA reduce-add: at 256 the two of its 128 columns; on fewer, chunk WARPGROUP,
         and chunk 2 in every second block, the warpgroups taking turns), and with HAS_NEXT block i + 1's
@@ -312,33 +384,49 @@ if attention_gluon.available():
         kv_bars, q_full, q_empty, do_full, do_empty, _, _ = barriers
         DV: gl.constexpr = _gradient_columns("dv", WARPGROUP, COLUMNS)
         DK: gl.constexpr = _gradient_columns("dk", WARPGROUP, COLUMNS)
-        CHUNK: gl.constexpr = 128 if COLUMNS == 256 else 64  # the first dQ chunk at CHUNK * WARPGROUP
+        # dQ's 64-column chunks: two a warpgroup on more than 192 columns, else one each and the
+        # third in turns; the first at CHUNK * WARPGROUP
+        CHUNK: gl.constexpr = 128 if COLUMNS > 192 else 64
         slot = i % 2
         phase = (i // 2) & 1
+        # K's and V's one slot, indexed by a value ptxas cannot hoist out of the loop (KV_EACH_BLOCK):
+        # i >> 30 is 0 (a program walks fewer than 2^30 blocks; i >> 31 the compiler folds).
+        # Hoisted, the shared-memory descriptor of each 16-column step of their products stays
+        # live through the loop, and ptxas spilled scalars there: summing dQ at 256 columns 58
+        # distinct accesses (6 this way), split 152 (27), on 192 64 (none), on 224 175 (none)
+        # (CPU-compiled SASS); this way a block works them out again, a few integer adds.
+        if KV_EACH_BLOCK:
+            kv_slot = i >> 30
+        else:
+            kv_slot = 0
+        keys = _tile(k_smem, kv_slot, 64, HEAD_DIM)
+        my_k = keys.slice(WARPGROUP * 32, 32, dim=0)
+        my_v = _tile(v_smem, kv_slot, 64, HEAD_DIM).slice(WARPGROUP * 32, 32, dim=0)
         q = _tile(q_smem, slot, 64, HEAD_DIM)
         do = _tile(do_smem, 0, 64, HEAD_DIM)
         chunk_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                                instr_shape=[16, 64, 16])
         zero_chunk = gl.zeros([64, 64], gl.float32, chunk_layout)
         mbarrier.wait(tiles_full.index(slot), phase)
-        dv = warpgroup_mma(probs_t.index(slot), do.slice(DV[0], DV[1], dim=1), dv, is_async=True)
+        dv = _accumulate(dv, probs_t.index(slot), do, DV)
         if HAS_NEXT:
             next_slot = (i + 1) % 2
             next_phase = ((i + 1) // 2) & 1
             mbarrier.wait(q_full.index(next_slot), next_phase)
             scores = _scores_product(_tile(q_smem, next_slot, 64, HEAD_DIM), my_k, COLUMNS, s_layout)
-        dk = warpgroup_mma(dscores_t.index(slot), q.slice(DK[0], DK[1], dim=1), dk, is_async=True)
+        dk = _accumulate(dk, dscores_t.index(slot), q, DK)
         dscores = dscores_t.index(slot).permute((1, 0))
         first = warpgroup_mma(dscores, keys.slice(WARPGROUP * CHUNK, 64, dim=1), zero_chunk, use_acc=False,
                               is_async=True)
-        dv = warpgroup_mma_wait((_score_groups(COLUMNS) if HAS_NEXT else 0) + 2, deps=(dv,))
+        dv = _wait_for(dv, (_score_groups(COLUMNS) if HAS_NEXT else 0) + len(DK) + 1)
         mbarrier.arrive(do_empty.index(0), count=1)
         if HAS_NEXT:
-            scores = warpgroup_mma_wait(2, deps=(scores,))
+            scores = warpgroup_mma_wait(len(DK) + 1, deps=(scores,))  # after it: dK's parts, the first dQ chunk
             probs = _probs(scores, lse_smem.index(next_slot), qk_scale, next_start_m, my_keys, CAUSAL, s_layout)
-        dk, first = warpgroup_mma_wait(0, deps=(dk, first))
-        _reduce_dq(first, dq_parts, WARPGROUP * CHUNK)
-        if COLUMNS == 256:
+        waited = warpgroup_mma_wait(0, deps=dk + (first,))
+        dk = waited[:len(DK)]
+        _reduce_dq(waited[len(DK)], dq_parts, WARPGROUP * CHUNK)
+        if COLUMNS > 192:
             _last_dq_chunk(dscores, keys, zero_chunk, dq_parts, tiles_empty, q_empty, slot, WARPGROUP * 128 + 64)
         elif i % 2 == WARPGROUP:  # chunk 2 (columns 128-191): the warpgroups take turns
             _last_dq_chunk(dscores, keys, zero_chunk, dq_parts, tiles_empty, q_empty, slot, 128)
@@ -356,7 +444,7 @@ if attention_gluon.available():
     @gluon.jit
     def _wide_consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                        CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr, WALK: gl.constexpr, COLUMNS: gl.constexpr,
-                       SPLIT: gl.constexpr):
+                       SPLIT: gl.constexpr, KV_EACH_BLOCK: gl.constexpr):
         q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, tile_pair, dq_smem = buffers
         probs_t, dscores_t = tile_pair
@@ -377,8 +465,10 @@ if attention_gluon.available():
                                             k_smem.index(0))
             tma.async_copy_global_to_shared(v_desc, [batch, kv_head, start_n, 0], kv_bars.index(0),
                                             v_smem.index(0))
-        dk = _zero_accumulator(_gradient_columns("dk", WARPGROUP, COLUMNS)[1])
-        dv = _zero_accumulator(_gradient_columns("dv", WARPGROUP, COLUMNS)[1])
+        DV: gl.constexpr = _gradient_columns("dv", WARPGROUP, COLUMNS)
+        DK: gl.constexpr = _gradient_columns("dk", WARPGROUP, COLUMNS)
+        dk = _zero_gradient(DK)
+        dv = _zero_gradient(DV)
         mbarrier.wait(kv_bars.index(0), 0)
 
         blocks = group * query_blocks
@@ -395,13 +485,14 @@ if attention_gluon.available():
             last = blocks - 1
             if ATOMIC_DQ:
                 for i in range(last):
-                    dk, dv = _summing_step(dk, dv, i, _block(i + 1, scalars, WALK)[1], my_k, my_v, keys,
+                    dk, dv = _summing_step(dk, dv, i, _block(i + 1, scalars, WALK)[1], k_smem, v_smem,
                                            q_smem, do_smem, lse_smem, delta_smem, tiles, barriers,
                                            _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP, WALK), qk_scale, my_keys,
-                                           WARPGROUP, HEAD_DIM, CAUSAL, True, COLUMNS, s_layout)
-                dk, dv = _summing_step(dk, dv, last, 0, my_k, my_v, keys, q_smem, do_smem, lse_smem, delta_smem,
+                                           WARPGROUP, HEAD_DIM, CAUSAL, True, COLUMNS, s_layout, KV_EACH_BLOCK)
+                dk, dv = _summing_step(dk, dv, last, 0, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
                                        tiles, barriers, _dq_parts(last, dq_smem, dq_desc, scalars, WARPGROUP, WALK),
-                                       qk_scale, my_keys, WARPGROUP, HEAD_DIM, CAUSAL, False, COLUMNS, s_layout)
+                                       qk_scale, my_keys, WARPGROUP, HEAD_DIM, CAUSAL, False, COLUMNS, s_layout,
+                                       KV_EACH_BLOCK)
             else:
                 for i in range(last):
                     slot = i % 2
@@ -418,15 +509,17 @@ if attention_gluon.available():
                                              COLUMNS)
                     _publish(scores, dprobs, lse_smem.index(next_slot), delta_smem.index(next_slot), qk_scale,
                              _block(i + 1, scalars, WALK)[1], my_keys, tiles, next_slot, next_phase,
-                             WARPGROUP, CAUSAL, 2, COLUMNS, s_layout)
-                    dk, dv = warpgroup_mma_wait(0, deps=(dk, dv))
+                             WARPGROUP, CAUSAL, len(DK) + len(DV), COLUMNS, s_layout)
+                    waited = warpgroup_mma_wait(0, deps=dk + dv)
+                    dk, dv = waited[:len(DK)], waited[len(DK):]
                     mbarrier.arrive(tiles_empty.index(slot), count=1)
                     mbarrier.arrive(q_empty.index(slot), count=1)
                     mbarrier.arrive(do_empty.index(slot), count=1)
                 dk, dv = _issue_products(dk, dv, _tile(q_smem, last % 2, 64, HEAD_DIM),
                                          _tile(do_smem, last % 2, 64, HEAD_DIM), tiles, last % 2, (last // 2) & 1,
                                          WARPGROUP, COLUMNS)
-                dk, dv = warpgroup_mma_wait(0, deps=(dk, dv))
+                waited = warpgroup_mma_wait(0, deps=dk + dv)
+                dk, dv = waited[:len(DK)], waited[len(DK):]
                 mbarrier.arrive(tiles_empty.index(last % 2), count=1)
                 mbarrier.arrive(q_empty.index(last % 2), count=1)
                 mbarrier.arrive(do_empty.index(last % 2), count=1)
@@ -434,12 +527,12 @@ if attention_gluon.available():
             # (its last scores came before them) before K's and V's slots take dK and dV, or Q's
             # the split's partial sums. (The dQ chunks read only this warpgroup's columns of K.)
             mbarrier.wait(tiles_empty.index(last % 2), (last // 2) & 1)
-        DV: gl.constexpr = _gradient_columns("dv", WARPGROUP, COLUMNS)
-        DK: gl.constexpr = _gradient_columns("dk", WARPGROUP, COLUMNS)
         if SPLIT == 1:
             dtype: gl.constexpr = q_desc.dtype
-            keys.slice(DK[0], DK[1], dim=1).store((dk * softmax_scale).to(dtype))
-            values.slice(DV[0], DV[1], dim=1).store(dv.to(dtype))
+            for part in gl.static_range(len(DK)):
+                keys.slice(DK[part][0], DK[part][1], dim=1).store((dk[part] * softmax_scale).to(dtype))
+            for part in gl.static_range(len(DV)):
+                values.slice(DV[part][0], DV[part][1], dim=1).store(dv[part].to(dtype))
             fence_async_shared()
             gl.thread_barrier()
             mbarrier.arrive(kv_bars.index(1), count=1)
@@ -451,8 +544,10 @@ if attention_gluon.available():
         else:  # a split's float32 share, through this warpgroup's Q slot (free now)
             where = (batch, walk_head, start_n)
             staging = q_smem.index(WARPGROUP)
-            _store_partial(dv, dv_desc, staging, where, DV[0], DV[1])
-            _store_partial(dk * softmax_scale, dk_desc, staging, where, DK[0], DK[1])
+            for part in gl.static_range(len(DV)):
+                _store_partial(dv[part], dv_desc, staging, where, DV[part][0], DV[part][1])
+            for part in gl.static_range(len(DK)):
+                _store_partial(dk[part] * softmax_scale, dk_desc, staging, where, DK[part][0], DK[part][1])
             tma.store_wait(pendings=0)
         if ATOMIC_DQ:
             tma.store_wait(pendings=0)  # this warpgroup's last dQ reduce-add has left
@@ -483,8 +578,9 @@ if attention_gluon.available():
     @gluon.jit
     def _wide_second_consumer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
                               ATOMIC_DQ: gl.constexpr, WALK: gl.constexpr, COLUMNS: gl.constexpr,
-                              SPLIT: gl.constexpr):
-        _wide_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK, COLUMNS, SPLIT)
+                              SPLIT: gl.constexpr, KV_EACH_BLOCK: gl.constexpr):
+        _wide_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK, COLUMNS, SPLIT,
+                       KV_EACH_BLOCK)
 
     @gluon.jit
     def _attention_backward_dkdv_wide_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA,
@@ -492,7 +588,7 @@ if attention_gluon.available():
                                              softmax_scale, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
                                              ATOMIC_DQ: gl.constexpr, HEAD_GROUP: gl.constexpr,
                                              WALK: gl.constexpr, COLUMNS: gl.constexpr, SPLIT: gl.constexpr,
-                                             num_warps: gl.constexpr):
+                                             KV_EACH_BLOCK: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         # Split (SPLIT > 1), a program walks group / SPLIT of its KV head's query heads: as a
         # program of num_kv_heads * SPLIT KV heads of that many query heads each (walk_head).
@@ -543,9 +639,9 @@ if attention_gluon.available():
                    softmax_scale)
         gl.warp_specialize([
             (_wide_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK, COLUMNS,
-                              SPLIT)),
+                              SPLIT, KV_EACH_BLOCK)),
             (_wide_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK, COLUMNS,
-                                     SPLIT)),
+                                     SPLIT, KV_EACH_BLOCK)),
             (attention_gluon_backward._dkdv_producer,
              (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, DO_STAGES, WALK)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer
@@ -584,7 +680,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         lse, delta, dq_desc, seq_q, seq_k, num_heads, num_kv_heads, group,
         softmax_scale * attention_gluon.LOG2_E, softmax_scale, HEAD_DIM=WIDTH, CAUSAL=causal,
         ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS, WALK=walk(causal, group // split, seq_k),
-        COLUMNS=columns(head_dim), SPLIT=split, num_warps=4,
+        COLUMNS=columns(head_dim), SPLIT=split, KV_EACH_BLOCK=kv_each_block(columns(head_dim)), num_warps=4,
         maxnreg=MAX_REGISTERS)
     if split == 1:
         return dk, dv
@@ -638,12 +734,15 @@ def _partials_descriptor(part: torch.Tensor):
 
 
 def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16, walk: int = 0,
-                 columns: int = WIDTH, split: int = 1):
+                 columns: int = WIDTH, split: int = 1, each_block: bool | None = None):
     """The kernel compiled for sm90 without a GPU, as attention_gluon.compile_sm90, computing on
-    ``columns`` (160, 192 or 256), each (KV head, 64 keys) over ``split`` programs (splits)."""
+    ``columns`` (160, 192, 224 or 256), each (KV head, 64 keys) over ``split`` programs (splits),
+    summing dQ with K's and V's operands worked out in each block where ``each_block`` (None: as
+    kv_each_block routes it)."""
     return attention_gluon_backward.compile_dkdv_kernel(
         _attention_backward_dkdv_wide_kernel, WIDTH, causal, atomic_dq, dtype, DQ_CHUNK, LONGEST_FIRST_HEADS,
         walk=walk, columns=columns, split=split,
+        kv_each_block=kv_each_block(columns) if each_block is None else each_block,
         partials=f"tensordesc<fp32[1, 1, {BLOCK_N}, 64], {_partials_layout()!r}>" if split > 1 else None)
 
 

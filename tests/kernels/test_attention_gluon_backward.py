@@ -61,14 +61,15 @@ ATOMIC_CASES = [(width, causal, True) for width in attention_gluon_backward.WIDT
 LOCAL_SCALARS_IN_LOOP = {(64, True, False): 2, (64, True, True): 19, (64, False, True): 12, (128, True, True): 26}
 
 # Width 256: attention_gluon_backward_wide's kernel (backward_dkdv hands it that width), computing on
-# 256, 192 or 160 columns (attention_gluon_backward_wide.columns).
+# 256, 224, 192 or 160 columns (attention_gluon_backward_wide.columns).
 WIDE_CASES = [(256, causal, atomic_dq, 0, columns, 1) for causal in (True, False) for atomic_dq in (False, True)
-              for columns in (256, 192, 160)]
+              for columns in (256, 224, 192, 160)]
 # And its chunked walk, which causal grouped-query calls from 8192 keys take.
 WIDE_CASES += [(256, True, atomic_dq, attention_gluon_backward.attention_gluon_backward_wide.CHUNKED_WALK, 256, 1)
                for atomic_dq in (False, True)]
 # And split (attention_gluon_backward_wide.splits), as causal calls of 8 or more query heads a KV head.
-WIDE_CASES += [(256, True, atomic_dq, 0, columns, 2) for atomic_dq in (False, True) for columns in (256, 192, 160)]
+WIDE_CASES += [(256, True, atomic_dq, 0, columns, 2) for atomic_dq in (False, True)
+               for columns in (256, 224, 192, 160)]
 
 @pytest.fixture(scope="module")
 def compiled_sm90():
@@ -119,13 +120,15 @@ def test_wide_kernel_compiles_for_sm90_without_local_memory(case, compiled_sm90)
     row = compiled_sm90[tuple(case)]
     assert row["wide_local"] == [], row["wide_local"]
     # dK and dV: one TMA store each of the whole rows (the first warpgroup, split 1), or split
-    # each warpgroup's float32 accumulators 64 columns a store (a 32-column one in one box).
-    assert row["tma_stores"] == (2 if split == 1 else {256: 8, 192: 6, 160: 6}[columns]), row["tma_stores"]
+    # each warpgroup's float32 accumulators 64 columns a store (a 32-column one in one box; on 224
+    # a warpgroup's 64 + 32 parts in one box each).
+    assert row["tma_stores"] == (2 if split == 1 else {256: 8, 224: 8, 192: 6, 160: 6}[columns]), row["tma_stores"]
     if atomic_dq:
         assert not [line for line in row["local_in_loop"] if ".128" in line], row["local_in_loop"]
-        # measured: 58 causal (64 in the chunked walk), 23 not; split at 256 columns 152 (the
-        # float32 stores after the loop change what ptxas spills in it; timed with them)
-        assert len(set(row["local_in_loop"])) <= (152 if split > 1 else 64), row["local_in_loop"]
+        # measured (K's and V's operands worked out in each block, _summing_step): at 256 columns
+        # 6 causal (16 in the chunked walk), 2 not, split 27; none on 224, 192 or 160 (hoisted
+        # they were 58, 64, 23, 152 at 256 and 175 on 224)
+        assert len(set(row["local_in_loop"])) <= (27 if split > 1 else 16), row["local_in_loop"]
     else:
         assert row["local_in_loop"] == [], row["local_in_loop"]
     assert row["warps"] == 12
@@ -133,8 +136,9 @@ def test_wide_kernel_compiles_for_sm90_without_local_memory(case, compiled_sm90)
     # The next block's S waited for while later products run: its dP and this block's dV and dK
     # (3 pending), or summing dQ, this block's dK and first dQ chunk (2). On 192 or 160 columns a
     # score product is two (128 + 64 or 32 columns): S waited for with 2 + 2 pending, or summing
-    # dQ, 2.
-    pending = {256: {"3", "2"}, 192: {"4", "2"}, 160: {"4", "2"}}[columns]
+    # dQ, 2. On 224 three (128 + 64 + 32), and a warpgroup's dK or dV two parts (64 + 32): S
+    # waited for with 3 + 3 pending, dP with 3, or summing dQ, 3 (dK's two parts and the chunk).
+    pending = {256: {"3", "2"}, 224: {"6", "3"}, 192: {"4", "2"}, 160: {"4", "2"}}[columns]
     assert pending <= set(row["waits"]), row["waits"]
     assert row["shared"] <= 232448
 
@@ -506,7 +510,7 @@ def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch
     """Causal grouped-query calls split by query heads (attention_gluon_backward_wide.splits): dK
     and dV against float32 (as _check) and the
     unsplit kernel's, bitwise the same run to run (the splits are summed in a fixed order), and dQ
-    summed by the kernel against float32; GQA 8:1, 16:1 and 4:1 on 256, 192 and 160 columns, ragged
+    summed by the kernel against float32; GQA 8:1, 16:1 and 4:1 on 256, 224, 192 and 160 columns, ragged
     and whole lengths, both dtypes (causal calls have q and k of one length: flash_attention)."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
@@ -514,6 +518,7 @@ def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch
 
     for heads, kv_heads, seq_q, seq_k, head_dim, dtype in ((8, 1, 777, 777, 256, torch.bfloat16),
                                                           (16, 1, 1024, 1024, 192, torch.float16),
+                                                          (8, 1, 513, 513, 216, torch.float16),
                                                           (8, 2, 300, 300, 160, torch.bfloat16)):
         q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq_q, seq_k, head_dim, True, dtype,
                                                               seq_q + head_dim)
@@ -571,7 +576,8 @@ def test_gpu_flash_attention_splits_causal_gqa8_reproducibly(deterministic, monk
 
 @pytest.mark.parametrize("head_dim, narrow, expected", [
     (136, (160, 192), 160), (160, (160, 192), 160), (168, (160, 192), 192), (192, (160, 192), 192),
-    (200, (160, 192), 256), (256, (160, 192), 256), (136, (192,), 192), (160, (), 256)])
+    (200, (160, 192), 256), (256, (160, 192), 256), (136, (192,), 192), (160, (), 256),
+    (200, (160, 192, 224), 224), (224, (160, 192, 224), 224), (232, (160, 192, 224), 256)])
 def test_wide_kernel_computes_head_dims_on_the_fewest_columns(head_dim, narrow, expected, monkeypatch):
     """Each head_dim on the narrowest of NARROW_COLUMNS that holds it, else all 256."""
     from gpudoctor.kernels import attention_gluon_backward_wide
@@ -580,14 +586,29 @@ def test_wide_kernel_computes_head_dims_on_the_fewest_columns(head_dim, narrow, 
     assert attention_gluon_backward_wide.columns(head_dim) == expected
 
 
+@pytest.mark.parametrize("columns, hoisted, expected", [
+    (160, None, False), (192, None, True), (224, None, True), (256, None, True), (160, False, True),
+    (256, True, False)])
+def test_wide_kernel_works_out_kv_operands_each_block_where_hoisting_spilled(columns, hoisted, expected,
+                                                                              monkeypatch):
+    """Summing dQ, K's and V's operands are worked out in each block from 192 columns (where
+    hoisted, ptxas spilled tens of scalars in the loop), hoisted on 160; HOISTED_KV overrides."""
+    from gpudoctor.kernels import attention_gluon_backward_wide
+
+    monkeypatch.setattr(attention_gluon_backward_wide, "HOISTED_KV", hoisted)
+    assert attention_gluon_backward_wide.kv_each_block(columns) is expected
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim, causal, heads, kv_heads, seq, dtype", [
     (136, True, 4, 2, 777, torch.bfloat16), (168, False, 8, 2, 1024, torch.float16),
     (192, True, 4, 4, 1000, torch.bfloat16), (184, False, 8, 1, 300, torch.bfloat16),
-    (160, True, 8, 1, 2048, torch.float16), (152, False, 4, 1, 555, torch.float16)])
+    (160, True, 8, 1, 2048, torch.float16), (152, False, 4, 1, 555, torch.float16),
+    (200, True, 4, 2, 777, torch.bfloat16), (216, False, 8, 1, 1024, torch.float16),
+    (224, True, 4, 4, 300, torch.float16)])
 def test_gpu_wide_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, heads, kv_heads, seq, dtype,
                                                          monkeypatch):
-    """Head dims 136-192 on 160 or 192 columns (attention_gluon_backward_wide.columns) against all 256:
+    """Head dims 136-224 on 160, 192 or 224 columns (attention_gluon_backward_wide.columns) against all 256:
     the columns left out are zeros in every operand, and each product's sums run in the same
     order, so dK and dV are bitwise the same, with the Triton dQ and summing dQ (whose last bits
     vary run to run: against float32 there). Ragged and whole lengths, GQA, both dtypes."""
@@ -599,7 +620,7 @@ def test_gpu_wide_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, heads
                                                           head_dim + seq)
     expected_dq, expected_dk, expected_dv = _float32_grads(q, k, v, grad, causal)
     results = {}
-    for narrow in ((), (192,), (160, 192)):
+    for narrow in ((), (192,), (160, 192), (160, 192, 224)):
         monkeypatch.setattr(attention_gluon_backward_wide, "NARROW_COLUMNS", narrow)
         sums = attention_gluon_backward.dq_sum_buffer(q)
         results[narrow] = (attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale),
@@ -607,6 +628,30 @@ def test_gpu_wide_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, heads
         assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
         for ours, expected in zip(results[narrow][1], (expected_dk, expected_dv)):
             assert _relative_error(ours, expected) < 3e-2
-    for narrow in ((192,), (160, 192)):
+    for narrow in ((192,), (160, 192), (160, 192, 224)):
         for wide, fewer in zip(results[()], results[narrow]):
             assert torch.equal(wide[0], fewer[0]) and torch.equal(wide[1], fewer[1]), narrow
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim, causal, heads, kv_heads, seq, dtype", [
+    (256, True, 8, 1, 777, torch.bfloat16), (216, False, 4, 2, 1024, torch.float16)])
+def test_gpu_wide_kernel_kv_each_block_changes_no_bit(head_dim, causal, heads, kv_heads, seq, dtype, monkeypatch):
+    """Summing dQ, K's and V's operands worked out in each block (shipped) or hoisted out of the
+    loop (attention_gluon_backward_wide.HOISTED_KV): the same products on the same shared memory, so
+    dK and dV are bitwise the same; dQ (its last bits vary run to run) against float32. A causal
+    GQA 8:1 call (split) on 256 columns, and 224 columns not causal."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    from gpudoctor.kernels import attention_gluon_backward_wide
+
+    q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq, seq, head_dim, causal, dtype,
+                                                          head_dim + seq)
+    expected_dq = _float32_grads(q, k, v, grad, causal)[0]
+    results = []
+    for hoisted in (False, True):
+        monkeypatch.setattr(attention_gluon_backward_wide, "HOISTED_KV", hoisted)
+        sums = attention_gluon_backward.dq_sum_buffer(q)
+        results.append(attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums))
+        assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
