@@ -52,6 +52,13 @@ SHAPES = (
     ("hd256-gqa8-s512-c", 32, 32, 4, 512, 256, True, "bf16"),
     ("hd248-gqa8-s16384-c", 1, 32, 4, 16384, 248, True, "bf16"),
     ("hd256-s8192-c", 2, 32, 32, 8192, 256, True, "bf16"),
+    # GQA 4:1 and MHA cells the matrix had lower after this session's change (run 6), one round
+    ("hd248-gqa4-s4096-c", 4, 32, 8, 4096, 248, True, "fp16"),
+    ("hd248-gqa4-s1024-c", 16, 32, 8, 1024, 248, True, "bf16"),
+    ("hd232-gqa4-s1024-c", 16, 32, 8, 1024, 232, True, "fp16"),
+    ("hd208-gqa4-s4096", 4, 32, 8, 4096, 208, False, "bf16"),
+    ("hd208-gqa4-s2048-c", 8, 32, 8, 2048, 208, True, "bf16"),
+    ("hd240-s4096", 4, 32, 32, 4096, 240, False, "bf16"),
 )
 # (NARROW_COLUMNS, HOISTED_KV) by setting: head_dim up to 160 on 160 columns, up to 192 on 192 and
 # up to 224 on 224; the first two; only 192; or every head_dim on 256 columns; K's and V's

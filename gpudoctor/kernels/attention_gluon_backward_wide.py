@@ -144,26 +144,27 @@ SPLIT_MIN_GROUP = 8
 SPLIT_MAX_KEYS = CHUNKED_WALK_MIN_KEYS
 SPLIT_HEADS = 4
 SPLIT: int | None = None  # query heads a split program walks in every causal grouped-query call instead (benches' A/B)
-# Summing dQ on KV_EACH_BLOCK_MIN_COLUMNS or more columns, K's and V's operands are worked out in
-# each block rather than hoisted out of the loop, where hoisted they made ptxas spill tens of
-# scalars in it (_summing_step); on 160 columns it spilled at most 6, and working them out each
-# block was slower there. Measured on the H200 (twenty-sixth session,
-# bench/attention_gluon_backward_columns.py, forward+backward device µs, settings taking turns,
-# runs 2-4; hoisted -> each block, both on 256 columns): causal GQA 8:1 hd248 s16384 (walk 4)
-# 41151 -> 39430 (-4.2 %), hd200 s1024 (split) -2.7 %, hd256 s512 (split) -2.6 %, hd200 s8192
-# not causal -2.7 %, on 192 columns hd192 s4096 causal -3.4 / -3.8 %; slower: hd176 causal GQA 8:1
-# s2048 (split, 192) +1.1 / +1.6 %, hd216 GQA 8:1 s2048 not causal +1.6 %; on 160 columns hd136
-# causal GQA 8:1 s4096 (split) +2.3 / +2.6 %; hd232-256 causal MHA and GQA 8:1 s4096-8192 within
-# 1 %. HOISTED_KV (benches' A/B): True hoists them everywhere, False works them out everywhere.
-KV_EACH_BLOCK_MIN_COLUMNS = 192
+# Summing dQ, K's and V's operands are worked out in each block rather than hoisted out of the
+# loop (_summing_step) where hoisted they made ptxas spill tens of scalars in it and that was
+# measured slower: on 192 and 224 columns, and on 256 in split and chunked-walk programs (on 160
+# columns ptxas spilled at most 6; at 256 otherwise 23-58 and hoisting measured faster). Measured
+# on the H200 (twenty-sixth session, bench/attention_gluon_backward_columns.py, forward+backward
+# device µs, settings taking turns, runs 1-4 and 7; hoisted -> each block): on 224 columns hoisted
+# was 4-16 % slower (hd208 causal GQA 4:1 s2048 6009 -> 5201); on 192 hd192 causal s4096 -3.4 /
+# -3.8 %, hd176 causal GQA 8:1 s2048 (split) +1.1 / +1.6 / +0.8 %, hd168 GQA 4:1 s8192 level; on
+# 256 causal GQA 8:1 hd248 s16384 (chunked walk) -4.2 %, hd256 s512 (split) -2.6 %, hd232 s4096
+# (split) +0.7 / +0.8 %, but causal GQA 4:1 hd248 s1024 +5.3 %, hd232 s1024 +4.3 %, hd248 s4096
+# +1.2 / +4.1 %, hd240 s4096 not causal +1.3 %; on 160 hd136 causal GQA 8:1 s4096 (split) +2.3 /
+# +2.6 %. HOISTED_KV (benches' A/B): True hoists them everywhere, False works them out everywhere.
 HOISTED_KV: bool | None = None
 
 
-def kv_each_block(columns: int) -> bool:
-    """Whether the kernel summing dQ on ``columns`` works out K's and V's operands in each block."""
+def kv_each_block(columns: int, split: int = 1, walk: int = 0) -> bool:
+    """Whether the kernel summing dQ on ``columns``, with ``split`` programs a (KV head, 64 keys)
+    and block order ``walk``, works out K's and V's operands in each block."""
     if HOISTED_KV is not None:
         return not HOISTED_KV
-    return columns >= KV_EACH_BLOCK_MIN_COLUMNS
+    return columns in (192, 224) or (columns == WIDTH and (split > 1 or walk != 0))
 
 
 @triton.constexpr_function
@@ -673,14 +674,16 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     # head's seq_q adds zeros to the next head's rows, columns past head_dim are clipped.
     sums = attention_gluon_backward._placeholder(q.device, 128) if dq_sum is None else dq_sum
     dq_desc = attention_gluon_backward._dq_descriptor(sums, DQ_CHUNK)
+    order = walk(causal, group // split, seq_k)
     grid = (-(-seq_k // BLOCK_N), batch * num_kv_heads * split)
     fast(_attention_backward_dkdv_wide_kernel)[grid](
         descriptor(q, BLOCK_M, WIDTH), descriptor(k, BLOCK_N, WIDTH), descriptor(v, BLOCK_N, WIDTH),
         descriptor(grad_out, BLOCK_M, WIDTH), dk_desc, dv_desc,
         lse, delta, dq_desc, seq_q, seq_k, num_heads, num_kv_heads, group,
         softmax_scale * attention_gluon.LOG2_E, softmax_scale, HEAD_DIM=WIDTH, CAUSAL=causal,
-        ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS, WALK=walk(causal, group // split, seq_k),
-        COLUMNS=columns(head_dim), SPLIT=split, KV_EACH_BLOCK=kv_each_block(columns(head_dim)), num_warps=4,
+        ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS, WALK=order,
+        COLUMNS=columns(head_dim), SPLIT=split, KV_EACH_BLOCK=kv_each_block(columns(head_dim), split, order),
+        num_warps=4,
         maxnreg=MAX_REGISTERS)
     if split == 1:
         return dk, dv
@@ -742,7 +745,7 @@ def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = tor
     return attention_gluon_backward.compile_dkdv_kernel(
         _attention_backward_dkdv_wide_kernel, WIDTH, causal, atomic_dq, dtype, DQ_CHUNK, LONGEST_FIRST_HEADS,
         walk=walk, columns=columns, split=split,
-        kv_each_block=kv_each_block(columns) if each_block is None else each_block,
+        kv_each_block=kv_each_block(columns, split, walk) if each_block is None else each_block,
         partials=f"tensordesc<fp32[1, 1, {BLOCK_N}, 64], {_partials_layout()!r}>" if split > 1 else None)
 
 
