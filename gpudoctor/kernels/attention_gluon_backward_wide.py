@@ -118,7 +118,7 @@ WALK: int | None = None  # a walk for every grouped-query call instead (benches'
 # s1024 (split) -2.7 %, hd224 causal s2048 -3.4 %, hd224 causal GQA 4:1 s8192 -3.2 %, hd224 s4096
 # not causal -3.2 %, hd208 causal s512 -2.5 %, hd216 causal s16384 -1.3 %; hd200 s8192 not
 # causal level; hd216 GQA 8:1 s2048 not causal +1.1 %. With the operands hoisted (as the kernel was), 224
-# columns had been 4-13 % slower than 256 (run 1): ptxas spilled 175 scalars in the loop there.
+# columns had been 2-14 % slower than 256 (run 1): ptxas spilled 175 scalars in the loop there.
 # Empty: every head_dim at 256 (benches' A/B).
 NARROW_COLUMNS = (160, 192, 224)
 # Causal grouped-query calls: a program walks every query head of its KV head, so with 8 query
@@ -150,11 +150,11 @@ SPLIT: int | None = None  # query heads a split program walks in every causal gr
 # columns ptxas spilled at most 6; at 256 otherwise 23-58 and hoisting measured faster). Measured
 # on the H200 (twenty-sixth session, bench/attention_gluon_backward_columns.py, forward+backward
 # device µs, settings taking turns, runs 1-4 and 7; hoisted -> each block): on 224 columns hoisted
-# was 4-16 % slower (hd208 causal GQA 4:1 s2048 6009 -> 5201); on 192 hd192 causal s4096 -3.4 /
+# was 7-16 % slower (hd208 causal GQA 4:1 s2048 6009 -> 5201); on 192 hd192 causal s4096 -3.4 /
 # -3.8 %, hd176 causal GQA 8:1 s2048 (split) +1.1 / +1.6 / +0.8 %, hd168 GQA 4:1 s8192 level; on
 # 256 causal GQA 8:1 hd248 s16384 (chunked walk) -4.2 %, hd256 s512 (split) -2.6 %, hd232 s4096
 # (split) +0.7 / +0.8 %, but causal GQA 4:1 hd248 s1024 +5.3 %, hd232 s1024 +4.3 %, hd248 s4096
-# +1.2 / +4.1 %, hd240 s4096 not causal +1.3 %; on 160 hd136 causal GQA 8:1 s4096 (split) +2.3 /
+# +1.2 / +4.2 %, hd240 s4096 not causal +1.3 %; on 160 hd136 causal GQA 8:1 s4096 (split) +2.3 /
 # +2.6 %. HOISTED_KV (benches' A/B): True hoists them everywhere, False works them out everywhere.
 HOISTED_KV: bool | None = None
 

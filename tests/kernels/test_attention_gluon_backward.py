@@ -1,5 +1,5 @@
 """The warp-specialized Gluon dK/dV kernels on Hopper (gpudoctor.kernels.attention_gluon_backward,
-and attention_gluon_backward_wide at width 256, on 256, 192 or 160 columns).
+and attention_gluon_backward_wide at width 256, on 256, 224, 192 or 160 columns).
 
 CPU (CI): the kernels compile for sm90 at every width they run at, with no local-memory traffic
 in their main loops but a bounded number of 32-bit scalars (width 64 with its 128-query blocks,
