@@ -559,18 +559,11 @@ def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype
                  "HEAD_GROUP": "constexpr", "num_warps": "constexpr"}
     constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "HEAD_GROUP": head_group,
                   "num_warps": 4}
-    if walk is not None:
-        signature["WALK"] = "constexpr"
-        constexprs["WALK"] = walk
-    if columns is not None:
-        signature["COLUMNS"] = "constexpr"
-        constexprs["COLUMNS"] = columns
-    if split is not None:
-        signature["SPLIT"] = "constexpr"
-        constexprs["SPLIT"] = split
-    if kv_each_block is not None:
-        signature["KV_EACH_BLOCK"] = "constexpr"
-        constexprs["KV_EACH_BLOCK"] = kv_each_block
+    # the wide kernel's own constexprs, where given
+    for name, value in (("WALK", walk), ("COLUMNS", columns), ("SPLIT", split), ("KV_EACH_BLOCK", kv_each_block)):
+        if value is not None:
+            signature[name] = "constexpr"
+            constexprs[name] = value
     if partials is not None:
         signature["dk_desc"] = signature["dv_desc"] = partials
     return attention_gluon.compile_for_sm90(kernel, signature, constexprs, MAX_REGISTERS)

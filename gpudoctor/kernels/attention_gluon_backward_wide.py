@@ -316,6 +316,12 @@ if attention_gluon.available():
         return gradient
 
     @gluon.jit
+    def _wait_for_both(dk, dv):
+        """dK's and dV's parts, once every product has finished."""
+        waited = warpgroup_mma_wait(0, deps=dk + dv)
+        return waited[:len(dk)], waited[len(dk):]
+
+    @gluon.jit
     def _wait_for(gradient, PENDING: gl.constexpr):
         """The gradient's parts, once at most PENDING later products still run."""
         if len(gradient) == 1:
@@ -511,16 +517,14 @@ if attention_gluon.available():
                     _publish(scores, dprobs, lse_smem.index(next_slot), delta_smem.index(next_slot), qk_scale,
                              _block(i + 1, scalars, WALK)[1], my_keys, tiles, next_slot, next_phase,
                              WARPGROUP, CAUSAL, len(DK) + len(DV), COLUMNS, s_layout)
-                    waited = warpgroup_mma_wait(0, deps=dk + dv)
-                    dk, dv = waited[:len(DK)], waited[len(DK):]
+                    dk, dv = _wait_for_both(dk, dv)
                     mbarrier.arrive(tiles_empty.index(slot), count=1)
                     mbarrier.arrive(q_empty.index(slot), count=1)
                     mbarrier.arrive(do_empty.index(slot), count=1)
                 dk, dv = _issue_products(dk, dv, _tile(q_smem, last % 2, 64, HEAD_DIM),
                                          _tile(do_smem, last % 2, 64, HEAD_DIM), tiles, last % 2, (last // 2) & 1,
                                          WARPGROUP, COLUMNS)
-                waited = warpgroup_mma_wait(0, deps=dk + dv)
-                dk, dv = waited[:len(DK)], waited[len(DK):]
+                dk, dv = _wait_for_both(dk, dv)
                 mbarrier.arrive(tiles_empty.index(last % 2), count=1)
                 mbarrier.arrive(q_empty.index(last % 2), count=1)
                 mbarrier.arrive(do_empty.index(last % 2), count=1)
@@ -674,7 +678,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
     # head's seq_q adds zeros to the next head's rows, columns past head_dim are clipped.
     sums = attention_gluon_backward._placeholder(q.device, 128) if dq_sum is None else dq_sum
     dq_desc = attention_gluon_backward._dq_descriptor(sums, DQ_CHUNK)
-    order = walk(causal, group // split, seq_k)
+    order, computed = walk(causal, group // split, seq_k), columns(head_dim)
     grid = (-(-seq_k // BLOCK_N), batch * num_kv_heads * split)
     fast(_attention_backward_dkdv_wide_kernel)[grid](
         descriptor(q, BLOCK_M, WIDTH), descriptor(k, BLOCK_N, WIDTH), descriptor(v, BLOCK_N, WIDTH),
@@ -682,8 +686,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         lse, delta, dq_desc, seq_q, seq_k, num_heads, num_kv_heads, group,
         softmax_scale * attention_gluon.LOG2_E, softmax_scale, HEAD_DIM=WIDTH, CAUSAL=causal,
         ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS, WALK=order,
-        COLUMNS=columns(head_dim), SPLIT=split, KV_EACH_BLOCK=kv_each_block(columns(head_dim), split, order),
-        num_warps=4,
+        COLUMNS=computed, SPLIT=split, KV_EACH_BLOCK=kv_each_block(computed, split, order), num_warps=4,
         maxnreg=MAX_REGISTERS)
     if split == 1:
         return dk, dv
