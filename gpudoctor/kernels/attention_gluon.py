@@ -87,15 +87,27 @@ DTYPES = (torch.float16, torch.bfloat16)
 # blocks loading while the last one finishes; False: one program per unit (benches' A/B).
 PERSISTENT = True
 # Causal tiles: the first consumer warpgroup skips the keys of the tile's last block that are right
-# of all of its 64 rows (_consumer_tile), by width, up to this many queries. Measured on the H200
+# of all of its 64 rows (_consumer_tile), half a block by width up to this many queries. Measured on the H200
 # (eighteenth session, bench/attention_gluon_short_diagonal.py, forward device time, causal, 2^28
 # scores, two runs): at 64 keys a block (widths 192, 256: the whole block skipped) 2-12 % faster
 # at 512-4096 keys; with half the block skipped, at width 64 0-5 % faster at 512 keys, 0-1 % at
 # 1024, level at 2048 and 0.3-1.4 % slower at 4096, at width 32 2 % faster at 512 (the one length
 # measured), and at width 128 (hd96/128) 1-9 % slower but once (hd128 s1024, 1.5 % faster): not
-# there. Why half a block costs more than it saves at width 128 is not known.
-SHORT_DIAGONAL_MAX_QUERIES = {32: 512, 64: 1024, 192: 1 << 31, 256: 1 << 31}
+# there (why half a block costs more than it saves at width 128 is not known). At 64 keys a block
+# (widths 192-256, and narrow_key_blocks) it skips the whole block at every length.
+SHORT_DIAGONAL_MAX_QUERIES = {32: 512, 64: 1024}
 SHORT_DIAGONAL = True  # False: never (benches' A/B)
+# Causal calls up to this many keys, by width: the forward's key blocks of 64 rows (as at widths
+# 192-256) instead of BLOCK_N's 128, so that a tile's pipeline fills and drains on half a block
+# and the first consumer skips all of a tile's last block (SHORT_DIAGONAL). With them the K/V
+# rings hold NARROW_KEY_BLOCK_SLOTS times kv_stages' slots (2: the same bytes). Measured on the
+# H200 (twenty-seventh session, bench/attention_gluon_key_blocks.py, forward device time, 2^28
+# scores, settings taking turns): at 512 keys 5-15 % faster (x cuDNN hd64 0.84 -> 0.95, hd40
+# 0.85 -> 0.94, hd48 GQA 8:1 0.87 -> 0.96, hd96 0.86 -> 1.01, hd128 0.90 -> 1.01, the training
+# pass's 256 keys 14.1 -> 13.3 µs), but 3-5 % slower at 1024 keys and 9-13 % from 2048. One slot
+# per 128-key slot's bytes was level to 3 % slower. Empty: BLOCK_N everywhere (benches' A/B).
+NARROW_KEY_BLOCKS_MAX_KEYS = {32: 512, 64: 512, 128: 512}
+NARROW_KEY_BLOCK_SLOTS = 2
 # Slots of the K and V rings by width, up to KV_STAGES_MAX_KEYS[width] keys and from
 # KV_STAGES_MIN_HEAD_DIM (two elsewhere): a third lets the producer load two blocks ahead, so that
 # a tile's first blocks (the next head's, from HBM) are on their way while the tile before it
@@ -794,13 +806,25 @@ def q_slots(width: int) -> int:
     return 1 if width == 256 else 2
 
 
-def kv_stages(head_dim: int, seq_k: int) -> int:
+def narrow_key_blocks(width: int, seq_k: int, causal: bool) -> bool:
+    """Whether the forward reads 64 keys a block where BLOCK_N has 128 (NARROW_KEY_BLOCKS_MAX_KEYS)."""
+    return causal and BLOCK_N[width] > 64 and seq_k <= NARROW_KEY_BLOCKS_MAX_KEYS.get(width, 0)
+
+
+def block_n(width: int, seq_k: int, causal: bool) -> int:
+    """Keys a block of the forward's K/V rings: BLOCK_N, or 64 (narrow_key_blocks)."""
+    return 64 if narrow_key_blocks(width, seq_k, causal) else BLOCK_N[width]
+
+
+def kv_stages(head_dim: int, seq_k: int, causal: bool = False) -> int:
     """Slots of the K and V rings: KV_STAGES where measured faster (KV_STAGES_MAX_KEYS,
-    KV_STAGES_MIN_HEAD_DIM at widths past 32), else two."""
+    KV_STAGES_MIN_HEAD_DIM at widths past 32), else two; NARROW_KEY_BLOCK_SLOTS times that with
+    64-key blocks where BLOCK_N has 128 (narrow_key_blocks)."""
     width = forward_width(head_dim)
+    stages = KV_STAGES.get(width, 2)
     if seq_k > KV_STAGES_MAX_KEYS.get(width, 0) or (width > 32 and head_dim < KV_STAGES_MIN_HEAD_DIM):
-        return 2
-    return KV_STAGES.get(width, 2)
+        stages = 2
+    return stages * NARROW_KEY_BLOCK_SLOTS if narrow_key_blocks(width, seq_k, causal) else stages
 
 
 def pingpong(width: int, seq_k: int, causal: bool) -> bool:
@@ -821,10 +845,12 @@ def work(seq_q: int, seq_k: int, batch_heads: int, causal: bool, programs: int) 
     return attention_schedule.schedule(batch_heads, -(-seq_q // BLOCK_M), -(-seq_k // BLOCK_M), causal, programs)
 
 
-def short_diagonal(width: int, seq_q: int, causal: bool) -> bool:
-    """The first consumer skips what its rows cannot see of a causal tile's last key block
-    (SHORT_DIAGONAL_MAX_QUERIES)."""
-    return SHORT_DIAGONAL and causal and seq_q <= SHORT_DIAGONAL_MAX_QUERIES.get(width, 0)
+def short_diagonal(width: int, seq_q: int, causal: bool, seq_k: int | None = None) -> bool:
+    """The first consumer skips what its rows cannot see of a causal tile's last key block: all
+    of it at 64 keys a block (block_n, ``seq_k`` keys: ``seq_q`` where None), else half of it up to
+    SHORT_DIAGONAL_MAX_QUERIES."""
+    whole_block = block_n(width, seq_q if seq_k is None else seq_k, causal) == 64
+    return SHORT_DIAGONAL and causal and (whole_block or seq_q <= SHORT_DIAGONAL_MAX_QUERIES.get(width, 0))
 
 
 def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
@@ -836,7 +862,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
     width = forward_width(head_dim)
     main, tail = SPLIT.get(width, (width, 0))
-    block_n = BLOCK_N[width]
+    keys_a_block = block_n(width, seq_k, causal)
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
     # One program an item where not PERSISTENT: a number of programs no item list reaches.
@@ -845,10 +871,10 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     fast(_attention_forward_ws_kernel)[(schedule.programs,)](
         q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
         batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, schedule.items,
-        schedule.head_units, schedule.tail_heads, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=block_n, CAUSAL=causal,
-        CHECK_N=seq_k % block_n != 0,
-        Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal),
-        KV_STAGES=kv_stages(head_dim, seq_k), PINGPONG=pingpong(width, seq_k, causal),
+        schedule.head_units, schedule.tail_heads, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=keys_a_block, CAUSAL=causal,
+        CHECK_N=seq_k % keys_a_block != 0,
+        Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal, seq_k),
+        KV_STAGES=kv_stages(head_dim, seq_k, causal), PINGPONG=pingpong(width, seq_k, causal),
         SIMPLE=schedule.simple, EXP2_POLY=EXP2_POLY.get(width, 0), UNDER_PV=softmax_under_pv(width, seq_k, causal),
         num_warps=4,
         maxnreg=MAX_REGISTERS)
@@ -878,7 +904,6 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
     the schedule's walk of one head's pairs (Schedule.simple): for tests and benches on machines
     without a Hopper GPU (compile_for_sm90)."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
-    block_n = BLOCK_N[width]
     main, tail = SPLIT.get(width, (width, 0))
 
     pointer = f"*{name}"
@@ -893,9 +918,9 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
                       "TAIL": "constexpr", "SHORT_DIAGONAL": "constexpr", "KV_STAGES": "constexpr",
                       "PINGPONG": "constexpr", "SIMPLE": "constexpr", "EXP2_POLY": "constexpr", "UNDER_PV": "constexpr",
                       "num_warps": "constexpr"})
-    constexprs = {"HEAD_DIM": main, "BLOCK_N": block_n, "CAUSAL": causal, "CHECK_N": check_n,
+    constexprs = {"HEAD_DIM": main, "BLOCK_N": block_n(width, seq_k, causal), "CAUSAL": causal, "CHECK_N": check_n,
                   "Q_SLOTS": q_slots(width), "TAIL": tail, "SHORT_DIAGONAL": short_diagonal,
-                  "KV_STAGES": kv_stages(width, seq_k),
+                  "KV_STAGES": kv_stages(width, seq_k, causal),
                   "PINGPONG": pingpong(width, seq_k, causal) if ping_pong is None else ping_pong,
                   "SIMPLE": simple, "EXP2_POLY": EXP2_POLY.get(width, 0) if exp2_poly is None else exp2_poly,
                   "UNDER_PV": softmax_under_pv(width, seq_k, causal) if under_pv is None else under_pv,

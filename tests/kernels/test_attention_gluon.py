@@ -69,7 +69,9 @@ COMPILE_CASES = [(128, True, True, "bfloat16"), (128, False, False, "float16"), 
                  # causal, an odd number of query blocks: the schedule's general walk (Schedule.simple)
                  (64, True, True, "bfloat16", False), (256, True, False, "float16", False),
                  # not causal from 4096 keys at width 64: the softmax under the last P·V
-                 (64, False, False, "bfloat16", True, 4096)]
+                 (64, False, False, "bfloat16", True, 4096),
+                 # causal past 512 keys at widths 64-128: 128 keys a block (at 512, 64: narrow_key_blocks)
+                 (128, True, False, "bfloat16", True, 1024), (64, True, True, "float16", True, 2048)]
 
 
 @pytest.fixture(scope="module")
@@ -321,7 +323,9 @@ def test_first_consumer_skips_the_diagonal_blocks_right_half_where_measured_fast
     assert attention_gluon.short_diagonal(64, 512, True) and attention_gluon.short_diagonal(64, 1024, True)
     assert not attention_gluon.short_diagonal(64, 4096, True)  # measured 1-1.4 % slower there
     assert attention_gluon.short_diagonal(32, 512, True) and not attention_gluon.short_diagonal(32, 1024, True)
-    assert not attention_gluon.short_diagonal(128, 512, True)  # slower at every length measured
+    assert not attention_gluon.short_diagonal(128, 1024, True)  # half a block: slower at every length measured
+    # ... but with 64 keys a block (narrow_key_blocks, causal up to 512 keys) the whole block
+    assert attention_gluon.short_diagonal(128, 512, True) and attention_gluon.short_diagonal(64, 300, True)
     assert attention_gluon.short_diagonal(256, 16384, True) and attention_gluon.short_diagonal(192, 512, True)
     assert not attention_gluon.short_diagonal(64, 512, False)
     monkeypatch.setattr(attention_gluon, "SHORT_DIAGONAL", False)
@@ -353,6 +357,22 @@ def test_gpu_first_consumer_skipping_the_diagonal_blocks_right_half(head_dim, se
     expected = reference_attention(q, k, v, causal=True, dtype=torch.float32)
     error = ((out.float() - expected).norm() / expected.norm()).item()
     assert error < 3e-2, error
+
+
+def test_narrow_key_blocks_where_measured_faster():
+    # Twenty-seventh session: 64 keys a block 5-15 % faster causal at 512 keys at widths 32-128,
+    # 3-5 % slower at 1024 and more from 2048; not causal never (BLOCK_N).
+    width = attention_gluon.forward_width
+    for head_dim in (32, 40, 64, 80, 128):
+        assert attention_gluon.block_n(width(head_dim), 512, True) == 64
+        assert attention_gluon.block_n(width(head_dim), 1024, True) == 128
+        assert attention_gluon.block_n(width(head_dim), 512, False) == 128
+    assert attention_gluon.block_n(width(80), 256, True) == 64  # the training pass's call
+    assert attention_gluon.block_n(width(256), 16384, False) == attention_gluon.block_n(width(192), 512, True) == 64
+    # twice the K/V slots of 128-key blocks: the same bytes
+    assert attention_gluon.kv_stages(64, 512, True) == 6 and attention_gluon.kv_stages(40, 512, True) == 4
+    assert attention_gluon.kv_stages(128, 512, True) == 4 and attention_gluon.kv_stages(128, 1024, True) == 2
+    assert attention_gluon.kv_stages(256, 512, True) == 2
 
 
 def test_three_key_value_slots_where_measured_faster():
@@ -437,6 +457,35 @@ def test_gpu_ping_pong_changes_no_bit(head_dim, batch, kv_heads, seq_q, seq_k, c
     assert torch.equal(plain[0], out) and torch.equal(plain[1], lse)
     if seq_q == seq_k or not causal:
         _check_forward(q, k, v, causal, 3e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch, kv_heads, seq_q, seq_k", [
+    (4, 32, 512, 512), (2, 8, 1000, 1000), (8, 32, 200, 200), (16, 32, 64, 64), (2, 8, 1111, 300),
+    (2, 8, 300, 1111)], ids=lambda value: str(value))
+@pytest.mark.parametrize("head_dim, pingpong", [(32, False), (40, False), (64, True), (80, True), (128, False)],
+                         ids=lambda value: str(value))
+def test_gpu_narrow_key_blocks(head_dim, batch, kv_heads, seq_q, seq_k, pingpong, monkeypatch):
+    """Causal calls read 64 keys a block at widths 32-128 (narrow_key_blocks, forced at every length
+    here): the first consumer then skips all of a tile's last block. The output and log-sum-exp as with 128 keys a block (not bitwise: the running maximum
+    moves at other keys) and as the float32 reference's, with and without the consumers' turns;
+    more units than SMs, tiles of one key block, ragged lengths, GQA 4:1 and, kernel-level only,
+    keys shorter and longer than the queries."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim + 11)
+    scale = head_dim ** -0.5
+    width = attention_gluon.forward_width(head_dim)
+    monkeypatch.setattr(attention_gluon, "PINGPONG_CAUSAL_MIN_KEYS", {width: 0} if pingpong else {})
+    monkeypatch.setattr(attention_gluon, "NARROW_KEY_BLOCKS_MAX_KEYS", {})
+    whole_out, whole_lse = attention_gluon.attention_forward(q, k, v, True, scale)
+    monkeypatch.setattr(attention_gluon, "NARROW_KEY_BLOCKS_MAX_KEYS", {width: 1 << 31})
+    assert attention_gluon.block_n(width, seq_k, True) == 64 and attention_gluon.short_diagonal(width, seq_q, True)
+    out, lse = attention_gluon.attention_forward(q, k, v, True, scale)
+    assert (out.float() - whole_out.float()).abs().max().item() <= 2e-2
+    assert (lse - whole_lse).abs().max().item() <= 1e-3
+    if seq_q == seq_k:
+        _check_forward(q, k, v, True, 3e-2)
 
 
 def test_softmax_under_the_last_product_where_measured_faster():
