@@ -16,7 +16,8 @@ from ab_cli import run_settings
 # (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28 scores (16384 tokens x 32
 # query heads), where the matrix and the A/B benches had the causal forward furthest behind cuDNN
 # (512 keys at head_dim 40-128, GQA 8:1 and 4:1 among them), longer calls to see where a change
-# stops paying, the training pass's call, and a control.
+# stops paying (768 and 640 keys: 1.5 x 2^27 and 1.25 x 2^27 scores), the training pass's call,
+# and a control.
 SHAPES = (
     ("hd64-s512-c", 32, 32, 32, 512, 64, True, "bf16"),
     ("hd40-s512-c", 32, 32, 32, 512, 40, True, "bf16"),
@@ -27,6 +28,10 @@ SHAPES = (
     ("hd96-s512-c", 32, 32, 32, 512, 96, True, "fp16"),
     ("hd128-s512-c", 32, 32, 32, 512, 128, True, "bf16"),
     ("hd128-gqa8-s512-c", 32, 32, 4, 512, 128, True, "bf16"),
+    ("hd64-s768-c", 16, 32, 32, 768, 64, True, "bf16"),
+    ("hd40-s768-c", 16, 32, 32, 768, 40, True, "bf16"),
+    ("hd128-s768-c", 16, 32, 32, 768, 128, True, "bf16"),
+    ("hd96-gqa4-s640-c", 16, 32, 8, 640, 96, True, "fp16"),
     ("hd48-s1024-c", 16, 32, 32, 1024, 48, True, "bf16"),
     ("hd64-s1024-c", 16, 32, 32, 1024, 64, True, "bf16"),
     ("hd128-s1024-c", 16, 32, 32, 1024, 128, True, "bf16"),
