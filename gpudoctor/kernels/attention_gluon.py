@@ -102,10 +102,10 @@ SHORT_DIAGONAL = True  # False: never (benches' A/B)
 # and the first consumer skips all of a tile's last block (SHORT_DIAGONAL). With them the K/V
 # rings hold NARROW_KEY_BLOCK_SLOTS times kv_stages' slots (2: the same bytes). Measured on the
 # H200 (twenty-seventh session, bench/attention_gluon_key_blocks.py, forward device time, 2^28
-# scores, settings taking turns, runs 1, 2 and 5): at 512 keys 5-15 % faster (x cuDNN hd64 0.84 ->
-# 0.95, hd40 0.85 -> 0.94, hd48 GQA 8:1 0.87 -> 0.96, hd96 0.86 -> 1.01, hd128 0.90 -> 1.01, the
-# training pass's 256 keys 14.1 -> 13.3 µs), hd96 GQA 4:1 at 640 keys 13 % (0.86 -> 0.99), at 768
-# level to 2.5 % faster, but 3-6 % slower at 1024 keys and 9-13 % from 2048. One slot per 128-key
+# scores, settings taking turns, runs 1, 2, 5 and 6): at 512 keys 5-15 % faster (x cuDNN hd64 0.84
+# -> 0.95, hd40 0.85 -> 0.94, hd48 GQA 8:1 0.87 -> 0.96, hd96 0.86 -> 1.01, hd128 0.90 -> 1.01, the
+# training pass's 256 keys 14.1 -> 13.1-13.3 µs), hd96 GQA 4:1 at 640 keys 8-13 %, at 768 hd40 2-4 %
+# faster and hd64/hd128 level (-2.5 to +2.5 %), but 3-6 % slower at 1024 keys and 9-13 % from 2048. One slot per 128-key
 # slot's bytes was level to 3 % slower; the consumers' turns (PINGPONG) level at width 64, 2-3 %
 # slower at 128. Empty: BLOCK_N everywhere (benches' A/B).
 NARROW_KEY_BLOCKS_MAX_KEYS = {32: 768, 64: 768, 128: 768}
