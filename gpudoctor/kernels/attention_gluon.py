@@ -106,7 +106,7 @@ SHORT_DIAGONAL = True  # False: never (benches' A/B)
 # -> 0.95, hd40 0.85 -> 0.94, hd48 GQA 8:1 0.87 -> 0.96, hd96 0.86 -> 1.01, hd128 0.90 -> 1.01, the
 # training pass's 256 keys 14.1 -> 13.1-13.3 µs), hd96 GQA 4:1 at 640 keys 8-13 %, at 768 hd40 2-4 %
 # faster and hd64/hd128 level (-2.5 to +2.5 %), but 3-6 % slower at 1024 keys and 9-13 % from 2048. One slot per 128-key
-# slot's bytes was level to 3 % slower; the consumers' turns (PINGPONG) level at width 64, 2-3 %
+# slot's bytes was level to 3.5 % slower; the consumers' turns (PINGPONG) level at width 64, 2-3 %
 # slower at 128. Empty: BLOCK_N everywhere (benches' A/B).
 NARROW_KEY_BLOCKS_MAX_KEYS = {32: 768, 64: 768, 128: 768}
 NARROW_KEY_BLOCK_SLOTS = 2
