@@ -1,8 +1,8 @@
 """The command line the Gluon A/B benches share (attention_gluon_kv_stages, _pingpong, _schedule,
 _short_diagonal, _persistent, _backward_walk, _backward_columns, _backward_split, _softmax,
 _key_blocks): the parser's first options and the refusal of names that are not known, and the
-whole main of those that only switch module settings (run_settings). Without torch, so that a wrong name is refused
-before torch loads."""
+whole main of those that only switch module settings (run_settings). Without torch, so that a
+wrong name is refused before torch loads."""
 
 from __future__ import annotations
 
@@ -36,10 +36,10 @@ def refused(args, shapes, known_settings=()) -> bool:
 
 def run_settings(doc: str, shapes, settings, make_apply, argv=None) -> int:
     """The whole main of an A/B bench that only switches module settings
-    (attention_gluon_backward_walk, _columns, _split, _key_blocks): --rounds, --shapes, --settings (of
-    ``settings``), --no-backward and --out; unknown names
-    refused before torch loads; then on a Hopper GPU attention_ab.compare_settings with the apply
-    that ``make_apply()`` returns (called once torch and gpudoctor may load)."""
+    (attention_gluon_backward_walk, _columns, _split, _key_blocks): --rounds, --shapes, --settings
+    (of ``settings``), --no-backward and --out; unknown names refused before torch loads; then on
+    a Hopper GPU attention_ab.compare_settings with the apply that ``make_apply()`` returns
+    (called once torch and gpudoctor may load)."""
     parser = shapes_parser(doc, shapes, tuple(settings))
     parser.add_argument("--no-backward", action="store_true", help="the forward alone")
     parser.add_argument("--out")

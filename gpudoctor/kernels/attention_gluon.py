@@ -87,8 +87,8 @@ DTYPES = (torch.float16, torch.bfloat16)
 # blocks loading while the last one finishes; False: one program per unit (benches' A/B).
 PERSISTENT = True
 # Causal tiles: the first consumer warpgroup skips the keys of the tile's last block that are right
-# of all of its 64 rows (_consumer_tile), half a block by width up to this many queries. Measured on the H200
-# (eighteenth session, bench/attention_gluon_short_diagonal.py, forward device time, causal, 2^28
+# of all of its 64 rows (_consumer_tile), half a block by width up to this many queries. Measured
+# on the H200 (eighteenth session, bench/attention_gluon_short_diagonal.py, forward device time, causal, 2^28
 # scores, two runs): at 64 keys a block (widths 192, 256: the whole block skipped) 2-12 % faster
 # at 512-4096 keys; with half the block skipped, at width 64 0-5 % faster at 512 keys, 0-1 % at
 # 1024, level at 2048 and 0.3-1.4 % slower at 4096, at width 32 2 % faster at 512 (the one length
@@ -104,10 +104,10 @@ SHORT_DIAGONAL = True  # False: never (benches' A/B)
 # H200 (twenty-seventh session, bench/attention_gluon_key_blocks.py, forward device time, 2^28
 # scores, settings taking turns, runs 1, 2, 5 and 6): at 512 keys 5-15 % faster (x cuDNN hd64 0.84
 # -> 0.95, hd40 0.85 -> 0.94, hd48 GQA 8:1 0.87 -> 0.96, hd96 0.86 -> 1.01, hd128 0.90 -> 1.01, the
-# training pass's 256 keys 14.1 -> 13.1-13.3 µs), hd96 GQA 4:1 at 640 keys 8-13 %, at 768 hd40 2-4 %
-# faster and hd64/hd128 level (-2.5 to +2.5 %), but 3-6 % slower at 1024 keys and 9-13 % from 2048. One slot per 128-key
-# slot's bytes was level to 3.5 % slower; the consumers' turns (PINGPONG) level at width 64, 2-3 %
-# slower at 128. Empty: BLOCK_N everywhere (benches' A/B).
+# training pass's 256 keys 14.1 -> 13.1-13.3 µs), hd96 GQA 4:1 at 640 keys 8-13 %, at 768 hd40
+# 2-4 % faster and hd64/hd128 level (-2.5 to +2.5 %), but 3-6 % slower at 1024 keys and 9-13 %
+# from 2048. One slot per 128-key slot's bytes was level to 3.5 % slower; the consumers' turns
+# (PINGPONG) level at width 64, 2-3 % slower at 128. Empty: BLOCK_N everywhere (benches' A/B).
 NARROW_KEY_BLOCKS_MAX_KEYS = {32: 768, 64: 768, 128: 768}
 NARROW_KEY_BLOCK_SLOTS = 2
 # Slots of the K and V rings by width, up to KV_STAGES_MAX_KEYS[width] keys and from
@@ -873,8 +873,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     fast(_attention_forward_ws_kernel)[(schedule.programs,)](
         q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
         batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, schedule.items,
-        schedule.head_units, schedule.tail_heads, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=keys_a_block, CAUSAL=causal,
-        CHECK_N=seq_k % keys_a_block != 0,
+        schedule.head_units, schedule.tail_heads, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=keys_a_block,
+        CAUSAL=causal, CHECK_N=seq_k % keys_a_block != 0,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal, seq_k),
         KV_STAGES=kv_stages(head_dim, seq_k, causal), PINGPONG=pingpong(width, seq_k, causal),
         SIMPLE=schedule.simple, EXP2_POLY=EXP2_POLY.get(width, 0), UNDER_PV=softmax_under_pv(width, seq_k, causal),

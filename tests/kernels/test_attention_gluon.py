@@ -469,10 +469,11 @@ def test_gpu_ping_pong_changes_no_bit(head_dim, batch, kv_heads, seq_q, seq_k, c
                          ids=lambda value: str(value))
 def test_gpu_narrow_key_blocks(head_dim, batch, kv_heads, seq_q, seq_k, pingpong, monkeypatch):
     """Causal calls read 64 keys a block at widths 32-128 (narrow_key_blocks, forced at every length
-    here): the first consumer then skips all of a tile's last block. The output and log-sum-exp as with 128 keys a block (not bitwise: the running maximum
-    moves at other keys) and as the float32 reference's, with and without the consumers' turns;
-    more units than SMs, tiles of one key block, ragged lengths, GQA 4:1 and, kernel-level only,
-    keys shorter and longer than the queries."""
+    here): the first consumer then skips all of a tile's last block. The output and log-sum-exp
+    as with 128 keys a block (not bitwise: the running maximum moves at other keys) and as the
+    float32 reference's, with and without the consumers' turns; more units than SMs, tiles of one
+    key block, ragged lengths, GQA 4:1 and, kernel-level only, keys shorter and longer than the
+    queries."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim + 11)
