@@ -540,9 +540,9 @@ def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype
                         head_group: int, rows: int = BLOCK_M, walk: int | None = None, columns: int | None = None,
                         split: int | None = None, partials: str | None = None, kv_each_block: bool | None = None):
     """A dK/dV kernel of this module's signature (or the wide one's, with its ``walk``,
-    ``columns``, ``split`` and ``kv_each_block``) compiled for sm90 as backward_dkdv launches it: 64-row boxes of K, V,
-    dK and dV at ``width`` (or dK's and dV's descriptors of type ``partials``), ``rows``-row boxes
-    of Q and dO, dQ reduce-adds of ``dq_columns``."""
+    ``columns``, ``split`` and ``kv_each_block``) compiled for sm90 as backward_dkdv launches it:
+    64-row boxes of K, V, dK and dV at ``width`` (or dK's and dV's descriptors of type
+    ``partials``), ``rows``-row boxes of Q and dO, dQ reduce-adds of ``dq_columns``."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
 
     def block(box_rows: int) -> str:
@@ -560,10 +560,11 @@ def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype
     constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "HEAD_GROUP": head_group,
                   "num_warps": 4}
     # the wide kernel's own constexprs, where given
-    for name, value in (("WALK", walk), ("COLUMNS", columns), ("SPLIT", split), ("KV_EACH_BLOCK", kv_each_block)):
+    for constexpr, value in (("WALK", walk), ("COLUMNS", columns), ("SPLIT", split),
+                             ("KV_EACH_BLOCK", kv_each_block)):
         if value is not None:
-            signature[name] = "constexpr"
-            constexprs[name] = value
+            signature[constexpr] = "constexpr"
+            constexprs[constexpr] = value
     if partials is not None:
         signature["dk_desc"] = signature["dv_desc"] = partials
     return attention_gluon.compile_for_sm90(kernel, signature, constexprs, MAX_REGISTERS)

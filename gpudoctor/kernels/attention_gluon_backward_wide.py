@@ -317,7 +317,8 @@ if attention_gluon.available():
 
     @gluon.jit
     def _wait_for_both(dk, dv):
-        """dK's and dV's parts, once every product has finished."""
+        """dK's and dV's parts (or any two tuples of accumulators), once every product has
+        finished."""
         waited = warpgroup_mma_wait(0, deps=dk + dv)
         return waited[:len(dk)], waited[len(dk):]
 
@@ -430,9 +431,8 @@ if attention_gluon.available():
         if HAS_NEXT:
             scores = warpgroup_mma_wait(len(DK) + 1, deps=(scores,))  # after it: dK's parts, the first dQ chunk
             probs = _probs(scores, lse_smem.index(next_slot), qk_scale, next_start_m, my_keys, CAUSAL, s_layout)
-        waited = warpgroup_mma_wait(0, deps=dk + (first,))
-        dk = waited[:len(DK)]
-        _reduce_dq(waited[len(DK)], dq_parts, WARPGROUP * CHUNK)
+        dk, first = _wait_for_both(dk, (first,))
+        _reduce_dq(first[0], dq_parts, WARPGROUP * CHUNK)
         if COLUMNS > 192:
             _last_dq_chunk(dscores, keys, zero_chunk, dq_parts, tiles_empty, q_empty, slot, WARPGROUP * 128 + 64)
         elif i % 2 == WARPGROUP:  # chunk 2 (columns 128-191): the warpgroups take turns
