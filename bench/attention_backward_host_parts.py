@@ -27,7 +27,6 @@ from attention_mid_calls import report_header, write_report  # noqa: E402
 from gpudoctor.kernels import attention as A  # noqa: E402
 from gpudoctor.kernels import attention_gluon as G  # noqa: E402
 from gpudoctor.kernels import attention_gluon_backward as GB  # noqa: E402
-from gpudoctor.kernels.launch import fast  # noqa: E402
 
 
 def parts(head_dim=64, seq=1024, causal=True, calls=300, rounds=7) -> dict:
@@ -47,9 +46,7 @@ def parts(head_dim=64, seq=1024, causal=True, calls=300, rounds=7) -> dict:
         return lambda: A.attention_backward(grad, q, k, v, out, lse, causal, scale, config, deterministic=False)
 
     def delta_launch():
-        fast(A._backward_delta_kernel)[(A._cdiv(seq, 64), 2)](
-            out, grad, delta, *out.stride(), *grad.stride(), 2, seq, head_dim=head_dim,
-            D_PADDED=A._next_power_of_2(head_dim), BLOCK_M=64)
+        A.launch_delta(out, grad, delta)
 
     pieces = {
         "backward, Gluon summing dQ": backward(gluon),

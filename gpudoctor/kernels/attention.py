@@ -406,15 +406,31 @@ def _attention_forward_kernel(
 
 @triton.jit
 def _backward_delta_kernel(
-    O, DO, DELTA,
+    O, DO, DELTA, DQ_SUM,
     stride_ob, stride_oh, stride_om, stride_od,
     stride_dob, stride_doh, stride_dom, stride_dod,
     num_heads, seq_q,
-    head_dim, D_PADDED: tl.constexpr, BLOCK_M: tl.constexpr,
+    head_dim, D_PADDED: tl.constexpr, BLOCK_M: tl.constexpr, ROW_ALIGN: tl.constexpr,
+    ZERO_DQ_SUM: tl.constexpr,
 ):
-    """delta = rowsum(o * do), the term that softmax's Jacobian subtracts from dP."""
-    # (see _attention_forward_kernel)
-    head_dim = tl.multiple_of(head_dim, 8)
+    """delta = rowsum(o * do), the term that softmax's Jacobian subtracts from dP; and where
+    ZERO_DQ_SUM, zeros over the same rows of DQ_SUM (the contiguous float32 (batch * heads *
+    seq_q, head_dim) buffer the dK/dV kernel then sums dQ into), instead of a fill kernel of its
+    own. ROW_ALIGN: a number of elements that divides every stride but the last of O and DO."""
+    # Triton vectorizes a row's loads only where it can prove the row's address and the head_dim
+    # mask 16-byte aligned: from integer arguments divisible by 16 (its specialization), not from
+    # tl.multiple_of on them (Triton 3.6, sm90 PTX). At head_dim 40, 56, 72, ... (multiples of 8,
+    # not 16) this kernel loaded 2 bytes at a time (ld.global.b16) and took 107 µs at hd72 against
+    # 67 at hd128 (docs/benchmarks.md, twenty-eighth session). Rounding down to a multiple of 8
+    # changes none of these values (validate_inputs: head_dim; the caller: ROW_ALIGN) and proves it.
+    head_dim = head_dim // 8 * 8
+    if ROW_ALIGN > 1:
+        stride_ob = stride_ob // ROW_ALIGN * ROW_ALIGN
+        stride_oh = stride_oh // ROW_ALIGN * ROW_ALIGN
+        stride_om = stride_om // ROW_ALIGN * ROW_ALIGN
+        stride_dob = stride_dob // ROW_ALIGN * ROW_ALIGN
+        stride_doh = stride_doh // ROW_ALIGN * ROW_ALIGN
+        stride_dom = stride_dom // ROW_ALIGN * ROW_ALIGN
     batch_head = tl.program_id(1)
     batch = batch_head // num_heads
     head = batch_head % num_heads
@@ -426,6 +442,10 @@ def _backward_delta_kernel(
                     offs_m, offs_d, stride_dom, stride_dod, seq_q, head_dim, True, True)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
     tl.store(DELTA + batch_head.to(tl.int64) * seq_q + offs_m, delta, mask=offs_m < seq_q)
+    if ZERO_DQ_SUM:
+        _store_tile(DQ_SUM + batch_head.to(tl.int64) * seq_q * head_dim,
+                    tl.zeros([BLOCK_M, D_PADDED], dtype=tl.float32), offs_m, offs_d, head_dim, 1,
+                    seq_q, head_dim, True, True)
 
 
 @triton.jit
@@ -1330,6 +1350,12 @@ GLUON_MANY_SCORES_MIN_SEQ_AT = {64: 1024}
 # 1.937 / 1.690 / 1.715. (deterministic=True there, the wide kernel with the Triton dQ, was not
 # measured at 512 keys.)
 GLUON_WIDE_MIN_SEQ = 1024
+# The delta kernel (launch_delta) takes rows as 16-byte aligned where every stride of the output
+# and its gradient but the last is a multiple of this many elements, and zeros dQ's float32 sums
+# wherever a backward sums dQ (attention_backward), instead of a fill kernel before it. 1 and
+# False: the kernel as before the twenty-eighth session (benches' A/B, bench/attention_delta.py).
+DELTA_ROW_ALIGN = 8
+DELTA_ZEROES_DQ_SUM = True
 
 
 def select_config(capability: tuple[int, int] | None, head_dim: int,
@@ -1730,9 +1756,15 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
     tma_reduce = atomic_dq and config.tma != POINTERS and not interpreted
     _prepare(dataclasses.replace(config, tma=DEVICE_DESCRIPTORS) if tma_reduce else config, q)
     slices = _slice_constants(head_dim, config)
+    # dQ's float32 sums are zeroed by the delta kernel, which runs first wherever they are summed
+    # (delta_in_dq is not taken then).
+    zeroed_by_delta = DELTA_ZEROES_DQ_SUM and (atomic_dq or gluon_dq)
     if atomic_dq:
-        dq_sum = torch.zeros((batch, num_heads, seq_q, head_dim), device=q.device, dtype=torch.float32)
-    elif not gluon_dq:
+        dq_sum = (torch.empty if zeroed_by_delta else torch.zeros)((batch, num_heads, seq_q, head_dim),
+                                                                   device=q.device, dtype=torch.float32)
+    elif gluon_dq:
+        dq_sum = attention_gluon_backward.dq_sum_buffer(q, zeroed=not zeroed_by_delta)
+    else:
         dq = torch.empty_like(q, memory_format=torch.contiguous_format)
 
     if fused:
@@ -1748,15 +1780,10 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
         dq = _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
                         softmax_scale, interpreted, slices, compute_delta=True)
     else:
-        delta_block = 64 if q.is_cuda else 16
-        fast(_backward_delta_kernel)[(_cdiv(seq_q, delta_block), batch * num_heads)](
-            out, grad_out, delta, *out.stride(), *grad_out.stride(), num_heads, seq_q,
-            head_dim=head_dim, D_PADDED=_next_power_of_2(head_dim), BLOCK_M=delta_block,
-        )
+        launch_delta(out, grad_out, delta, dq_sum if zeroed_by_delta else None)
     if gluon_backward:
-        dq_sum = attention_gluon_backward.dq_sum_buffer(q) if gluon_dq else None
         dk, dv = attention_gluon_backward.backward_dkdv(grad_out, q, k, v, lse, delta, causal, softmax_scale,
-                                                        dq_sum)
+                                                        dq_sum if gluon_dq else None)
         if gluon_dq:
             return dq_sum.view(q.shape).to(q.dtype), dk, dv
         if not delta_in_dq:
@@ -1784,6 +1811,24 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
         dq = _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
                         softmax_scale, interpreted, slices, compute_delta=False)
     return dq, dk, dv
+
+
+def launch_delta(out: torch.Tensor, grad_out: torch.Tensor, delta: torch.Tensor,
+                 dq_sum: torch.Tensor | None = None) -> None:
+    """delta = rowsum(out * grad_out) into ``delta`` (lse's shape), one launch; zeros into
+    ``dq_sum`` too where given (contiguous float32, q's number of elements: the sums the dK/dV
+    kernel adds dQ into)."""
+    batch, num_heads, seq_q, head_dim = out.shape
+    if head_dim % 8:  # the kernel rounds head_dim down to a multiple of 8 (validate_inputs')
+        raise ValueError(f"head_dim must be a multiple of 8, got {head_dim}")
+    block = 64 if out.is_cuda else 16
+    strides = out.stride()[:-1] + grad_out.stride()[:-1]
+    fast(_backward_delta_kernel)[(_cdiv(seq_q, block), batch * num_heads)](
+        out, grad_out, delta, delta if dq_sum is None else dq_sum, *out.stride(), *grad_out.stride(),
+        num_heads, seq_q, head_dim=head_dim, D_PADDED=_next_power_of_2(head_dim), BLOCK_M=block,
+        ROW_ALIGN=DELTA_ROW_ALIGN if all(stride % DELTA_ROW_ALIGN == 0 for stride in strides) else 1,
+        ZERO_DQ_SUM=dq_sum is not None,
+    )
 
 
 def _launch_fused_backward(config, grad_out, q, k, v, out, lse, dq, dk, dv, causal, qk_scale,

@@ -487,11 +487,13 @@ def _placeholder(device: torch.device, width: int) -> torch.Tensor:
     return torch.zeros(max(BLOCK_M, *QUERY_ROWS.values()), width, device=device, dtype=torch.float32)
 
 
-def dq_sum_buffer(q: torch.Tensor) -> torch.Tensor:
-    """The zeroed float32 (batch * heads * seq_q, head_dim) buffer ``backward_dkdv`` sums dQ
-    into (scaled: dQ itself, seen as q's shape)."""
+def dq_sum_buffer(q: torch.Tensor, zeroed: bool = True) -> torch.Tensor:
+    """The float32 (batch * heads * seq_q, head_dim) buffer ``backward_dkdv`` sums dQ into
+    (scaled: dQ itself, seen as q's shape); zeroed, unless the caller zeros it (attention.py's
+    delta kernel does)."""
     batch, num_heads, seq_q, head_dim = q.shape
-    return torch.zeros(batch * num_heads * seq_q, head_dim, device=q.device, dtype=torch.float32)
+    return (torch.zeros if zeroed else torch.empty)(batch * num_heads * seq_q, head_dim, device=q.device,
+                                                    dtype=torch.float32)
 
 
 def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,

@@ -256,7 +256,7 @@ class _LaunchesBackward:
 
 class _SummingGluonBackward:
     """The Gluon backward summing dQ (attention.attention_backward's ``gluon_dq`` path) replayed:
-    delta = rowsum(out * grad_out) by the delta kernel, dQ's float32 sums zeroed, the dK/dV kernel
+    delta = rowsum(out * grad_out) and dQ's float32 sums zeroed by the delta kernel, the dK/dV kernel
     (attention_gluon_backward.backward_dkdv, either width's) on TMA descriptors of q, k, v, the
     gradient, dk, dv, the log-sum-exp, delta and descriptors of the sums, then the sums as q's
     dtype. Why: that path's Python (routing, checks, seven descriptors validated as they are made,
@@ -278,9 +278,9 @@ class _SummingGluonBackward:
         if len(launches) != 2 or any(launched.replay is None for launched in launches):
             return None
         delta_launch, dkdv_launch = launches
-        if delta_launch.replay.leading != 3 or dkdv_launch.replay.leading != 9:
+        if delta_launch.replay.leading != 4 or dkdv_launch.replay.leading != 9:
             return None
-        delta_out, delta_grad, delta = delta_launch.arguments[:3]
+        delta_out, delta_grad, delta, zeroed = delta_launch.arguments[:4]
         descriptors = dkdv_launch.arguments[:6] + dkdv_launch.arguments[8:9]
         dq, dk, dv = grads
         sums = descriptors[6].base
@@ -288,7 +288,8 @@ class _SummingGluonBackward:
                 and any(tensor is delta for tensor in launches.scratch)
                 and dkdv_launch.arguments[7] is delta
                 and all(descriptor.base is tensor for descriptor, tensor in zip(descriptors, (q, k, v, grad_out, dk, dv)))
-                and isinstance(sums, torch.Tensor) and sums.dtype == torch.float32 and sums.is_contiguous()
+                and isinstance(sums, torch.Tensor) and zeroed is sums
+                and sums.dtype == torch.float32 and sums.is_contiguous()
                 and sums.numel() == q.numel() and dq.shape == q.shape and dq.dtype == q.dtype
                 and dk.is_contiguous() and dv.is_contiguous() and delta.shape == lse.shape):
             return None
@@ -301,8 +302,8 @@ class _SummingGluonBackward:
 
     def run(self, grad_out, q, k, v, out, lse):
         delta = torch.empty_like(lse)
-        self.delta(out, grad_out, delta)
-        sums = torch.zeros(self.sums_shape, device=q.device, dtype=torch.float32)
+        sums = torch.empty(self.sums_shape, device=q.device, dtype=torch.float32)
+        self.delta(out, grad_out, delta, sums)
         dk = torch.empty_like(k, memory_format=_CONTIGUOUS)
         dv = torch.empty_like(v, memory_format=_CONTIGUOUS)
         q_desc, k_desc, v_desc, grad_desc, dk_desc, dv_desc, sums_desc = self.descriptors
