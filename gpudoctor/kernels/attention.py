@@ -112,6 +112,29 @@ def _store_tile(base, tile, rows, cols, stride_row, stride_col, row_limit, col_l
             tl.store(ptrs, tile)
 
 
+@triton.jit
+def _aligned(stride, ROW_ALIGN: tl.constexpr):
+    """``stride``, rounded down to a multiple of ROW_ALIGN where it is more than 1: no change (the
+    launcher saw ROW_ALIGN divide it, _row_align), and what proves 16-byte rows to Triton, which
+    tl.multiple_of on a run-time argument did not (see _backward_delta_kernel)."""
+    if ROW_ALIGN > 1:
+        stride = stride // ROW_ALIGN * ROW_ALIGN
+    return stride
+
+
+@triton.jit
+def _aligned_head_dim(head_dim, ROW_ALIGN: tl.constexpr):
+    """head_dim (a run-time argument: one compiled kernel serves every head_dim padded to the same
+    width; a multiple of 8, validate_inputs) as _aligned proves it, so that the column masks are 8
+    elements wide; with ROW_ALIGN 1 (Triton's own specialization proves 16-byte rows, or nothing
+    does) the hint the kernels always had, so their PTX is what it was."""
+    if ROW_ALIGN > 1:
+        head_dim = head_dim // ROW_ALIGN * ROW_ALIGN
+    else:
+        head_dim = tl.multiple_of(head_dim, 8)
+    return head_dim
+
+
 # Loads and stores (TMA): 0 through pointers (masked where a tile can cross the sequence end
 # or head_dim); 1 through tensor descriptors built on the device, one per program and tensor
 # over that head's rows; 2 through tensor descriptors built on the host over the whole (batch,
@@ -307,11 +330,22 @@ def _attention_forward_kernel(
     MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
-    TMA: tl.constexpr,
+    TMA: tl.constexpr, ROW_ALIGN: tl.constexpr,
 ):
-    # head_dim is a run-time argument (one compiled kernel serves every head_dim padded to the
-    # same width); the hint keeps the column masks 8 elements wide, i.e. 16-byte loads.
-    head_dim = tl.multiple_of(head_dim, 8)
+    # 16-byte pointer loads at head dims off multiples of 16 (see _backward_delta_kernel)
+    head_dim = _aligned_head_dim(head_dim, ROW_ALIGN)
+    stride_qb = _aligned(stride_qb, ROW_ALIGN)
+    stride_qh = _aligned(stride_qh, ROW_ALIGN)
+    stride_qm = _aligned(stride_qm, ROW_ALIGN)
+    stride_kb = _aligned(stride_kb, ROW_ALIGN)
+    stride_kh = _aligned(stride_kh, ROW_ALIGN)
+    stride_kn = _aligned(stride_kn, ROW_ALIGN)
+    stride_vb = _aligned(stride_vb, ROW_ALIGN)
+    stride_vh = _aligned(stride_vh, ROW_ALIGN)
+    stride_vn = _aligned(stride_vn, ROW_ALIGN)
+    stride_ob = _aligned(stride_ob, ROW_ALIGN)
+    stride_oh = _aligned(stride_oh, ROW_ALIGN)
+    stride_om = _aligned(stride_om, ROW_ALIGN)
     if CAUSAL:
         # Longest first: the last query block of a head sees the most keys. Blocks run roughly
         # in launch order, so the short ones fill the tail of the grid instead of the long ones.
@@ -422,15 +456,15 @@ def _backward_delta_kernel(
     # tl.multiple_of on them (Triton 3.6, sm90 PTX). At head_dim 40, 56, 72, ... (multiples of 8,
     # not 16) this kernel loaded 2 bytes at a time (ld.global.b16) and took 107 µs at hd72 against
     # 67 at hd128 (docs/benchmarks.md, twenty-eighth session). Rounding down to a multiple of 8
-    # changes none of these values (validate_inputs: head_dim; the caller: ROW_ALIGN) and proves it.
-    head_dim = head_dim // 8 * 8
-    if ROW_ALIGN > 1:
-        stride_ob = stride_ob // ROW_ALIGN * ROW_ALIGN
-        stride_oh = stride_oh // ROW_ALIGN * ROW_ALIGN
-        stride_om = stride_om // ROW_ALIGN * ROW_ALIGN
-        stride_dob = stride_dob // ROW_ALIGN * ROW_ALIGN
-        stride_doh = stride_doh // ROW_ALIGN * ROW_ALIGN
-        stride_dom = stride_dom // ROW_ALIGN * ROW_ALIGN
+    # changes none of these values (validate_inputs: head_dim; _row_align: ROW_ALIGN) and proves
+    # it (_aligned). The other Triton kernels round theirs alike.
+    head_dim = _aligned_head_dim(head_dim, ROW_ALIGN)
+    stride_ob = _aligned(stride_ob, ROW_ALIGN)
+    stride_oh = _aligned(stride_oh, ROW_ALIGN)
+    stride_om = _aligned(stride_om, ROW_ALIGN)
+    stride_dob = _aligned(stride_dob, ROW_ALIGN)
+    stride_doh = _aligned(stride_doh, ROW_ALIGN)
+    stride_dom = _aligned(stride_dom, ROW_ALIGN)
     batch_head = tl.program_id(1)
     batch = batch_head // num_heads
     head = batch_head % num_heads
@@ -585,7 +619,7 @@ def _attention_backward_dkdv_kernel(
     MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
-    TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
+    TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr, ROW_ALIGN: tl.constexpr,
 ):
     """One program owns one key block of one KV head and sums over every query head that
     shares it, so dK/dV need neither atomics nor a second reduction pass. With ATOMIC_DQ it
@@ -605,7 +639,7 @@ def _attention_backward_dkdv_kernel(
         stride_dvb, stride_dvh, stride_dvn, stride_dvd,
         num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
         head_dim, D_MAIN, D_TAIL, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL, BLOCK_M, BLOCK_N,
-        CHECK_M, CHECK_N, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE, False, True)
+        CHECK_M, CHECK_N, INTERPRETED, TMA, ATOMIC_DQ, TMA_REDUCE, False, True, ROW_ALIGN)
 
 
 @triton.jit
@@ -627,14 +661,35 @@ def _dkdv_program(
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
     TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, TMA_REDUCE: tl.constexpr,
-    DELTA_FROM_O: tl.constexpr, FROM_GRID: tl.constexpr,
+    DELTA_FROM_O: tl.constexpr, FROM_GRID: tl.constexpr, ROW_ALIGN: tl.constexpr,
 ):
     """dK and dV of key block ``key_block`` of one KV head (``batch_kv_head``), or with FROM_GRID
     of this program's place in the dK/dV kernel's grid; see _attention_backward_dkdv_kernel.
     DELTA_FROM_O: delta = rowsum(o * do) computed here for each query block from O (no DELTA
     buffer, no separate pass; one O tile more per block)."""
     # (see _attention_forward_kernel)
-    head_dim = tl.multiple_of(head_dim, 8)
+    head_dim = _aligned_head_dim(head_dim, ROW_ALIGN)
+    stride_qb = _aligned(stride_qb, ROW_ALIGN)
+    stride_qh = _aligned(stride_qh, ROW_ALIGN)
+    stride_qm = _aligned(stride_qm, ROW_ALIGN)
+    stride_kb = _aligned(stride_kb, ROW_ALIGN)
+    stride_kh = _aligned(stride_kh, ROW_ALIGN)
+    stride_kn = _aligned(stride_kn, ROW_ALIGN)
+    stride_vb = _aligned(stride_vb, ROW_ALIGN)
+    stride_vh = _aligned(stride_vh, ROW_ALIGN)
+    stride_vn = _aligned(stride_vn, ROW_ALIGN)
+    stride_ob = _aligned(stride_ob, ROW_ALIGN)
+    stride_oh = _aligned(stride_oh, ROW_ALIGN)
+    stride_om = _aligned(stride_om, ROW_ALIGN)
+    stride_dob = _aligned(stride_dob, ROW_ALIGN)
+    stride_doh = _aligned(stride_doh, ROW_ALIGN)
+    stride_dom = _aligned(stride_dom, ROW_ALIGN)
+    stride_dkb = _aligned(stride_dkb, ROW_ALIGN)
+    stride_dkh = _aligned(stride_dkh, ROW_ALIGN)
+    stride_dkn = _aligned(stride_dkn, ROW_ALIGN)
+    stride_dvb = _aligned(stride_dvb, ROW_ALIGN)
+    stride_dvh = _aligned(stride_dvh, ROW_ALIGN)
+    stride_dvn = _aligned(stride_dvn, ROW_ALIGN)
     # The grid position is read here, not by the caller: the dK/dV kernel then compiles to the
     # very PTX it did before the fused kernel shared this body (bench/attention_ptx_digest.py).
     if FROM_GRID:
@@ -840,7 +895,7 @@ def _attention_backward_dq_kernel(
     MAIN_PADDED: tl.constexpr, HAS_TAIL: tl.constexpr, TAIL_PADDED: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
-    TMA: tl.constexpr, COMPUTE_DELTA: tl.constexpr,
+    TMA: tl.constexpr, COMPUTE_DELTA: tl.constexpr, ROW_ALIGN: tl.constexpr,
 ):
     """dQ in its own kernel, one program per query block: no atomics, deterministic. With
     COMPUTE_DELTA it also computes this block's delta = rowsum(o * do) from the dO tile it
@@ -855,7 +910,7 @@ def _attention_backward_dq_kernel(
         stride_dod, stride_dqb, stride_dqh, stride_dqm, stride_dqd, stride_ob, stride_oh,
         stride_om, stride_od, num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
         head_dim, D_MAIN, D_TAIL, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL, BLOCK_M, BLOCK_N,
-        CHECK_M, CHECK_N, INTERPRETED, TMA, COMPUTE_DELTA, COMPUTE_DELTA, True)
+        CHECK_M, CHECK_N, INTERPRETED, TMA, COMPUTE_DELTA, COMPUTE_DELTA, True, ROW_ALIGN)
 
 
 @triton.jit
@@ -876,14 +931,32 @@ def _dq_program(
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CHECK_M: tl.constexpr, CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
     TMA: tl.constexpr, COMPUTE_DELTA: tl.constexpr, STORE_DELTA: tl.constexpr,
-    FROM_GRID: tl.constexpr,
+    FROM_GRID: tl.constexpr, ROW_ALIGN: tl.constexpr,
 ):
     """dQ of one query block of one head (``batch_head``): slot ``query_slot`` of
     ``query_slots``, the longest first when causal, or with FROM_GRID this program's place in
     the dQ kernel's grid; see _attention_backward_dq_kernel. COMPUTE_DELTA: delta = rowsum(o *
     do) from this block's O tile, stored for the dK/dV kernel with STORE_DELTA."""
     # (see _attention_forward_kernel)
-    head_dim = tl.multiple_of(head_dim, 8)
+    head_dim = _aligned_head_dim(head_dim, ROW_ALIGN)
+    stride_qb = _aligned(stride_qb, ROW_ALIGN)
+    stride_qh = _aligned(stride_qh, ROW_ALIGN)
+    stride_qm = _aligned(stride_qm, ROW_ALIGN)
+    stride_kb = _aligned(stride_kb, ROW_ALIGN)
+    stride_kh = _aligned(stride_kh, ROW_ALIGN)
+    stride_kn = _aligned(stride_kn, ROW_ALIGN)
+    stride_vb = _aligned(stride_vb, ROW_ALIGN)
+    stride_vh = _aligned(stride_vh, ROW_ALIGN)
+    stride_vn = _aligned(stride_vn, ROW_ALIGN)
+    stride_dob = _aligned(stride_dob, ROW_ALIGN)
+    stride_doh = _aligned(stride_doh, ROW_ALIGN)
+    stride_dom = _aligned(stride_dom, ROW_ALIGN)
+    stride_dqb = _aligned(stride_dqb, ROW_ALIGN)
+    stride_dqh = _aligned(stride_dqh, ROW_ALIGN)
+    stride_dqm = _aligned(stride_dqm, ROW_ALIGN)
+    stride_ob = _aligned(stride_ob, ROW_ALIGN)
+    stride_oh = _aligned(stride_oh, ROW_ALIGN)
+    stride_om = _aligned(stride_om, ROW_ALIGN)
     if FROM_GRID:  # read here, in the order the dQ kernel always did (see _dkdv_program)
         if CAUSAL:  # longest first (see _attention_forward_kernel)
             start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
@@ -1008,7 +1081,7 @@ def _attention_backward_fused_kernel(
     CAUSAL: tl.constexpr, DKDV_BLOCK_M: tl.constexpr, DKDV_BLOCK_N: tl.constexpr,
     DQ_BLOCK_M: tl.constexpr, DQ_BLOCK_N: tl.constexpr,
     DKDV_CHECK_M: tl.constexpr, DKDV_CHECK_N: tl.constexpr,
-    DQ_CHECK_M: tl.constexpr, DQ_CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr,
+    DQ_CHECK_M: tl.constexpr, DQ_CHECK_N: tl.constexpr, INTERPRETED: tl.constexpr, ROW_ALIGN: tl.constexpr,
 ):
     """The whole backward in one launch, for calls so small that launches cost more host time
     than the GPU spends (the training pass's shape: docs/benchmarks.md). Programs
@@ -1030,7 +1103,7 @@ def _attention_backward_fused_kernel(
             num_heads, num_kv_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
             head_dim, D_MAIN, D_TAIL, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL,
             DKDV_BLOCK_M, DKDV_BLOCK_N, DKDV_CHECK_M, DKDV_CHECK_N, INTERPRETED, 0, False, False,
-            True, False)
+            True, False, ROW_ALIGN)
     else:
         program -= dkdv_programs
         _dq_program(
@@ -1043,7 +1116,7 @@ def _attention_backward_fused_kernel(
             stride_ob, stride_oh, stride_om, stride_od,
             num_heads, kv_group_size, seq_q, seq_k, qk_scale, softmax_scale,
             head_dim, D_MAIN, D_TAIL, MAIN_PADDED, HAS_TAIL, TAIL_PADDED, CAUSAL,
-            DQ_BLOCK_M, DQ_BLOCK_N, DQ_CHECK_M, DQ_CHECK_N, INTERPRETED, 0, True, False, False)
+            DQ_BLOCK_M, DQ_BLOCK_N, DQ_CHECK_M, DQ_CHECK_N, INTERPRETED, 0, True, False, False, ROW_ALIGN)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1350,11 +1423,12 @@ GLUON_MANY_SCORES_MIN_SEQ_AT = {64: 1024}
 # 1.937 / 1.690 / 1.715. (deterministic=True there, the wide kernel with the Triton dQ, was not
 # measured at 512 keys.)
 GLUON_WIDE_MIN_SEQ = 1024
-# The delta kernel (launch_delta) takes rows as 16-byte aligned where every stride of the output
-# and its gradient but the last is a multiple of this many elements, and zeros dQ's float32 sums
-# wherever a backward sums dQ (attention_backward), instead of a fill kernel before it. 1 and
-# False: the kernel as before the twenty-eighth session (benches' A/B, bench/attention_delta.py).
-DELTA_ROW_ALIGN = 8
+# The Triton kernels take rows as 16-byte aligned where every stride of their tensors but the
+# last is a multiple of this many elements (_row_align, _aligned); the delta kernel zeros dQ's
+# float32 sums wherever a backward sums dQ (attention_backward), instead of a fill kernel before
+# it. 1 and False: the kernels as before the twenty-eighth session (benches' A/B,
+# bench/attention_aligned_rows.py).
+ALIGNED_ROW_ELEMENTS = 8
 DELTA_ZEROES_DQ_SUM = True
 
 
@@ -1703,7 +1777,7 @@ def attention_forward(q, k, v, causal: bool, softmax_scale: float, config: Atten
         num_heads, num_heads // num_kv_heads, seq_q, seq_k, softmax_scale * LOG2_E,
         CAUSAL=causal, BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
         CHECK_M=seq_q % tiles.block_m != 0, CHECK_N=seq_k % tiles.block_n != 0,
-        INTERPRETED=_interpreting(), TMA=config.tma,
+        INTERPRETED=_interpreting(), TMA=config.tma, ROW_ALIGN=_row_align(q, k, v, out),
         num_warps=tiles.num_warps, num_stages=tiles.num_stages,
         **_slice_constants(head_dim, config),
     )
@@ -1803,6 +1877,7 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
         CAUSAL=causal, BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
         CHECK_M=seq_q % tiles.block_m != 0, CHECK_N=seq_k % tiles.block_n != 0,
         INTERPRETED=interpreted, TMA=config.tma, ATOMIC_DQ=atomic_dq, TMA_REDUCE=tma_reduce,
+        ROW_ALIGN=_row_align(q, k, v, grad_out, dk, dv),
         num_warps=tiles.num_warps, num_stages=tiles.num_stages, **slices,
     )
     if atomic_dq:
@@ -1811,6 +1886,17 @@ def attention_backward(grad_out, q, k, v, out, lse, causal: bool, softmax_scale:
         dq = _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
                         softmax_scale, interpreted, slices, compute_delta=False)
     return dq, dk, dv
+
+
+def _row_align(*tensors: torch.Tensor) -> int:
+    """The Triton kernels' ROW_ALIGN for a launch on these (..., head_dim) tensors: 1 where head_dim
+    and every stride but the last are multiples of 16 (Triton's specialization proves 16-byte
+    rows itself: the kernels compile as they did before ROW_ALIGN) or where ALIGNED_ROW_ELEMENTS
+    does not divide them all (nothing to prove); else ALIGNED_ROW_ELEMENTS."""
+    values = [tensors[0].shape[-1]] + [stride for tensor in tensors for stride in tensor.stride()[:-1]]
+    if all(value % 16 == 0 for value in values):
+        return 1
+    return ALIGNED_ROW_ELEMENTS if all(value % ALIGNED_ROW_ELEMENTS == 0 for value in values) else 1
 
 
 def launch_delta(out: torch.Tensor, grad_out: torch.Tensor, delta: torch.Tensor,
@@ -1822,12 +1908,10 @@ def launch_delta(out: torch.Tensor, grad_out: torch.Tensor, delta: torch.Tensor,
     if head_dim % 8:  # the kernel rounds head_dim down to a multiple of 8 (validate_inputs')
         raise ValueError(f"head_dim must be a multiple of 8, got {head_dim}")
     block = 64 if out.is_cuda else 16
-    strides = out.stride()[:-1] + grad_out.stride()[:-1]
     fast(_backward_delta_kernel)[(_cdiv(seq_q, block), batch * num_heads)](
         out, grad_out, delta, delta if dq_sum is None else dq_sum, *out.stride(), *grad_out.stride(),
         num_heads, seq_q, head_dim=head_dim, D_PADDED=_next_power_of_2(head_dim), BLOCK_M=block,
-        ROW_ALIGN=DELTA_ROW_ALIGN if all(stride % DELTA_ROW_ALIGN == 0 for stride in strides) else 1,
-        ZERO_DQ_SUM=dq_sum is not None,
+        ROW_ALIGN=_row_align(out, grad_out), ZERO_DQ_SUM=dq_sum is not None,
     )
 
 
@@ -1850,7 +1934,8 @@ def _launch_fused_backward(config, grad_out, q, k, v, out, lse, dq, dk, dv, caus
         DQ_BLOCK_M=dq_tiles.block_m, DQ_BLOCK_N=dq_tiles.block_n,
         DKDV_CHECK_M=seq_q % dkdv.block_m != 0, DKDV_CHECK_N=seq_k % dkdv.block_n != 0,
         DQ_CHECK_M=seq_q % dq_tiles.block_m != 0, DQ_CHECK_N=seq_k % dq_tiles.block_n != 0,
-        INTERPRETED=interpreted, num_warps=dkdv.num_warps, num_stages=dkdv.num_stages, **slices,
+        INTERPRETED=interpreted, ROW_ALIGN=_row_align(q, k, v, out, grad_out, dq, dk, dv),
+        num_warps=dkdv.num_warps, num_stages=dkdv.num_stages, **slices,
     )
 
 
@@ -1869,6 +1954,7 @@ def _launch_dq(config, grad_out, q, k, v, out, lse, delta, dq, causal, qk_scale,
         CAUSAL=causal, BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
         CHECK_M=seq_q % tiles.block_m != 0, CHECK_N=seq_k % tiles.block_n != 0,
         INTERPRETED=interpreted, TMA=config.tma, COMPUTE_DELTA=compute_delta,
+        ROW_ALIGN=_row_align(q, k, v, grad_out, dq, out),
         num_warps=tiles.num_warps, num_stages=tiles.num_stages, **slices,
     )
     return dq
