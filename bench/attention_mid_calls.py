@@ -84,6 +84,16 @@ CASE_SETS = {
     "shortmha": [(56, 32, 32, 512, False), (72, 32, 32, 512, False), (72, 16, 32, 1024, True),
                  (88, 16, 32, 1024, True), (112, 32, 32, 512, True), (128, 32, 32, 512, True),
                  (64, 32, 32, 512, False), (128, 16, 32, 1024, False)],
+    # Small calls (the one-launch backward, pointer kernels) at head dims the pointer kernels pad
+    # to a power of two (40 -> 64, 72 -> 128, 136 -> 256; twenty-eighth session: 0.29-0.50x
+    # cuDNN's device time), and controls that split (80) or need nothing (64, 128).
+    "smallodd": [(72, 4, 32, 512, True), (40, 4, 32, 512, True), (104, 4, 32, 512, False), (56, 4, 32, 256, True),
+                 (88, 8, 32, 256, True), (136, 4, 32, 512, True), (72, 1, 32, 512, True), (64, 4, 32, 512, True),
+                 (80, 4, 32, 512, True), (128, 4, 32, 512, True)],
+    # After them: calls of 2^25 scores and fewer at 1024 keys (the Triton kernels on descriptors
+    # before), GQA-free MHA at 256 keys with more batch, fp16 is --dtype's.
+    "smallodd2": [(72, 1, 32, 1024, True), (40, 1, 32, 1024, False), (120, 2, 16, 1024, True), (56, 16, 32, 256, True),
+                  (72, 4, 32, 512, True), (152, 2, 32, 512, True)],
     "confirm": [(head_dim, 8, 32, 512, True) for head_dim in (40, 72, 96, 112, 128)]
                + [(128, 8, 32, 512, False)] + [(head_dim, 4, 32, 1024, True) for head_dim in (88, 104, 120)],
 }
@@ -113,6 +123,16 @@ def _runners(q, k, v, grad, causal, mode):
     if shipped.fused_backward:  # a small call: the one-launch backward, and its alternatives
         calls["gluon-fwd"] = ours(dataclasses.replace(shipped, gluon_forward=True))
         calls["unfused"] = ours(dataclasses.replace(shipped, gluon_forward=True, fused_backward=False))
+    if A._pads_on_pointers(torch.cuda.get_device_capability(q.device), q.shape[-1]):
+        # Head dims the pointer kernels pad (since the twenty-eighth session on descriptors and the
+        # Gluon kernels from UNPADDED_GLUON_MIN_SEQ keys): before, small calls ran the one-launch
+        # backward and the Triton forward on padded copies ("padded-fused"), calls from 1024 keys
+        # the Triton kernels on descriptors with split tails, 72 = 64 + 16 ("triton-tma").
+        calls["padded-fused"] = ours(dataclasses.replace(shipped, gluon_forward=False, gluon_backward=False,
+                                                         gluon_atomic_dq=False, fused_backward=True, tma=A.POINTERS))
+        calls["triton-tma"] = ours(dataclasses.replace(shipped, gluon_forward=False, gluon_backward=False,
+                                                       gluon_atomic_dq=False, fused_backward=False,
+                                                       tma=A.HOST_DESCRIPTORS))
     return {name: (lambda c=c: c().backward(grad)) for name, c in calls.items()}
 
 

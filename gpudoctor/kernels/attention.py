@@ -34,8 +34,9 @@ measured on an H200 the split ran hd80 forward+backward 1.56-1.71x faster than p
 (docs/benchmarks.md). Other head dims (40, 72, 112, ...) run on the pointer kernels on inputs
 zero-padded to the next power of two (``_FlashAttentionFunction``; see ``head_dim_slices`` for
 why not a partial tail), and on Hopper through tensor descriptors (the TMA copy engine), which
-read them unpadded, zero-fill past head_dim and so allow partial tails (72 = 64 + 16): see
-``select_config`` for where each runs and the H200 measurements behind it. Hopper-only paths
+read them unpadded, zero-fill past head_dim and so allow partial tails (72 = 64 + 16): there from
+UNPADDED_GLUON_MIN_SEQ keys in calls of every size, with the Gluon kernels. See ``select_config``
+for where each runs and the H200 measurements behind it. Hopper-only paths
 sit behind ``usable_config``; every other GPU, and any layout the copy engine cannot take, runs
 the pointer kernels.
 """
@@ -1423,6 +1424,21 @@ GLUON_MANY_SCORES_MIN_SEQ_AT = {64: 1024}
 # 1.937 / 1.690 / 1.715. (deterministic=True there, the wide kernel with the Triton dQ, was not
 # measured at 512 keys.)
 GLUON_WIDE_MIN_SEQ = 1024
+# sm90: head dims the pointer kernels pad to a power of two (_pads_on_pointers) take, from this many
+# keys in calls of every size, the path of long or large calls: descriptors (TMA reads them
+# unpadded), the Gluon forward and the Gluon backward (summing dQ where deterministic=False, as
+# GLUON_SUMMED_DQ_HEAD_DIMS and _BUCKETS say), instead of the one-launch backward and the Triton
+# forward on copies padded to 64, 128 or 256 columns. Measured on the H200 (docs/benchmarks.md,
+# twenty-eighth session; bench/attention_mid_calls.py --cases smallodd, three rounds, bf16 causal
+# unless said, forward+backward device µs and do_bench ms (host-bound there), shipped before /
+# this path ("gluon-all") / the Triton kernels on descriptors / cuDNN): hd72 b4 h32 s512 401 / 130 /
+# 151 / 133 µs and 0.891 / 0.547 / 1.054 / 0.308 ms; b1 130 / 50 / 56 / 46 and 1.031 / 0.611 / 1.218
+# / 0.500; hd40 b4 s512 185 / 92 / 110 / 92 and 0.745 / 0.462 / 0.965 / 0.331; hd104 not causal 399
+# / 169 / 215 / 171 and 1.031 / 0.707 / 1.358 / 0.455; hd56 b4 s256 101 / 45 / 46 / 44 and 0.948 /
+# 0.574 / 1.353 / 0.415; hd88 b8 s256 366 / 110 / 124 / 106 and 1.012 / 0.700 / 1.508 / 0.475;
+# hd136 b4 s512 723 / 232 / 345 / 258 and 1.267 / 0.740 / 1.308 / 0.631. Calls under 256 keys and
+# deterministic=True (the Gluon dK/dV kernel with the Triton dQ there) were not measured.
+UNPADDED_GLUON_MIN_SEQ = 256
 # The Triton kernels take rows as 16-byte aligned where every stride of their tensors but the
 # last is a multiple of this many elements (_row_align, _aligned); the delta kernel zeros dQ's
 # float32 sums wherever a backward sums dQ (attention_backward), instead of a fill kernel before
@@ -1441,6 +1457,8 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
     run a backward (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD)."""
     limit = (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD if backward and head_dim in FUSED_BACKWARD_WITH_GRAD_HEAD_DIMS
              else FUSED_BACKWARD_MAX_SCORES)
+    if seq_k is not None and seq_k >= UNPADDED_GLUON_MIN_SEQ and _pads_on_pointers(capability, head_dim):
+        return _select_config(capability, head_dim, True, False, True, True, True)
     small_call = (scores is not None and scores <= limit
                   and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
     many_scores = (seq_k is not None and seq_k >= GLUON_MANY_SCORES_MIN_SEQ_AT.get(head_dim, GLUON_MANY_SCORES_MIN_SEQ)
@@ -1469,6 +1487,14 @@ def config_for(q: torch.Tensor, k: torch.Tensor, capability=_OF_Q, backward: boo
 
 
 @functools.lru_cache(maxsize=None)
+def _pads_on_pointers(capability, head_dim: int) -> bool:
+    """Whether head_dim runs zero-padded to a power of two on the pointer kernels (40, 72, 136, ...:
+    head_dim_slices) on a Hopper GPU of ``capability``; False elsewhere (None: the interpreter)."""
+    if capability is None or _architecture_family(capability) != "sm90":
+        return False
+    return padded_width(head_dim, _ARCH_CONFIGS["sm90"][_bucket(capability, head_dim)]) != head_dim
+
+
 def _select_config(capability, head_dim: int, long_sequence: bool, small_call: bool = False,
                    gluon_sequence: bool = False, wide_sequence: bool = False,
                    forward_sequence: bool = False) -> AttentionConfig:

@@ -183,9 +183,12 @@ def test_sm90_takes_the_descriptor_kernels_where_they_measured_faster():
     assert select_config((9, 0), 112, 1024).tma == HOST_DESCRIPTORS
     assert select_config((9, 0), 256, 4096).tma == HOST_DESCRIPTORS
     assert select_config((9, 0), 72).tma == HOST_DESCRIPTORS  # sequence unknown: long
-    assert select_config((9, 0), 72, 256).tma == pointers  # the training pass's length
-    assert select_config((9, 0), 72, 512, 32 * 32 * 512 * 512).tma == HOST_DESCRIPTORS  # large calls from 512
-    assert select_config((9, 0), 72, 512, 4 * 32 * 512 * 512).tma == pointers  # the one-launch backward's
+    assert select_config((9, 0), 80, 256).tma == pointers  # the training pass's length
+    assert select_config((9, 0), 112, 512, 32 * 32 * 512 * 512).tma == HOST_DESCRIPTORS  # large calls from 512
+    assert select_config((9, 0), 112, 512, 4 * 32 * 512 * 512).tma == HOST_DESCRIPTORS  # and since the
+    # twenty-eighth session small ones from 256 keys where the pointer kernels pad (UNPADDED_GLUON_MIN_SEQ)
+    assert select_config((9, 0), 72, 256).tma == HOST_DESCRIPTORS
+    assert select_config((9, 0), 72, 128, 4 * 32 * 128 * 128).tma == pointers  # the one-launch backward's
     for head_dim in (64, 80, 96, 128, 144, 192):
         assert select_config((9, 0), head_dim, 4096).tma == pointers, head_dim
     for capability in ((8, 0), (8, 6), (7, 5), (10, 0), (12, 0)):
@@ -203,7 +206,7 @@ def test_sm90_runs_the_backward_in_one_launch_for_small_calls():
     q = torch.empty(4, 32, 256, 80)  # the training pass's shape
     assert attention_module.config_for(q, q, (9, 0)).fused_backward
     assert attention_module.config_for(q, q) is select_config(None, 80)  # q's device: the CPU
-    for head_dim in (64, 72, 80, 128, 256):
+    for head_dim in (64, 80, 128, 256):  # (72 and the other head dims padded on pointers: below)
         small = select_config((9, 0), head_dim, 512, limit)
         table = attention_module._ARCH_CONFIGS["sm90"][attention_module._bucket((9, 0), head_dim)]
         assert small.fused_backward and small.backward_dkdv == table.backward_dkdv, head_dim
@@ -211,6 +214,29 @@ def test_sm90_runs_the_backward_in_one_launch_for_small_calls():
             assert not select_config((9, 0), head_dim, 512, scores).fused_backward, (head_dim, scores)
     for capability in ((8, 0), (8, 6), (7, 5), (10, 0)):
         assert not select_config(capability, 80, 256, 4 * 32 * 256 * 256).fused_backward
+
+
+def test_sm90_head_dims_padded_on_pointers_take_descriptors_and_gluon_from_256_keys():
+    """Head dims the pointer kernels pad to a power of two run, from UNPADDED_GLUON_MIN_SEQ keys in
+    calls of every size, on descriptors with the Gluon forward and the Gluon backward summing dQ
+    (measured 2-3x faster than the one-launch backward on padded copies); below, and on other GPUs,
+    as before; head dims the pointer kernels run unpadded keep their routing."""
+    assert attention_module.UNPADDED_GLUON_MIN_SEQ == 256  # the shortest measured
+    for head_dim in (40, 56, 72, 88, 104, 112, 120, 136, 200, 248):
+        assert attention_module._pads_on_pointers((9, 0), head_dim), head_dim
+        for seq, scores in ((256, 4 * 32 * 256 * 256), (512, 4 * 32 * 512 * 512), (512, 32 * 512 * 512),
+                            (1024, 32 * 1024 * 1024), (512, None), (4096, None)):
+            config = select_config((9, 0), head_dim, seq, scores, backward=True)
+            assert (not config.fused_backward and config.tma == HOST_DESCRIPTORS and config.gluon_forward
+                    and config.gluon_atomic_dq), (head_dim, seq, scores)
+            assert attention_module.padded_width(head_dim, config) == head_dim
+        assert select_config((9, 0), head_dim, 128, 4 * 32 * 128 * 128).fused_backward, head_dim
+    for head_dim in (32, 48, 64, 80, 96, 128, 144, 160, 192, 256):
+        assert not attention_module._pads_on_pointers((9, 0), head_dim), head_dim
+    assert select_config((9, 0), 80, 512, 4 * 32 * 512 * 512).fused_backward
+    for capability in ((8, 0), (8, 6), (7, 5), (10, 0), None):
+        assert not attention_module._pads_on_pointers(capability, 72)
+    assert select_config((8, 0), 72, 512, 4 * 32 * 512 * 512).tma == attention_module.POINTERS
 
 
 def _descriptors_here(device, mode) -> bool:

@@ -139,7 +139,10 @@ def test_selected_on_hopper_from_512_keys_at_head_dim_40_and_up():
         assert select_config((9, 0), head_dim, 4096).gluon_forward, head_dim
         assert select_config((9, 0), head_dim, 1024).gluon_forward, head_dim
         assert select_config((9, 0), head_dim, 512).gluon_forward, head_dim
-        assert not select_config((9, 0), head_dim, 256).gluon_forward, head_dim  # host-bound there
+        # host-bound at 256 keys, but taken there where the alternative is the pointer kernels on
+        # zero-padded copies (attention.UNPADDED_GLUON_MIN_SEQ)
+        assert (select_config((9, 0), head_dim, 256).gluon_forward
+                == attention_module._pads_on_pointers((9, 0), head_dim)), head_dim
     assert not select_config((9, 0), 32, 4096).gluon_forward  # width 32: the Triton forward is faster
     # The one-launch backward's small calls are host-bound: the Triton forward.
     assert not select_config((9, 0), 128, 512, 4 * 32 * 512 * 512).gluon_forward
@@ -552,12 +555,48 @@ def test_gpu_a_call_with_gradients_takes_it_with_the_one_launch_backward(monkeyp
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("head_dim,seq,kv_heads", [(40, 256, 4), (72, 512, 2), (136, 300, 4), (88, 1024, 1)])
+@pytest.mark.parametrize("deterministic", [False, True], ids=["summing-dq", "deterministic"])
+def test_gpu_small_calls_at_padded_head_dims_run_unpadded(head_dim, seq, kv_heads, deterministic, monkeypatch):
+    """Small calls from UNPADDED_GLUON_MIN_SEQ keys at head dims the pointer kernels would pad run
+    on descriptors, the Gluon forward and backward reading them unpadded (twenty-eighth session),
+    and match the float32 reference; the plan replaying the second call too."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    widths, backward_widths = [], []
+    original = attention_gluon.attention_forward
+    monkeypatch.setattr(attention_gluon, "attention_forward",
+                        lambda *args: widths.append(args[0].shape[-1]) or original(*args))
+    original_backward = attention_module.attention_backward
+    monkeypatch.setattr(attention_module, "attention_backward",
+                        lambda *args, **kwargs: backward_widths.append(args[1].shape[-1])
+                        or original_backward(*args, **kwargs))
+    attention_module.attention_plan.forget()
+    for call in range(2):
+        q, k, v = (t.requires_grad_() for t in gpu_inputs(2, 4, kv_heads, seq, seq, head_dim, torch.bfloat16,
+                                                          head_dim + call))
+        grad = torch.randn_like(q)
+        out = flash_attention(q, k, v, causal=True, deterministic=deterministic)
+        out.backward(grad)
+        refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+        expected = reference_attention(*refs, causal=True, dtype=torch.float32)
+        expected.backward(grad.float())
+        for ours, theirs in zip([out, q.grad, k.grad, v.grad], [expected, *[t.grad for t in refs]]):
+            assert ours.shape == theirs.shape
+            error = ((ours.float() - theirs).norm() / theirs.norm()).item()
+            assert error < 3e-2, (call, error)
+    # the general path on the first call (the plan replays the second's launches)
+    assert widths[:1] == [head_dim] and backward_widths[:1] == [head_dim], (widths, backward_widths)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("fused_backward", [True, False], ids=["fused-backward", "three-launch-backward"])
 @pytest.mark.parametrize("head_dim", [40, 72, 112])
 def test_gpu_unpadded_forward_before_a_padding_backward(head_dim, fused_backward, monkeypatch):
-    """In small calls at 512 keys the Triton kernels run on pointers, on inputs zero-padded to a
-    power of two (their column masks are slow); the Gluon forward reads them unpadded, and the
-    backward pads them itself."""
+    """On pointers the Triton kernels run on inputs zero-padded to a power of two (their column
+    masks are slow); the Gluon forward reads them unpadded, and the backward pads them itself.
+    (Small calls took this path at 512 keys before the twenty-eighth session; now from
+    UNPADDED_GLUON_MIN_SEQ keys they run on descriptors: a config given says pointers here.)"""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     widths, backward_widths = [], []
@@ -569,7 +608,8 @@ def test_gpu_unpadded_forward_before_a_padding_backward(head_dim, fused_backward
                         lambda *args: backward_widths.append(args[1].shape[-1]) or original_backward(*args))
     q, k, v = (t.requires_grad_() for t in gpu_inputs(2, 4, 2, 512, 512, head_dim, torch.bfloat16, head_dim))
     config = dataclasses.replace(select_config((9, 0), head_dim, 512, 2 * 4 * 512 * 512), gluon_forward=True,
-                                 fused_backward=fused_backward)  # a small call's config: on pointers
+                                 fused_backward=fused_backward, tma=attention_module.POINTERS,
+                                 gluon_backward=False, gluon_atomic_dq=False)
     assert attention_module.padded_width(head_dim, config) != head_dim
     grad = torch.randn_like(q)
     out = flash_attention(q, k, v, causal=True, config=config)

@@ -154,7 +154,9 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     assert select_config((9, 0), 128, 512, 32 * 32 * 512 * 512).gluon_backward
     assert not select_config((9, 0), 128, 256, 2 ** 30).gluon_backward  # from 512 keys
     assert select_config((9, 0), 40, 1024, 16 * 32 * 1024 * 1024).gluon_atomic_dq
-    assert not select_config((9, 0), 40, 1024, 1 * 32 * 1024 * 1024).gluon_atomic_dq
+    assert not select_config((9, 0), 48, 1024, 1 * 32 * 1024 * 1024).gluon_atomic_dq
+    # but where the pointer kernels would pad head_dim, from 256 keys (UNPADDED_GLUON_MIN_SEQ)
+    assert select_config((9, 0), 40, 1024, 1 * 32 * 1024 * 1024).gluon_atomic_dq
     # hd64 from 1024 keys only (GLUON_MANY_SCORES_MIN_SEQ_AT); below, and in the one-launch
     # backward's calls with gradients, not.
     assert select_config((9, 0), 64, 1024, 16 * 32 * 1024 * 1024).gluon_atomic_dq
@@ -184,16 +186,21 @@ def test_summing_dq_selected_on_hopper_at_the_measured_head_dims(head_dim, summe
     """deterministic=False runs a kernel summing dQ where it was measured faster end to end
     (hd40, 64, 72, 88, 96, 112, 128 from 2048 keys, or from 512 in calls of 2^26 scores, hd64 from
     1024 there; hd136-256 from 1024, or from 512 in calls of 2^26 scores since the eighteenth
-    session) and at the head dims of the same kernel widths between them; not hd80 (measured level
-    or slower) or hd32 (unmeasured)."""
+    session) and at the head dims of the same kernel widths between them, in calls of every size from
+    256 keys where the pointer kernels would pad head_dim (twenty-eighth session); not hd80 (measured
+    level or slower) or hd32 (unmeasured)."""
     assert select_config((9, 0), head_dim, 4096).gluon_atomic_dq == summed
     assert select_config((9, 0), head_dim).gluon_atomic_dq == summed
     for scores in (2 * 32 * 1024 * 1024, 4 * 32 * 1024 * 1024, 16 * 32 * 1024 * 1024):  # GLUON_MANY_SCORES
         assert select_config((9, 0), head_dim, 1024, scores).gluon_atomic_dq == summed
-    assert select_config((9, 0), head_dim, 1024, 48 * 1024 * 1024).gluon_atomic_dq == (summed and head_dim > 128)
+    # In fewer scores only where the pointer kernels would pad head_dim (UNPADDED_GLUON_MIN_SEQ), and
+    # at 1024 keys in the 256 bucket (GLUON_WIDE_MIN_SEQ).
+    padded = attention_module._pads_on_pointers((9, 0), head_dim)
+    assert (select_config((9, 0), head_dim, 1024, 48 * 1024 * 1024).gluon_atomic_dq
+            == (summed and (head_dim > 128 or padded)))
     for scores in (8 * 32 * 512 * 512, 32 * 32 * 512 * 512):
         assert select_config((9, 0), head_dim, 512, scores).gluon_atomic_dq == (summed and head_dim != 64)
-    assert not select_config((9, 0), head_dim, 512, 6 * 32 * 512 * 512).gluon_atomic_dq
+    assert select_config((9, 0), head_dim, 512, 6 * 32 * 512 * 512).gluon_atomic_dq == (summed and padded)
     assert not select_config((8, 9), head_dim, 4096).gluon_atomic_dq
     assert not select_config((10, 0), head_dim, 4096).gluon_atomic_dq
 
