@@ -6,7 +6,9 @@ twenty-eighth session ("before": 2-byte loads there, a fill kernel for the sums)
 take turns (attention_ab's loop). Forward+backward is the figure: at 16384 tokens the Gluon
 kernels run all but the delta kernel; in small calls (2^25 scores and fewer, under 1024 keys)
 the Triton forward and the one-launch backward run on pointers. The forward rows (the Gluon
-forward alone) do not change: a control.
+forward alone) do not change: a control. With "before" and "aligned" no plan replays the Gluon
+backward summing dQ (attention_plan._SummingGluonBackward takes the sums from the delta launch), so
+their do_bench figures carry the general path's host time; the device figures do not.
 
     PYTHONPATH=. python3 bench/attention_aligned_rows.py [--rounds 3] [--shapes hd72-s512 ...] [--settings before shipped] [--out FILE]
 """

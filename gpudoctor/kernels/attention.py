@@ -35,8 +35,9 @@ measured on an H200 the split ran hd80 forward+backward 1.56-1.71x faster than p
 zero-padded to the next power of two (``_FlashAttentionFunction``; see ``head_dim_slices`` for
 why not a partial tail), and on Hopper through tensor descriptors (the TMA copy engine), which
 read them unpadded, zero-fill past head_dim and so allow partial tails (72 = 64 + 16): there from
-UNPADDED_GLUON_MIN_SEQ keys in calls of every size, with the Gluon kernels. See ``select_config``
-for where each runs and the H200 measurements behind it. Hopper-only paths
+UNPADDED_GLUON_MIN_SEQ keys in calls of every size, with the Gluon forward and, where
+deterministic=False, the Gluon backward summing dQ. See ``select_config`` for where each runs and
+the H200 measurements behind it. Hopper-only paths
 sit behind ``usable_config``; every other GPU, and any layout the copy engine cannot take, runs
 the pointer kernels.
 """
@@ -1436,8 +1437,10 @@ GLUON_WIDE_MIN_SEQ = 1024
 # / 0.500; hd40 b4 s512 185 / 92 / 110 / 92 and 0.745 / 0.462 / 0.965 / 0.331; hd104 not causal 399
 # / 169 / 215 / 171 and 1.031 / 0.707 / 1.358 / 0.455; hd56 b4 s256 101 / 45 / 46 / 44 and 0.948 /
 # 0.574 / 1.353 / 0.415; hd88 b8 s256 366 / 110 / 124 / 106 and 1.012 / 0.700 / 1.508 / 0.475;
-# hd136 b4 s512 723 / 232 / 345 / 258 and 1.267 / 0.740 / 1.308 / 0.631. Calls under 256 keys and
-# deterministic=True (the Gluon dK/dV kernel with the Triton dQ there) were not measured.
+# hd136 b4 s512 723 / 232 / 345 / 258 and 1.267 / 0.740 / 1.308 / 0.631. Calls under 256 keys were
+# not measured, nor deterministic=True (the Gluon dK/dV kernel with the Triton dQ at head_dim
+# 72-120, which no plan replays; the Triton kernels on descriptors at 40, 56, 136, 152: faster on
+# the device than the padded one-launch backward in the figures above, mixed with do_bench).
 UNPADDED_GLUON_MIN_SEQ = 256
 # The Triton kernels take rows as 16-byte aligned where every stride of their tensors but the
 # last is a multiple of this many elements (_row_align, _aligned); the delta kernel zeros dQ's
@@ -1453,8 +1456,9 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
     """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``;
     ``seq_k`` (keys per head; None: long) picks the descriptor kernels and the Gluon ones or not on
     sm90, and with ``scores`` (batch x heads x seq_q x seq_k; None: large) the one-launch backward
-    or not, and the Gluon backward below GLUON_MIN_SEQ keys or not; ``backward``: the call will
-    run a backward (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD)."""
+    or not, and the Gluon backward below GLUON_MIN_SEQ keys or not (but from UNPADDED_GLUON_MIN_SEQ
+    keys head dims the pointer kernels would pad take the long calls' path whatever ``scores``);
+    ``backward``: the call will run a backward (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD)."""
     limit = (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD if backward and head_dim in FUSED_BACKWARD_WITH_GRAD_HEAD_DIMS
              else FUSED_BACKWARD_MAX_SCORES)
     if seq_k is not None and seq_k >= UNPADDED_GLUON_MIN_SEQ and _pads_on_pointers(capability, head_dim):
@@ -1495,6 +1499,7 @@ def _pads_on_pointers(capability, head_dim: int) -> bool:
     return padded_width(head_dim, _ARCH_CONFIGS["sm90"][_bucket(capability, head_dim)]) != head_dim
 
 
+@functools.lru_cache(maxsize=None)
 def _select_config(capability, head_dim: int, long_sequence: bool, small_call: bool = False,
                    gluon_sequence: bool = False, wide_sequence: bool = False,
                    forward_sequence: bool = False) -> AttentionConfig:
@@ -2092,7 +2097,8 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     configuration says so, dQ is summed in float32 by atomic adds inside the dK/dV kernel
     (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64, 72, 88 and 96-128, from 512 in calls
     of 2^26 scores or more (at 64 from 1024), and from 1024 keys at 136-256, the Gluon kernels' TMA
-    reduce-adds: ``gluon_atomic_dq``), which saves two of the
+    reduce-adds: ``gluon_atomic_dq``; from 256 keys in calls of every size at the head dims the
+    pointer kernels would pad, UNPADDED_GLUON_MIN_SEQ), which saves two of the
     backward's seven matrix products per block pair; its last bits then vary from run to run.
     ``config`` overrides the per-architecture tiles (benchmarks and tuning only).
 

@@ -231,6 +231,8 @@ def test_sm90_head_dims_padded_on_pointers_take_descriptors_and_gluon_from_256_k
                     and config.gluon_atomic_dq), (head_dim, seq, scores)
             assert attention_module.padded_width(head_dim, config) == head_dim
         assert select_config((9, 0), head_dim, 128, 4 * 32 * 128 * 128).fused_backward, head_dim
+        # remembered, as every call asks (select_config runs on each call's general path)
+        assert select_config((9, 0), head_dim, 512, 2 ** 25) is select_config((9, 0), head_dim, 512, 2 ** 25)
     for head_dim in (32, 48, 64, 80, 96, 128, 144, 160, 192, 256):
         assert not attention_module._pads_on_pointers((9, 0), head_dim), head_dim
     assert select_config((9, 0), 80, 512, 4 * 32 * 512 * 512).fused_backward

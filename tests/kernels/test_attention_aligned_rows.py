@@ -171,4 +171,4 @@ def test_rows_nothing_proves_load_2_bytes_at_a_time(case, compiled):
     """The other side of the check above (ROW_ALIGN 1 on the same strides: as before the
     twenty-eighth session): the compile check tells the two apart."""
     loads = compiled[case]["loads"]
-    assert loads[0] == "ld.global.b16" and "ld.global.v4.b32" not in loads
+    assert "ld.global.b16" in loads and "ld.global.v4.b32" not in loads

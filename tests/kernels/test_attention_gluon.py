@@ -13,7 +13,7 @@ import torch
 from gluonhelpers import SASS_TOOLS, compiled_in_child, gpu_inputs, hopper, needs_gluon
 
 from gpudoctor.kernels import attention as attention_module
-from gpudoctor.kernels import attention_gluon, attention_schedule
+from gpudoctor.kernels import attention_gluon, attention_gluon_backward, attention_schedule
 from gpudoctor.kernels.attention import flash_attention, reference_attention, select_config
 
 # Compiled in a child process (gluonhelpers.compiled_in_child). The SASS (nvdisasm, shipped with
@@ -560,7 +560,8 @@ def test_gpu_a_call_with_gradients_takes_it_with_the_one_launch_backward(monkeyp
 def test_gpu_small_calls_at_padded_head_dims_run_unpadded(head_dim, seq, kv_heads, deterministic, monkeypatch):
     """Small calls from UNPADDED_GLUON_MIN_SEQ keys at head dims the pointer kernels would pad run
     on descriptors, the Gluon forward and backward reading them unpadded (twenty-eighth session),
-    and match the float32 reference; the plan replaying the second call too."""
+    and match the float32 reference; a plan replays the third call's backward too (the first
+    call's backward runs the general path, the second's is watched to make the replay)."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     widths, backward_widths = [], []
@@ -571,8 +572,12 @@ def test_gpu_small_calls_at_padded_head_dims_run_unpadded(head_dim, seq, kv_head
     monkeypatch.setattr(attention_module, "attention_backward",
                         lambda *args, **kwargs: backward_widths.append(args[1].shape[-1])
                         or original_backward(*args, **kwargs))
+    summed = []  # per Gluon dK/dV launch on the general path: whether it summed dQ
+    original_dkdv = attention_gluon_backward.backward_dkdv
+    monkeypatch.setattr(attention_gluon_backward, "backward_dkdv",
+                        lambda *args: summed.append(args[-1] is not None) or original_dkdv(*args))
     attention_module.attention_plan.forget()
-    for call in range(2):
+    for call in range(3):
         q, k, v = (t.requires_grad_() for t in gpu_inputs(2, 4, kv_heads, seq, seq, head_dim, torch.bfloat16,
                                                           head_dim + call))
         grad = torch.randn_like(q)
@@ -585,8 +590,12 @@ def test_gpu_small_calls_at_padded_head_dims_run_unpadded(head_dim, seq, kv_head
             assert ours.shape == theirs.shape
             error = ((ours.float() - theirs).norm() / theirs.norm()).item()
             assert error < 3e-2, (call, error)
-    # the general path on the first call (the plan replays the second's launches)
+    # the general path on the first call, unpadded
     assert widths[:1] == [head_dim] and backward_widths[:1] == [head_dim], (widths, backward_widths)
+    if not deterministic:  # the Gluon kernel summed dQ, and a plan replayed the third backward
+        assert summed == [True, True] and backward_widths == [head_dim] * 2, (summed, backward_widths)
+    else:
+        assert True not in summed
 
 
 @pytest.mark.gpu
