@@ -115,13 +115,16 @@ def _store_tile(base, tile, rows, cols, stride_row, stride_col, row_limit, col_l
 
 
 @triton.jit
-def _aligned(stride, ROW_ALIGN: tl.constexpr):
-    """``stride``, rounded down to a multiple of ROW_ALIGN where it is more than 1: no change (the
-    launcher saw ROW_ALIGN divide it, _row_align), and what proves 16-byte rows to Triton, which
-    tl.multiple_of on a run-time argument did not (see _backward_delta_kernel)."""
+def _aligned(stride_batch, stride_head, stride_row, ROW_ALIGN: tl.constexpr):
+    """A tensor's batch, head and row strides, rounded down to a multiple of ROW_ALIGN where it is
+    more than 1: no change (the launcher saw ROW_ALIGN divide them, _row_align), and what proves
+    16-byte rows to Triton, which tl.multiple_of on a run-time argument did not (see
+    _backward_delta_kernel)."""
     if ROW_ALIGN > 1:
-        stride = stride // ROW_ALIGN * ROW_ALIGN
-    return stride
+        stride_batch = stride_batch // ROW_ALIGN * ROW_ALIGN
+        stride_head = stride_head // ROW_ALIGN * ROW_ALIGN
+        stride_row = stride_row // ROW_ALIGN * ROW_ALIGN
+    return stride_batch, stride_head, stride_row
 
 
 @triton.jit
@@ -336,18 +339,10 @@ def _attention_forward_kernel(
 ):
     # 16-byte pointer loads at head dims off multiples of 16 (see _backward_delta_kernel)
     head_dim = _aligned_head_dim(head_dim, ROW_ALIGN)
-    stride_qb = _aligned(stride_qb, ROW_ALIGN)
-    stride_qh = _aligned(stride_qh, ROW_ALIGN)
-    stride_qm = _aligned(stride_qm, ROW_ALIGN)
-    stride_kb = _aligned(stride_kb, ROW_ALIGN)
-    stride_kh = _aligned(stride_kh, ROW_ALIGN)
-    stride_kn = _aligned(stride_kn, ROW_ALIGN)
-    stride_vb = _aligned(stride_vb, ROW_ALIGN)
-    stride_vh = _aligned(stride_vh, ROW_ALIGN)
-    stride_vn = _aligned(stride_vn, ROW_ALIGN)
-    stride_ob = _aligned(stride_ob, ROW_ALIGN)
-    stride_oh = _aligned(stride_oh, ROW_ALIGN)
-    stride_om = _aligned(stride_om, ROW_ALIGN)
+    stride_qb, stride_qh, stride_qm = _aligned(stride_qb, stride_qh, stride_qm, ROW_ALIGN)
+    stride_kb, stride_kh, stride_kn = _aligned(stride_kb, stride_kh, stride_kn, ROW_ALIGN)
+    stride_vb, stride_vh, stride_vn = _aligned(stride_vb, stride_vh, stride_vn, ROW_ALIGN)
+    stride_ob, stride_oh, stride_om = _aligned(stride_ob, stride_oh, stride_om, ROW_ALIGN)
     if CAUSAL:
         # Longest first: the last query block of a head sees the most keys. Blocks run roughly
         # in launch order, so the short ones fill the tail of the grid instead of the long ones.
@@ -461,12 +456,8 @@ def _backward_delta_kernel(
     # changes none of these values (validate_inputs: head_dim; _row_align: ROW_ALIGN) and proves
     # it (_aligned). The other Triton kernels round theirs alike.
     head_dim = _aligned_head_dim(head_dim, ROW_ALIGN)
-    stride_ob = _aligned(stride_ob, ROW_ALIGN)
-    stride_oh = _aligned(stride_oh, ROW_ALIGN)
-    stride_om = _aligned(stride_om, ROW_ALIGN)
-    stride_dob = _aligned(stride_dob, ROW_ALIGN)
-    stride_doh = _aligned(stride_doh, ROW_ALIGN)
-    stride_dom = _aligned(stride_dom, ROW_ALIGN)
+    stride_ob, stride_oh, stride_om = _aligned(stride_ob, stride_oh, stride_om, ROW_ALIGN)
+    stride_dob, stride_doh, stride_dom = _aligned(stride_dob, stride_doh, stride_dom, ROW_ALIGN)
     batch_head = tl.program_id(1)
     batch = batch_head // num_heads
     head = batch_head % num_heads
@@ -671,27 +662,13 @@ def _dkdv_program(
     buffer, no separate pass; one O tile more per block)."""
     # (see _attention_forward_kernel)
     head_dim = _aligned_head_dim(head_dim, ROW_ALIGN)
-    stride_qb = _aligned(stride_qb, ROW_ALIGN)
-    stride_qh = _aligned(stride_qh, ROW_ALIGN)
-    stride_qm = _aligned(stride_qm, ROW_ALIGN)
-    stride_kb = _aligned(stride_kb, ROW_ALIGN)
-    stride_kh = _aligned(stride_kh, ROW_ALIGN)
-    stride_kn = _aligned(stride_kn, ROW_ALIGN)
-    stride_vb = _aligned(stride_vb, ROW_ALIGN)
-    stride_vh = _aligned(stride_vh, ROW_ALIGN)
-    stride_vn = _aligned(stride_vn, ROW_ALIGN)
-    stride_ob = _aligned(stride_ob, ROW_ALIGN)
-    stride_oh = _aligned(stride_oh, ROW_ALIGN)
-    stride_om = _aligned(stride_om, ROW_ALIGN)
-    stride_dob = _aligned(stride_dob, ROW_ALIGN)
-    stride_doh = _aligned(stride_doh, ROW_ALIGN)
-    stride_dom = _aligned(stride_dom, ROW_ALIGN)
-    stride_dkb = _aligned(stride_dkb, ROW_ALIGN)
-    stride_dkh = _aligned(stride_dkh, ROW_ALIGN)
-    stride_dkn = _aligned(stride_dkn, ROW_ALIGN)
-    stride_dvb = _aligned(stride_dvb, ROW_ALIGN)
-    stride_dvh = _aligned(stride_dvh, ROW_ALIGN)
-    stride_dvn = _aligned(stride_dvn, ROW_ALIGN)
+    stride_qb, stride_qh, stride_qm = _aligned(stride_qb, stride_qh, stride_qm, ROW_ALIGN)
+    stride_kb, stride_kh, stride_kn = _aligned(stride_kb, stride_kh, stride_kn, ROW_ALIGN)
+    stride_vb, stride_vh, stride_vn = _aligned(stride_vb, stride_vh, stride_vn, ROW_ALIGN)
+    stride_ob, stride_oh, stride_om = _aligned(stride_ob, stride_oh, stride_om, ROW_ALIGN)
+    stride_dob, stride_doh, stride_dom = _aligned(stride_dob, stride_doh, stride_dom, ROW_ALIGN)
+    stride_dkb, stride_dkh, stride_dkn = _aligned(stride_dkb, stride_dkh, stride_dkn, ROW_ALIGN)
+    stride_dvb, stride_dvh, stride_dvn = _aligned(stride_dvb, stride_dvh, stride_dvn, ROW_ALIGN)
     # The grid position is read here, not by the caller: the dK/dV kernel then compiles to the
     # very PTX it did before the fused kernel shared this body (bench/attention_ptx_digest.py).
     if FROM_GRID:
@@ -941,24 +918,12 @@ def _dq_program(
     do) from this block's O tile, stored for the dK/dV kernel with STORE_DELTA."""
     # (see _attention_forward_kernel)
     head_dim = _aligned_head_dim(head_dim, ROW_ALIGN)
-    stride_qb = _aligned(stride_qb, ROW_ALIGN)
-    stride_qh = _aligned(stride_qh, ROW_ALIGN)
-    stride_qm = _aligned(stride_qm, ROW_ALIGN)
-    stride_kb = _aligned(stride_kb, ROW_ALIGN)
-    stride_kh = _aligned(stride_kh, ROW_ALIGN)
-    stride_kn = _aligned(stride_kn, ROW_ALIGN)
-    stride_vb = _aligned(stride_vb, ROW_ALIGN)
-    stride_vh = _aligned(stride_vh, ROW_ALIGN)
-    stride_vn = _aligned(stride_vn, ROW_ALIGN)
-    stride_dob = _aligned(stride_dob, ROW_ALIGN)
-    stride_doh = _aligned(stride_doh, ROW_ALIGN)
-    stride_dom = _aligned(stride_dom, ROW_ALIGN)
-    stride_dqb = _aligned(stride_dqb, ROW_ALIGN)
-    stride_dqh = _aligned(stride_dqh, ROW_ALIGN)
-    stride_dqm = _aligned(stride_dqm, ROW_ALIGN)
-    stride_ob = _aligned(stride_ob, ROW_ALIGN)
-    stride_oh = _aligned(stride_oh, ROW_ALIGN)
-    stride_om = _aligned(stride_om, ROW_ALIGN)
+    stride_qb, stride_qh, stride_qm = _aligned(stride_qb, stride_qh, stride_qm, ROW_ALIGN)
+    stride_kb, stride_kh, stride_kn = _aligned(stride_kb, stride_kh, stride_kn, ROW_ALIGN)
+    stride_vb, stride_vh, stride_vn = _aligned(stride_vb, stride_vh, stride_vn, ROW_ALIGN)
+    stride_dob, stride_doh, stride_dom = _aligned(stride_dob, stride_doh, stride_dom, ROW_ALIGN)
+    stride_dqb, stride_dqh, stride_dqm = _aligned(stride_dqb, stride_dqh, stride_dqm, ROW_ALIGN)
+    stride_ob, stride_oh, stride_om = _aligned(stride_ob, stride_oh, stride_om, ROW_ALIGN)
     if FROM_GRID:  # read here, in the order the dQ kernel always did (see _dkdv_program)
         if CAUSAL:  # longest first (see _attention_forward_kernel)
             start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M

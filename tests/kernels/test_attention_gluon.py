@@ -554,6 +554,20 @@ def test_gpu_a_call_with_gradients_takes_it_with_the_one_launch_backward(monkeyp
     _check_causal_gradients(q, k, v, out, grad)
 
 
+def _recorded_widths(monkeypatch) -> tuple[list, list]:
+    """(the head_dim of each Gluon forward's q, that of each attention_backward's q), filled as
+    they are called on the general path."""
+    widths, backward_widths = [], []
+    original = attention_gluon.attention_forward
+    monkeypatch.setattr(attention_gluon, "attention_forward",
+                        lambda *args: widths.append(args[0].shape[-1]) or original(*args))
+    original_backward = attention_module.attention_backward
+    monkeypatch.setattr(attention_module, "attention_backward",
+                        lambda *args, **kwargs: backward_widths.append(args[1].shape[-1])
+                        or original_backward(*args, **kwargs))
+    return widths, backward_widths
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim,seq,kv_heads", [(40, 256, 4), (72, 512, 2), (136, 300, 4), (88, 1024, 1)])
 @pytest.mark.parametrize("deterministic", [False, True], ids=["summing-dq", "deterministic"])
@@ -564,14 +578,7 @@ def test_gpu_small_calls_at_padded_head_dims_run_unpadded(head_dim, seq, kv_head
     call's backward runs the general path, the second's is watched to make the replay)."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
-    widths, backward_widths = [], []
-    original = attention_gluon.attention_forward
-    monkeypatch.setattr(attention_gluon, "attention_forward",
-                        lambda *args: widths.append(args[0].shape[-1]) or original(*args))
-    original_backward = attention_module.attention_backward
-    monkeypatch.setattr(attention_module, "attention_backward",
-                        lambda *args, **kwargs: backward_widths.append(args[1].shape[-1])
-                        or original_backward(*args, **kwargs))
+    widths, backward_widths = _recorded_widths(monkeypatch)
     summed = []  # per Gluon dK/dV launch on the general path: whether it summed dQ
     original_dkdv = attention_gluon_backward.backward_dkdv
     monkeypatch.setattr(attention_gluon_backward, "backward_dkdv",
@@ -608,13 +615,7 @@ def test_gpu_unpadded_forward_before_a_padding_backward(head_dim, fused_backward
     UNPADDED_GLUON_MIN_SEQ keys they run on descriptors: a config given says pointers here.)"""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
-    widths, backward_widths = [], []
-    original = attention_gluon.attention_forward
-    monkeypatch.setattr(attention_gluon, "attention_forward",
-                        lambda *args: widths.append(args[0].shape[-1]) or original(*args))
-    original_backward = attention_module.attention_backward
-    monkeypatch.setattr(attention_module, "attention_backward",
-                        lambda *args: backward_widths.append(args[1].shape[-1]) or original_backward(*args))
+    widths, backward_widths = _recorded_widths(monkeypatch)
     q, k, v = (t.requires_grad_() for t in gpu_inputs(2, 4, 2, 512, 512, head_dim, torch.bfloat16, head_dim))
     config = dataclasses.replace(select_config((9, 0), head_dim, 512, 2 * 4 * 512 * 512), gluon_forward=True,
                                  fused_backward=fused_backward, tma=attention_module.POINTERS,
