@@ -1404,8 +1404,9 @@ GLUON_WIDE_MIN_SEQ = 1024
 # 0.574 / 1.353 / 0.415; hd88 b8 s256 366 / 110 / 124 / 106 and 1.012 / 0.700 / 1.508 / 0.475;
 # hd136 b4 s512 723 / 232 / 345 / 258 and 1.267 / 0.740 / 1.308 / 0.631. Calls under 256 keys were
 # not measured, nor deterministic=True (the Gluon dK/dV kernel with the Triton dQ at head_dim
-# 72-120, which no plan replays; the Triton kernels on descriptors at 40, 56, 136, 152: faster on
-# the device than the padded one-launch backward in the figures above, mixed with do_bench).
+# 104-120 and from 168, which no plan replays; the Triton kernels on descriptors at 40-88, 136 and
+# 152: faster on the device than the padded one-launch backward in the figures above, mixed with
+# do_bench).
 UNPADDED_GLUON_MIN_SEQ = 256
 # The Triton kernels take rows as 16-byte aligned where every stride of their tensors but the
 # last is a multiple of this many elements (_row_align, _aligned); the delta kernel zeros dQ's
