@@ -78,3 +78,25 @@ def test_plan_reports_conflicting_values_and_root_actions_in_user_fixes():
     plan = build_plan([a, b])
     assert [s.action for s in plan.steps] == [SetEnv("CC", "gcc-12")]
     assert any("keeping the first" in n for n in plan.notes) and any("needs root" in n for n in plan.notes)
+
+
+def test_an_env_file_removed_with_its_directory_while_read_has_no_entries(tmp_path, monkeypatch):
+    """A concurrent `fix --undo` removes the env file and its directory between read_entries'
+    open and its check of the directory (fix verifies after the state lock is released): no
+    entries, not a FileNotFoundError (it ended a fix with "internal error" on CI)."""
+    directory = tmp_path / "gpudoctor"
+    directory.mkdir(mode=0o700)
+    path = directory / "env.sh"
+    envfile.write_entries(str(path), ENTRIES)
+    assert envfile.read_entries(str(path)) == ENTRIES
+    real_open = envfile.os.open
+
+    def open_then_undone(name, *args, **kwargs):
+        fd = real_open(name, *args, **kwargs)
+        if name == str(path):  # the undo runs right after the open
+            path.unlink()
+            directory.rmdir()
+        return fd
+
+    monkeypatch.setattr(envfile.os, "open", open_then_undone)
+    assert envfile.read_entries(str(path)) == []
