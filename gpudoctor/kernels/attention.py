@@ -1902,7 +1902,7 @@ def launch_delta(out: torch.Tensor, grad_out: torch.Tensor, delta: torch.Tensor,
     ``dq_sum`` too where given (contiguous float32, q's number of elements: the sums the dK/dV
     kernel adds dQ into)."""
     batch, num_heads, seq_q, head_dim = out.shape
-    if head_dim % 8:  # the kernel rounds head_dim down to a multiple of 8 (validate_inputs')
+    if head_dim % 8:  # the kernel takes head_dim as a multiple of 8 (validate_inputs' rule)
         raise ValueError(f"head_dim must be a multiple of 8, got {head_dim}")
     block = 64 if out.is_cuda else 16
     fast(_backward_delta_kernel)[(_cdiv(seq_q, block), batch * num_heads)](

@@ -240,6 +240,7 @@ def _check_causal_gradients(q, k, v, out, grad):
     expected = reference_attention(*refs, causal=True, dtype=torch.float32)
     expected.backward(grad.float())
     for ours, theirs in zip([out, q.grad, k.grad, v.grad], [expected, *[t.grad for t in refs]]):
+        assert ours.shape == theirs.shape
         error = ((ours.float() - theirs).norm() / theirs.norm()).item()
         assert error < 3e-2, error
 
@@ -590,13 +591,7 @@ def test_gpu_small_calls_at_padded_head_dims_run_unpadded(head_dim, seq, kv_head
         grad = torch.randn_like(q)
         out = flash_attention(q, k, v, causal=True, deterministic=deterministic)
         out.backward(grad)
-        refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
-        expected = reference_attention(*refs, causal=True, dtype=torch.float32)
-        expected.backward(grad.float())
-        for ours, theirs in zip([out, q.grad, k.grad, v.grad], [expected, *[t.grad for t in refs]]):
-            assert ours.shape == theirs.shape
-            error = ((ours.float() - theirs).norm() / theirs.norm()).item()
-            assert error < 3e-2, (call, error)
+        _check_causal_gradients(q, k, v, out, grad)
     # the general path on the first call, unpadded
     assert widths[:1] == [head_dim] and backward_widths[:1] == [head_dim], (widths, backward_widths)
     if not deterministic:  # the Gluon kernel summed dQ, and a plan replayed the third backward
@@ -626,10 +621,4 @@ def test_gpu_unpadded_forward_before_a_padding_backward(head_dim, fused_backward
     out.backward(grad)
     assert widths == [head_dim]
     assert backward_widths == [attention_module.padded_width(head_dim, config)]
-    refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    expected = reference_attention(*refs, causal=True, dtype=torch.float32)
-    expected.backward(grad.float())
-    for ours, theirs in zip([out, q.grad, k.grad, v.grad], [expected, *[t.grad for t in refs]]):
-        assert ours.shape == theirs.shape
-        error = ((ours.float() - theirs).norm() / theirs.norm()).item()
-        assert error < 3e-2, error
+    _check_causal_gradients(q, k, v, out, grad)
