@@ -12,6 +12,8 @@ host's time inside one call (median of those 50) of
   triton-bwd     (forward+backward) the same config with the Triton backward
   gluon-fwd      (small calls, which run the one-launch backward) with the Gluon forward
   unfused        (small calls) with the Gluon forward and the backward of larger calls
+  long           (small calls) the config of calls with many scores (select_config without lengths)
+  before         (where it differs) the config as routed before the twenty-ninth session
   cudnn          SDPA's cuDNN backend
 then torch.profiler's device time per kernel for each (mean over 10 calls; their sum without
 autograd's accumulation into .grad, and its ratio to cuDNN's, is the figure a fast host would
@@ -94,6 +96,22 @@ CASE_SETS = {
     # before), GQA-free MHA at 256 keys with more batch, fp16 is --dtype's.
     "smallodd2": [(72, 1, 32, 1024, True), (40, 1, 32, 1024, False), (120, 2, 16, 1024, True), (56, 16, 32, 256, True),
                   (72, 4, 32, 512, True), (152, 2, 32, 512, True)],
+    # Small calls (the one-launch backward) at the head dims the pointer kernels run unpadded, where
+    # only hd64/80/128 had been measured (twenty-eighth session: hd128 0.82x cuDNN's device time),
+    # against the path larger calls take ("long": descriptors where needed, the Gluon forward and
+    # backward); hd80 b4 s256 causal is the training pass's call.
+    "smallpow": [(head_dim, batch, 32, seq, causal) for head_dim in (32, 48, 64, 80, 96, 128, 144, 160, 192, 256)
+                 for batch, seq, causal in ((4, 512, True), (4, 512, False), (8, 256, True))]
+                + [(80, 4, 32, 256, True), (96, 1, 32, 1024, True), (128, 1, 32, 1024, True),
+                   (128, 2, 16, 1024, False), (256, 1, 32, 1024, True)],
+    # After SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM (twenty-ninth session): small calls it moved, calls
+    # at 256 keys past the small ones it moved too (the Triton kernels on pointers before), one
+    # between 2^25 and 2^26 scores at 512 keys (the Triton backward before), and two it left: the
+    # training pass's call and the llama preset's (hd128 b4 s256, 2^23 scores).
+    "smallpow2": [(96, 8, 32, 256, True), (128, 4, 32, 512, True), (128, 4, 32, 512, False), (128, 8, 32, 256, True),
+                  (160, 4, 32, 512, True), (256, 4, 32, 512, True), (256, 8, 32, 256, True),
+                  (128, 32, 32, 256, True), (256, 32, 32, 256, True), (96, 64, 32, 256, False), (128, 6, 32, 512, True),
+                  (80, 4, 32, 256, True), (128, 4, 32, 256, True)],
     "confirm": [(head_dim, 8, 32, 512, True) for head_dim in (40, 72, 96, 112, 128)]
                + [(128, 8, 32, 512, False)] + [(head_dim, 4, 32, 1024, True) for head_dim in (88, 104, 120)],
 }
@@ -104,6 +122,9 @@ ACCUMULATE = "CUDAFunctor_add"
 def _runners(q, k, v, grad, causal, mode):
     shipped = A.config_for(q, k, backward=mode == "fwd+bwd")
     triton_forward = dataclasses.replace(shipped, gluon_forward=False)
+    # What calls of many scores take at this head_dim (small calls at padded head dims since the
+    # twenty-eighth session): descriptors where the pointer kernels pad, the Gluon kernels.
+    long_calls = A.select_config(torch.cuda.get_device_capability(q.device), q.shape[-1])
 
     def ours(config):
         def call():
@@ -115,7 +136,12 @@ def _runners(q, k, v, grad, causal, mode):
             return scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     calls = {"shipped": ours(None), "triton-fwd": ours(triton_forward), "cudnn": cudnn}
+    before = _routed_before_small_calls_long_path(q, k, mode == "fwd+bwd")
+    if before != shipped:
+        calls["before"] = ours(before)
     if mode == "fwd":
+        if long_calls != shipped:
+            calls["long"] = ours(long_calls)
         return {name: (lambda c=c: _no_grad(c)) for name, c in calls.items()}
     # The Gluon dK/dV kernel summing dQ (as from GLUON_MANY_SCORES), and the Triton backward
     calls["gluon-bwd"] = ours(dataclasses.replace(shipped, gluon_backward=True, gluon_atomic_dq=True))
@@ -123,6 +149,7 @@ def _runners(q, k, v, grad, causal, mode):
     if shipped.fused_backward:  # a small call: the one-launch backward, and its alternatives
         calls["gluon-fwd"] = ours(dataclasses.replace(shipped, gluon_forward=True))
         calls["unfused"] = ours(dataclasses.replace(shipped, gluon_forward=True, fused_backward=False))
+        calls["long"] = ours(long_calls)
     if A._pads_on_pointers(torch.cuda.get_device_capability(q.device), q.shape[-1]):
         # Head dims the pointer kernels pad (since the twenty-eighth session on descriptors and the
         # Gluon kernels from UNPADDED_GLUON_MIN_SEQ keys): before, small calls ran the one-launch
@@ -134,6 +161,17 @@ def _runners(q, k, v, grad, causal, mode):
                                                        gluon_atomic_dq=False, fused_backward=False,
                                                        tma=A.HOST_DESCRIPTORS))
     return {name: (lambda c=c: c().backward(grad)) for name, c in calls.items()}
+
+
+def _routed_before_small_calls_long_path(q, k, backward: bool):
+    """config_for as it routed before the twenty-ninth session: no head_dim takes the long calls'
+    path for being wide (attention.SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM past every one)."""
+    shipped = A.SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM
+    A.SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM = A.MAX_HEAD_DIM + 1
+    try:
+        return A.config_for(q, k, backward=backward)
+    finally:
+        A.SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM = shipped
 
 
 def _no_grad(call):
@@ -260,11 +298,13 @@ def host_profile(run, calls=20) -> str:
     return text.getvalue()
 
 
-def case(head_dim, batch, heads, seq, causal, mode, rounds, profile=(), dtype=torch.bfloat16) -> dict:
+def case(head_dim, batch, heads, seq, causal, mode, rounds, profile=(), dtype=torch.bfloat16, providers=()) -> dict:
     shape = (batch, heads, seq, head_dim)
     q, k, v = (torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
     grad = torch.randn_like(q)
     runners = _runners(q, k, v, grad, causal, mode)
+    if providers:
+        runners = {name: run for name, run in runners.items() if name in providers or name == "cudnn"}
     for run in runners.values():
         run()
     samples: dict = {name: [] for name in runners}
@@ -333,13 +373,15 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", nargs="*", default=[], help="providers to cProfile at each case")
     parser.add_argument("--head-dims", nargs="*", type=int, help="only these head dims of the case set")
     parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16")
+    parser.add_argument("--providers", nargs="*", default=[], help="only these providers (and cudnn)")
     args = parser.parse_args(argv)
     report = report_header(host_us=host_cost(), cases=[])
     for mode in args.modes:
         for head_dim, batch, heads, seq, causal in CASE_SETS[args.cases]:
             if args.head_dims and head_dim not in args.head_dims:
                 continue
-            row = case(head_dim, batch, heads, seq, causal, mode, args.rounds, args.profile, getattr(torch, args.dtype))
+            row = case(head_dim, batch, heads, seq, causal, mode, args.rounds, args.profile, getattr(torch, args.dtype),
+                       args.providers)
             report["cases"].append(row)
             ms = row["do_bench_ms"]
             print(f"{mode:8s} {args.dtype[:4]} hd{head_dim:<4}b{batch:<3}s{seq:<5}{'causal' if causal else 'full':7s} "

@@ -36,7 +36,8 @@ zero-padded to the next power of two (``_FlashAttentionFunction``; see ``head_di
 why not a partial tail), and on Hopper through tensor descriptors (the TMA copy engine), which
 read them unpadded, zero-fill past head_dim and so allow partial tails (72 = 64 + 16): there from
 UNPADDED_GLUON_MIN_SEQ keys in calls of every size, with the Gluon forward and, where
-deterministic=False, the Gluon backward summing dQ. See ``select_config`` for where each runs and
+deterministic=False, the Gluon backward summing dQ (and so do head dims from 96 in all but the
+fewest scores, SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM). See ``select_config`` for where each runs and
 the H200 measurements behind it. Hopper-only paths
 sit behind ``usable_config``; every other GPU, and any layout the copy engine cannot take, runs
 the pointer kernels.
@@ -1408,6 +1409,25 @@ GLUON_WIDE_MIN_SEQ = 1024
 # 152: faster on the device than the padded one-launch backward in the figures above, mixed with
 # do_bench).
 UNPADDED_GLUON_MIN_SEQ = 256
+# sm90: from UNPADDED_GLUON_MIN_SEQ keys, head dims from this one take that path too in calls of
+# SMALL_CALLS_LONG_PATH_MIN_SCORES scores or more, which ran the Triton forward and the one-launch
+# backward where they were small calls (FUSED_BACKWARD_MAX_SCORES) and the Triton kernels on
+# pointers at 256-511 keys. Measured on the H200 (twenty-ninth session, bench/attention_mid_calls.py
+# --cases smallpow, bf16, three rounds, b4 h32 s512 causal / not causal and b8 h32 s256 causal,
+# device µs, the one-launch path / this one / cuDNN): forward+backward hd96 148 / 133 / 137, 179 /
+# 156 / 156, 114 / 106 / 104; hd128 178 / 144 / 148, 211 / 169 / 171, 143 / 120 / 120; hd144 318 /
+# 225 / 250; hd160 347 / 230 / 257; hd192 383 / 247 / 264, 527 / 332 / 369; hd256 460 / 309 / 305,
+# 635 / 424 / 436, 325 / 244 / 246; forward alone (the Triton forward / the Gluon one / cuDNN) hd96
+# 37 / 29 / 32, hd128 49 / 32 / 32, 39 / 27 / 23, hd256 82 / 53 / 54. Its cost is the host's: the
+# Gluon backward's replay (attention_plan._SummingGluonBackward: two launches, seven descriptors,
+# dQ converted) took about 100 µs more host time a forward+backward than the one-launch backward's
+# (hd96-128: 344-434 µs against 225-283, cuDNN's 244-335), so in fewer scores, where a call is all
+# host time, the one-launch path stays. Below 96 the one-launch path was level or faster on the
+# device (hd32 1.28-1.39x cuDNN against 1.15-1.26; hd48 0.92-1.03 against 0.95-1.00; hd64 and 80
+# level causal, 0.94 against 0.99-1.01 not causal; the training pass's call, hd80 b4 s256 causal,
+# 51 against 56 µs) and cheaper on the host.
+SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM = 96
+SMALL_CALLS_LONG_PATH_MIN_SCORES = 2 ** 24
 # The Triton kernels take rows as 16-byte aligned where every stride of their tensors but the
 # last is a multiple of this many elements (_row_align, _aligned); the delta kernel zeros dQ's
 # float32 sums wherever a backward sums dQ (attention_backward), instead of a fill kernel before
@@ -1423,11 +1443,12 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
     ``seq_k`` (keys per head; None: long) picks the descriptor kernels and the Gluon ones or not on
     sm90, and with ``scores`` (batch x heads x seq_q x seq_k; None: large) the one-launch backward
     or not, and the Gluon backward below GLUON_MIN_SEQ keys or not (but from UNPADDED_GLUON_MIN_SEQ
-    keys head dims the pointer kernels would pad take the long calls' path whatever ``scores``);
+    keys head dims the pointer kernels would pad take the long calls' path whatever ``scores``, and
+    head dims from SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM from SMALL_CALLS_LONG_PATH_MIN_SCORES);
     ``backward``: the call will run a backward (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD)."""
     limit = (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD if backward and head_dim in FUSED_BACKWARD_WITH_GRAD_HEAD_DIMS
              else FUSED_BACKWARD_MAX_SCORES)
-    if seq_k is not None and seq_k >= UNPADDED_GLUON_MIN_SEQ and _pads_on_pointers(capability, head_dim):
+    if seq_k is not None and seq_k >= UNPADDED_GLUON_MIN_SEQ and _long_path_from_256_keys(capability, head_dim, scores):
         return _select_config(capability, head_dim, True, False, True, True, True)
     small_call = (scores is not None and scores <= limit
                   and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
@@ -1454,6 +1475,17 @@ def config_for(q: torch.Tensor, k: torch.Tensor, capability=_OF_Q, backward: boo
         capability = _device_capability(q)
     return select_config(capability, q.shape[-1], k.shape[2], q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2],
                          backward)
+
+
+def _long_path_from_256_keys(capability, head_dim: int, scores: int | None) -> bool:
+    """Whether a call of ``scores`` (None: large) from UNPADDED_GLUON_MIN_SEQ keys takes the path of
+    long calls whatever its size: at head dims the pointer kernels pad, and on sm90 at wide ones in
+    all but the fewest scores (SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM, _MIN_SCORES)."""
+    if _pads_on_pointers(capability, head_dim):
+        return True
+    return (head_dim >= SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM
+            and (scores is None or scores >= SMALL_CALLS_LONG_PATH_MIN_SCORES)
+            and capability is not None and _architecture_family(capability) == "sm90")
 
 
 @functools.lru_cache(maxsize=None)
@@ -2064,7 +2096,8 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64, 72, 88 and 96-128, from 512 in calls
     of 2^26 scores or more (at 64 from 1024), and from 1024 keys at 136-256, the Gluon kernels' TMA
     reduce-adds: ``gluon_atomic_dq``; from 256 keys in calls of every size at the head dims the
-    pointer kernels would pad, UNPADDED_GLUON_MIN_SEQ), which saves two of the
+    pointer kernels would pad, UNPADDED_GLUON_MIN_SEQ, and of 2^24 scores or more from head_dim 96,
+    SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM), which saves two of the
     backward's seven matrix products per block pair; its last bits then vary from run to run.
     ``config`` overrides the per-architecture tiles (benchmarks and tuning only).
 

@@ -206,14 +206,40 @@ def test_sm90_runs_the_backward_in_one_launch_for_small_calls():
     q = torch.empty(4, 32, 256, 80)  # the training pass's shape
     assert attention_module.config_for(q, q, (9, 0)).fused_backward
     assert attention_module.config_for(q, q) is select_config(None, 80)  # q's device: the CPU
-    for head_dim in (64, 80, 128, 256):  # (72 and the other head dims padded on pointers: below)
-        small = select_config((9, 0), head_dim, 512, limit)
+    # (72 and the other head dims padded on pointers: below; 128 and 256 in fewer scores than
+    # SMALL_CALLS_LONG_PATH_MIN_SCORES only: below too)
+    for head_dim, scores in ((64, limit), (80, limit), (128, 2 ** 23), (256, 2 ** 23)):
+        small = select_config((9, 0), head_dim, 512, scores)
         table = attention_module._ARCH_CONFIGS["sm90"][attention_module._bucket((9, 0), head_dim)]
         assert small.fused_backward and small.backward_dkdv == table.backward_dkdv, head_dim
         for scores in (limit + 1, None):
             assert not select_config((9, 0), head_dim, 512, scores).fused_backward, (head_dim, scores)
     for capability in ((8, 0), (8, 6), (7, 5), (10, 0)):
         assert not select_config(capability, 80, 256, 4 * 32 * 256 * 256).fused_backward
+
+
+def test_sm90_head_dims_from_96_take_the_long_path_from_256_keys_in_calls_of_2_to_24_scores():
+    """From UNPADDED_GLUON_MIN_SEQ keys, head dims from SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM run as
+    long calls do (the Gluon forward and backward) in calls of SMALL_CALLS_LONG_PATH_MIN_SCORES or
+    more (twenty-ninth session: measured faster on the device from 2^24 scores, host-bound below);
+    narrower head dims, fewer scores, fewer keys and other GPUs keep their routing."""
+    assert attention_module.SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM == 96
+    assert attention_module.SMALL_CALLS_LONG_PATH_MIN_SCORES == 2 ** 24  # the fewest measured
+    for head_dim in (96, 128, 144, 160, 192, 256):
+        long = select_config((9, 0), head_dim)
+        assert long.gluon_forward and not long.fused_backward
+        for batch, seq in ((8, 256), (16, 256), (32, 256), (4, 512), (6, 512), (1, 1024)):
+            assert select_config((9, 0), head_dim, seq, batch * 32 * seq * seq, backward=True) is long, (head_dim, seq)
+        assert select_config((9, 0), head_dim, 256) is long  # scores unknown: many
+        small = select_config((9, 0), head_dim, 512, 2 ** 24 - 1, backward=True)
+        assert small.fused_backward and not small.gluon_forward, head_dim
+        assert select_config((9, 0), head_dim, 128, 2 ** 24).fused_backward, head_dim  # under 256 keys
+    for head_dim in (32, 48, 64, 80):
+        assert select_config((9, 0), head_dim, 512, 4 * 32 * 512 * 512).fused_backward, head_dim
+        assert select_config((9, 0), head_dim, 256, 8 * 32 * 256 * 256).fused_backward, head_dim
+    for capability in ((8, 0), (8, 6), (10, 0), None):
+        assert not attention_module._long_path_from_256_keys(capability, 128, 2 ** 25)
+        assert not select_config(capability, 128, 512, 4 * 32 * 512 * 512).gluon_forward
 
 
 def test_sm90_head_dims_padded_on_pointers_take_descriptors_and_gluon_from_256_keys():

@@ -139,13 +139,16 @@ def test_selected_on_hopper_from_512_keys_at_head_dim_40_and_up():
         assert select_config((9, 0), head_dim, 4096).gluon_forward, head_dim
         assert select_config((9, 0), head_dim, 1024).gluon_forward, head_dim
         assert select_config((9, 0), head_dim, 512).gluon_forward, head_dim
-        # host-bound at 256 keys, but taken there where the alternative is the pointer kernels on
-        # zero-padded copies (attention.UNPADDED_GLUON_MIN_SEQ)
+        # from 256 keys where the alternative is the pointer kernels on zero-padded copies
+        # (attention.UNPADDED_GLUON_MIN_SEQ), or from head_dim 96 in many scores (there: unknown)
         assert (select_config((9, 0), head_dim, 256).gluon_forward
-                == attention_module._pads_on_pointers((9, 0), head_dim)), head_dim
+                == (attention_module._pads_on_pointers((9, 0), head_dim) or head_dim >= 96)), head_dim
     assert not select_config((9, 0), 32, 4096).gluon_forward  # width 32: the Triton forward is faster
-    # The one-launch backward's small calls are host-bound: the Triton forward.
-    assert not select_config((9, 0), 128, 512, 4 * 32 * 512 * 512).gluon_forward
+    # The one-launch backward's small calls are host-bound: the Triton forward (at head_dim 96 and
+    # up in fewer than 2^24 scores: attention.SMALL_CALLS_LONG_PATH_MIN_SCORES).
+    assert not select_config((9, 0), 80, 512, 4 * 32 * 512 * 512).gluon_forward
+    assert not select_config((9, 0), 128, 512, 1 * 32 * 512 * 512).gluon_forward
+    assert select_config((9, 0), 128, 512, 4 * 32 * 512 * 512).gluon_forward
     assert select_config((9, 0), 128, 512, 32 * 32 * 512 * 512).gluon_forward
     assert not select_config((8, 0), 128, 4096).gluon_forward
     assert not select_config(None, 128, 4096).gluon_forward
@@ -569,35 +572,71 @@ def _recorded_widths(monkeypatch) -> tuple[list, list]:
     return widths, backward_widths
 
 
+def _three_calls(monkeypatch, batch, heads, kv_heads, seq, head_dim, deterministic) -> tuple[list, list, list]:
+    """Three causal forward+backward calls of one signature, each checked against the float32
+    reference, plans forgotten first: (the head_dim of each Gluon forward and of each
+    attention_backward on the general path, and per Gluon dK/dV launch there whether it summed
+    dQ). The first call runs the general path, the second's backward is watched to make a replay,
+    a plan replays the third's."""
+    widths, backward_widths = _recorded_widths(monkeypatch)
+    summed = []
+    original_dkdv = attention_gluon_backward.backward_dkdv
+    monkeypatch.setattr(attention_gluon_backward, "backward_dkdv",
+                        lambda *args: summed.append(args[-1] is not None) or original_dkdv(*args))
+    attention_module.attention_plan.forget()
+    for call in range(3):
+        q, k, v = (t.requires_grad_() for t in gpu_inputs(batch, heads, kv_heads, seq, seq, head_dim, torch.bfloat16,
+                                                          head_dim + call))
+        grad = torch.randn_like(q)
+        out = flash_attention(q, k, v, causal=True, deterministic=deterministic)
+        out.backward(grad)
+        _check_causal_gradients(q, k, v, out, grad)
+    return widths, backward_widths, summed
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim,seq,kv_heads", [(40, 256, 4), (72, 512, 2), (136, 300, 4), (88, 1024, 1)])
 @pytest.mark.parametrize("deterministic", [False, True], ids=["summing-dq", "deterministic"])
 def test_gpu_small_calls_at_padded_head_dims_run_unpadded(head_dim, seq, kv_heads, deterministic, monkeypatch):
     """Small calls from UNPADDED_GLUON_MIN_SEQ keys at head dims the pointer kernels would pad run
     on descriptors, the Gluon forward and backward reading them unpadded (twenty-eighth session),
-    and match the float32 reference; a plan replays the third call's backward too (the first
-    call's backward runs the general path, the second's is watched to make the replay)."""
+    and match the float32 reference; a plan replays the third call's backward too."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
-    widths, backward_widths = _recorded_widths(monkeypatch)
-    summed = []  # per Gluon dK/dV launch on the general path: whether it summed dQ
-    original_dkdv = attention_gluon_backward.backward_dkdv
-    monkeypatch.setattr(attention_gluon_backward, "backward_dkdv",
-                        lambda *args: summed.append(args[-1] is not None) or original_dkdv(*args))
-    attention_module.attention_plan.forget()
-    for call in range(3):
-        q, k, v = (t.requires_grad_() for t in gpu_inputs(2, 4, kv_heads, seq, seq, head_dim, torch.bfloat16,
-                                                          head_dim + call))
-        grad = torch.randn_like(q)
-        out = flash_attention(q, k, v, causal=True, deterministic=deterministic)
-        out.backward(grad)
-        _check_causal_gradients(q, k, v, out, grad)
+    widths, backward_widths, summed = _three_calls(monkeypatch, 2, 4, kv_heads, seq, head_dim, deterministic)
     # the general path on the first call, unpadded
     assert widths[:1] == [head_dim] and backward_widths[:1] == [head_dim], (widths, backward_widths)
     if not deterministic:  # the Gluon kernel summed dQ, and a plan replayed the third backward
         assert summed == [True, True] and backward_widths == [head_dim] * 2, (summed, backward_widths)
     else:
         assert True not in summed
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim,batch,heads,kv_heads,seq", [(96, 8, 32, 8, 256), (128, 4, 16, 4, 512),
+                                                               (160, 1, 16, 16, 1024), (256, 2, 32, 8, 512)])
+@pytest.mark.parametrize("deterministic", [False, True], ids=["summing-dq", "deterministic"])
+def test_gpu_wide_head_dims_in_2_to_24_scores_take_the_long_path(head_dim, batch, heads, kv_heads, seq, deterministic,
+                                                                 monkeypatch):
+    """Calls of 2^24 scores from head_dim 96 (before the twenty-ninth session: the one-launch
+    backward and the Triton forward) run the Gluon forward and backward as long calls do
+    (SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM), and match the float32 reference; at 96 and 128 a plan
+    replays the third call's backward summing dQ."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    assert batch * heads * seq * seq == attention_module.SMALL_CALLS_LONG_PATH_MIN_SCORES
+    q = torch.empty(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16)
+    k = torch.empty(batch, kv_heads, seq, head_dim, device="cuda", dtype=torch.bfloat16)
+    config = attention_module.config_for(q, k, backward=True)
+    assert config is select_config(torch.cuda.get_device_capability(), head_dim) and not config.fused_backward
+    widths, backward_widths, summed = _three_calls(monkeypatch, batch, heads, kv_heads, seq, head_dim, deterministic)
+    assert widths[:1] == [head_dim] and backward_widths[:1] == [head_dim], (widths, backward_widths)
+    if deterministic:
+        assert True not in summed
+    elif head_dim <= 128:  # the summing backward's two launches, replayed from the third call
+        assert summed == [True, True] and backward_widths == [head_dim] * 2, (summed, backward_widths)
+    else:  # the wide kernel summing dQ (its split calls keep the general path)
+        assert summed and all(summed), summed
 
 
 @pytest.mark.gpu

@@ -149,10 +149,14 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     assert select_config((9, 0), 104, 4096).gluon_backward  # the 128 bucket
     assert select_config((9, 0), 128).gluon_backward  # seq_k unknown: long
     assert select_config((9, 0), 128, 1024, 2 * 32 * 1024 * 1024).gluon_backward  # GLUON_MANY_SCORES
-    assert not select_config((9, 0), 128, 1024, 1 * 32 * 1024 * 1024).gluon_backward  # fewer: Triton's
+    # fewer: from 2^24 scores the long path all the same (SMALL_CALLS_LONG_PATH_MIN_SCORES), below the
+    # one-launch backward
+    assert select_config((9, 0), 128, 1024, 1 * 32 * 1024 * 1024).gluon_backward
+    assert not select_config((9, 0), 128, 1024, 8 * 1024 * 1024).gluon_backward
     assert select_config((9, 0), 128, 1024, 16 * 32 * 1024 * 1024).gluon_backward
     assert select_config((9, 0), 128, 512, 32 * 32 * 512 * 512).gluon_backward
-    assert not select_config((9, 0), 128, 256, 2 ** 30).gluon_backward  # from 512 keys
+    assert select_config((9, 0), 128, 256, 2 ** 30).gluon_backward  # from 256 keys (UNPADDED_GLUON_MIN_SEQ)
+    assert not select_config((9, 0), 128, 128, 2 ** 30).gluon_backward
     assert select_config((9, 0), 40, 1024, 16 * 32 * 1024 * 1024).gluon_atomic_dq
     assert not select_config((9, 0), 48, 1024, 1 * 32 * 1024 * 1024).gluon_atomic_dq
     # but where the pointer kernels would pad head_dim, from 256 keys (UNPADDED_GLUON_MIN_SEQ)
@@ -173,8 +177,10 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     # and from 512 keys in calls of 2^26 scores (eighteenth session), not in fewer or below 512
     assert select_config((9, 0), 256, 512, 8 * 32 * 512 * 512).gluon_backward
     assert select_config((9, 0), 144, 512, 32 * 32 * 512 * 512).gluon_atomic_dq
-    assert not select_config((9, 0), 256, 512, 2 * 32 * 512 * 512).gluon_backward
-    assert not select_config((9, 0), 256, 256, 2 ** 30).gluon_backward
+    assert not select_config((9, 0), 256, 512, 1 * 32 * 512 * 512).gluon_backward  # under 2^24 scores
+    assert select_config((9, 0), 256, 512, 2 * 32 * 512 * 512).gluon_backward  # from them, as from 256 keys
+    assert select_config((9, 0), 256, 256, 2 ** 30).gluon_backward
+    assert not select_config((9, 0), 256, 128, 2 ** 30).gluon_backward
     assert not select_config((8, 0), 128, 4096).gluon_backward
     assert not select_config(None, 128, 4096).gluon_backward
 
@@ -187,20 +193,25 @@ def test_summing_dq_selected_on_hopper_at_the_measured_head_dims(head_dim, summe
     (hd40, 64, 72, 88, 96, 112, 128 from 2048 keys, or from 512 in calls of 2^26 scores, hd64 from
     1024 there; hd136-256 from 1024, or from 512 in calls of 2^26 scores since the eighteenth
     session) and at the head dims of the same kernel widths between them, in calls of every size from
-    256 keys where the pointer kernels would pad head_dim (twenty-eighth session); not hd80 (measured
-    level or slower) or hd32 (unmeasured)."""
+    256 keys where the pointer kernels would pad head_dim (twenty-eighth session) and from head_dim 96
+    in calls of 2^24 scores or more (twenty-ninth); not hd80 (measured level or slower) or hd32
+    (unmeasured)."""
     assert select_config((9, 0), head_dim, 4096).gluon_atomic_dq == summed
     assert select_config((9, 0), head_dim).gluon_atomic_dq == summed
     for scores in (2 * 32 * 1024 * 1024, 4 * 32 * 1024 * 1024, 16 * 32 * 1024 * 1024):  # GLUON_MANY_SCORES
         assert select_config((9, 0), head_dim, 1024, scores).gluon_atomic_dq == summed
     # In fewer scores only where the pointer kernels would pad head_dim (UNPADDED_GLUON_MIN_SEQ), and
     # at 1024 keys in the 256 bucket (GLUON_WIDE_MIN_SEQ).
+    # and from head_dim 96 in 2^24 scores or more (SMALL_CALLS_LONG_PATH_MIN_SCORES).
     padded = attention_module._pads_on_pointers((9, 0), head_dim)
     assert (select_config((9, 0), head_dim, 1024, 48 * 1024 * 1024).gluon_atomic_dq
-            == (summed and (head_dim > 128 or padded)))
+            == (summed and (head_dim >= 96 or padded)))
+    assert (select_config((9, 0), head_dim, 1024, 8 * 1024 * 1024).gluon_atomic_dq
+            == (summed and (head_dim > 128 or padded)))  # at 1024 keys the 256 bucket's: GLUON_WIDE_MIN_SEQ
     for scores in (8 * 32 * 512 * 512, 32 * 32 * 512 * 512):
         assert select_config((9, 0), head_dim, 512, scores).gluon_atomic_dq == (summed and head_dim != 64)
-    assert select_config((9, 0), head_dim, 512, 6 * 32 * 512 * 512).gluon_atomic_dq == (summed and padded)
+    assert (select_config((9, 0), head_dim, 512, 6 * 32 * 512 * 512).gluon_atomic_dq
+            == (summed and (padded or head_dim >= 96)))
     assert not select_config((8, 9), head_dim, 4096).gluon_atomic_dq
     assert not select_config((10, 0), head_dim, 4096).gluon_atomic_dq
 
