@@ -173,6 +173,11 @@ def state_lock(state_dir: str, create: bool = True) -> Iterator["Manifest | None
                 return
             _build_state_dirs(state_dir, parent_dir_problem)
         problem = private_dir_problem(state_dir)
+        if problem and not os.path.lexists(state_dir):
+            # Removed while checked (a concurrent undo, or a run that recorded nothing, removes
+            # the state dir and the parents it made): look again, as after a lost lock. It
+            # ended a fix with exit 2 in a fresh-clone CI run (test_concurrent_fix_and_undo_then_undo_is_exact).
+            continue
         if problem:
             raise UnsafeDirectory(f"refusing to keep gpudoctor's state in {state_dir}: {problem}")
         lock_path = os.path.join(state_dir, LOCK_NAME)

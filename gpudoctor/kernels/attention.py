@@ -37,7 +37,7 @@ why not a partial tail), and on Hopper through tensor descriptors (the TMA copy 
 read them unpadded, zero-fill past head_dim and so allow partial tails (72 = 64 + 16): there from
 UNPADDED_GLUON_MIN_SEQ keys in calls of every size, with the Gluon forward and, where
 deterministic=False, the Gluon backward summing dQ (and so do head dims from 96 in all but the
-fewest scores, SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM). See ``select_config`` for where each runs and
+fewest scores under 1024 keys, SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM). See ``select_config`` for where each runs and
 the H200 measurements behind it. Hopper-only paths
 sit behind ``usable_config``; every other GPU, and any layout the copy engine cannot take, runs
 the pointer kernels.
@@ -1409,10 +1409,12 @@ GLUON_WIDE_MIN_SEQ = 1024
 # 152: faster on the device than the padded one-launch backward in the figures above, mixed with
 # do_bench).
 UNPADDED_GLUON_MIN_SEQ = 256
-# sm90: from UNPADDED_GLUON_MIN_SEQ keys, head dims from this one take that path too in calls of
-# SMALL_CALLS_LONG_PATH_MIN_SCORES scores or more, which ran the Triton forward and the one-launch
-# backward where they were small calls (FUSED_BACKWARD_MAX_SCORES) and the Triton kernels on
-# pointers at 256-511 keys. Measured on the H200 (twenty-ninth session, bench/attention_mid_calls.py
+# sm90: from UNPADDED_GLUON_MIN_SEQ keys, head dims from this one take that path too in small calls
+# (FUSED_BACKWARD_MAX_SCORES, FUSED_BACKWARD_MAX_SEQ) of SMALL_CALLS_LONG_PATH_MIN_SCORES scores or
+# more, which ran the Triton forward and the one-launch backward; and from
+# SHORT_CALLS_LONG_PATH_MIN_HEAD_DIM so do larger calls under FUSED_BACKWARD_MAX_SEQ keys, which ran
+# the Triton kernels on pointers at 256-511 keys and the Triton backward at 512 keys in 2^25-2^26
+# scores. Measured on the H200 (twenty-ninth session, bench/attention_mid_calls.py
 # --cases smallpow, bf16, three rounds, b4 h32 s512 causal / not causal and b8 h32 s256 causal,
 # device µs, the one-launch path / this one / cuDNN): forward+backward hd96 148 / 133 / 137, 179 /
 # 156 / 156, 114 / 106 / 104; hd128 178 / 144 / 148, 211 / 169 / 171, 143 / 120 / 120; hd144 318 /
@@ -1425,9 +1427,13 @@ UNPADDED_GLUON_MIN_SEQ = 256
 # host time, the one-launch path stays. Below 96 the one-launch path was level or faster on the
 # device (hd32 1.28-1.39x cuDNN against 1.15-1.26; hd48 0.92-1.03 against 0.95-1.00; hd64 and 80
 # level causal, 0.94 against 0.99-1.01 not causal; the training pass's call, hd80 b4 s256 causal,
-# 51 against 56 µs) and cheaper on the host.
+# 51 against 56 µs) and cheaper on the host. Larger calls (--cases smallpow2, before / this path
+# / cuDNN): hd128 b32 h32 s256 causal 506 / 413 / 410 µs, hd256 1063 / 868 / 879, hd128 b6 s512
+# causal 235 / 208 / 206; but hd96 b64 s256 not causal 747 / 786 / 768 (its Triton backward on the
+# 64 + 32 split stays there), and calls from 1024 keys past the small ones were not measured.
 SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM = 96
 SMALL_CALLS_LONG_PATH_MIN_SCORES = 2 ** 24
+SHORT_CALLS_LONG_PATH_MIN_HEAD_DIM = 128
 # The Triton kernels take rows as 16-byte aligned where every stride of their tensors but the
 # last is a multiple of this many elements (_row_align, _aligned); the delta kernel zeros dQ's
 # float32 sums wherever a backward sums dQ (attention_backward), instead of a fill kernel before
@@ -1444,11 +1450,12 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
     sm90, and with ``scores`` (batch x heads x seq_q x seq_k; None: large) the one-launch backward
     or not, and the Gluon backward below GLUON_MIN_SEQ keys or not (but from UNPADDED_GLUON_MIN_SEQ
     keys head dims the pointer kernels would pad take the long calls' path whatever ``scores``, and
-    head dims from SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM from SMALL_CALLS_LONG_PATH_MIN_SCORES);
+    wider ones from SMALL_CALLS_LONG_PATH_MIN_SCORES: _long_path_from_256_keys);
     ``backward``: the call will run a backward (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD)."""
     limit = (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD if backward and head_dim in FUSED_BACKWARD_WITH_GRAD_HEAD_DIMS
              else FUSED_BACKWARD_MAX_SCORES)
-    if seq_k is not None and seq_k >= UNPADDED_GLUON_MIN_SEQ and _long_path_from_256_keys(capability, head_dim, scores):
+    if (seq_k is not None and seq_k >= UNPADDED_GLUON_MIN_SEQ
+            and _long_path_from_256_keys(capability, head_dim, seq_k, scores)):
         return _select_config(capability, head_dim, True, False, True, True, True)
     small_call = (scores is not None and scores <= limit
                   and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
@@ -1477,15 +1484,18 @@ def config_for(q: torch.Tensor, k: torch.Tensor, capability=_OF_Q, backward: boo
                          backward)
 
 
-def _long_path_from_256_keys(capability, head_dim: int, scores: int | None) -> bool:
-    """Whether a call of ``scores`` (None: large) from UNPADDED_GLUON_MIN_SEQ keys takes the path of
-    long calls whatever its size: at head dims the pointer kernels pad, and on sm90 at wide ones in
-    all but the fewest scores (SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM, _MIN_SCORES)."""
+def _long_path_from_256_keys(capability, head_dim: int, seq_k: int, scores: int | None) -> bool:
+    """Whether a call of ``seq_k`` keys (at least UNPADDED_GLUON_MIN_SEQ) and ``scores`` (None:
+    many) takes the path of long calls whatever its size: at head dims the pointer kernels pad, and
+    on sm90 at wide ones in all but the fewest scores (SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM, ...)."""
     if _pads_on_pointers(capability, head_dim):
         return True
-    return (head_dim >= SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM
-            and (scores is None or scores >= SMALL_CALLS_LONG_PATH_MIN_SCORES)
-            and capability is not None and _architecture_family(capability) == "sm90")
+    if (capability is None or _architecture_family(capability) != "sm90"
+            or head_dim < SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM
+            or (scores is not None and scores < SMALL_CALLS_LONG_PATH_MIN_SCORES)):
+        return False
+    small_call = scores is not None and scores <= FUSED_BACKWARD_MAX_SCORES and seq_k <= FUSED_BACKWARD_MAX_SEQ
+    return small_call or (head_dim >= SHORT_CALLS_LONG_PATH_MIN_HEAD_DIM and seq_k < FUSED_BACKWARD_MAX_SEQ)
 
 
 @functools.lru_cache(maxsize=None)
@@ -2096,8 +2106,8 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64, 72, 88 and 96-128, from 512 in calls
     of 2^26 scores or more (at 64 from 1024), and from 1024 keys at 136-256, the Gluon kernels' TMA
     reduce-adds: ``gluon_atomic_dq``; from 256 keys in calls of every size at the head dims the
-    pointer kernels would pad, UNPADDED_GLUON_MIN_SEQ, and of 2^24 scores or more from head_dim 96,
-    SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM), which saves two of the
+    pointer kernels would pad, UNPADDED_GLUON_MIN_SEQ, and of 2^24 scores or more under 1024 keys
+    from head_dim 96 or 128, SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM), which saves two of the
     backward's seven matrix products per block pair; its last bits then vary from run to run.
     ``config`` overrides the per-architecture tiles (benchmarks and tuning only).
 

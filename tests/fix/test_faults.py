@@ -249,6 +249,32 @@ def _report(what: str, attacks: int) -> None:
             handle.write(json.dumps({"what": what, "attacks": attacks}) + "\n")
 
 
+def test_a_state_dir_removed_by_another_run_while_checked_is_made_again_not_refused(home, monkeypatch):
+    """Concurrent fix and undo: a fix makes the state dir (and its parents), then an undo removes
+    them (undo removes the directories gpudoctor made) while the fix checks them. The check's "No
+    such file or directory" used to end the fix with exit 2 ("refusing to keep gpudoctor's
+    state"); it now makes them again."""
+    from gpudoctor import paths
+    from gpudoctor.fix import manifest as manifest_module
+
+    dirs = GpudoctorDirs.from_env()
+    real_check, raced = paths.private_dir_problem, []
+
+    def check_while_another_run_undoes(path):
+        if path == dirs.state and not raced:
+            raced.append(path)
+            for directory in (dirs.state, os.path.dirname(dirs.state)):  # as undo: the chain it made
+                for name in os.listdir(directory):
+                    os.unlink(os.path.join(directory, name))
+                os.rmdir(directory)
+        return real_check(path)
+
+    assert not os.path.lexists(os.path.dirname(dirs.state))  # the fix makes the parent too
+    monkeypatch.setattr(paths, "private_dir_problem", check_while_another_run_undoes)
+    with manifest_module.state_lock(dirs.state) as manifest:
+        assert manifest is not None and raced and os.path.isdir(dirs.state)
+
+
 def test_a_state_dir_made_by_another_run_after_the_check_is_used_not_a_crash(home, monkeypatch):
     """Concurrent fixes: a run sees no state dir, another renames its tree into place, then the
     first walks up to find what is missing and finds nothing missing. It used to raise IndexError

@@ -220,17 +220,25 @@ def test_sm90_runs_the_backward_in_one_launch_for_small_calls():
 
 def test_sm90_head_dims_from_96_take_the_long_path_from_256_keys_in_calls_of_2_to_24_scores():
     """From UNPADDED_GLUON_MIN_SEQ keys, head dims from SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM run as
-    long calls do (the Gluon forward and backward) in calls of SMALL_CALLS_LONG_PATH_MIN_SCORES or
-    more (twenty-ninth session: measured faster on the device from 2^24 scores, host-bound below);
+    long calls do (the Gluon forward and backward) in small calls of SMALL_CALLS_LONG_PATH_MIN_SCORES
+    or more, and from SHORT_CALLS_LONG_PATH_MIN_HEAD_DIM in larger calls under 1024 keys
+    (twenty-ninth session: measured faster on the device from 2^24 scores, host-bound below);
     narrower head dims, fewer scores, fewer keys and other GPUs keep their routing."""
     assert attention_module.SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM == 96
+    assert attention_module.SHORT_CALLS_LONG_PATH_MIN_HEAD_DIM == 128
     assert attention_module.SMALL_CALLS_LONG_PATH_MIN_SCORES == 2 ** 24  # the fewest measured
     for head_dim in (96, 128, 144, 160, 192, 256):
         long = select_config((9, 0), head_dim)
         assert long.gluon_forward and not long.fused_backward
-        for batch, seq in ((8, 256), (16, 256), (32, 256), (4, 512), (6, 512), (1, 1024)):
+        for batch, seq in ((8, 256), (16, 256), (4, 512), (1, 1024)):  # small calls
             assert select_config((9, 0), head_dim, seq, batch * 32 * seq * seq, backward=True) is long, (head_dim, seq)
-        assert select_config((9, 0), head_dim, 256) is long  # scores unknown: many
+        for batch, seq in ((32, 256), (64, 256), (6, 512)):  # larger ones under 1024 keys: not at 96
+            config = select_config((9, 0), head_dim, seq, batch * 32 * seq * seq, backward=True)
+            assert (config is long) == (head_dim >= 128), (head_dim, seq)
+        assert (select_config((9, 0), head_dim, 256) is long) == (head_dim >= 128)  # scores unknown: many
+        # from 1024 keys past the small calls: as before (unmeasured)
+        assert select_config((9, 0), head_dim, 1500, 8 * 1500 * 1500) is select_config((9, 0), head_dim, 1500,
+                                                                                        8 * 1500 * 1500 - 1)
         small = select_config((9, 0), head_dim, 512, 2 ** 24 - 1, backward=True)
         assert small.fused_backward and not small.gluon_forward, head_dim
         assert select_config((9, 0), head_dim, 128, 2 ** 24).fused_backward, head_dim  # under 256 keys
@@ -238,7 +246,7 @@ def test_sm90_head_dims_from_96_take_the_long_path_from_256_keys_in_calls_of_2_t
         assert select_config((9, 0), head_dim, 512, 4 * 32 * 512 * 512).fused_backward, head_dim
         assert select_config((9, 0), head_dim, 256, 8 * 32 * 256 * 256).fused_backward, head_dim
     for capability in ((8, 0), (8, 6), (10, 0), None):
-        assert not attention_module._long_path_from_256_keys(capability, 128, 2 ** 25)
+        assert not attention_module._long_path_from_256_keys(capability, 128, 512, 2 ** 25)
         assert not select_config(capability, 128, 512, 4 * 32 * 512 * 512).gluon_forward
 
 

@@ -140,9 +140,9 @@ def test_selected_on_hopper_from_512_keys_at_head_dim_40_and_up():
         assert select_config((9, 0), head_dim, 1024).gluon_forward, head_dim
         assert select_config((9, 0), head_dim, 512).gluon_forward, head_dim
         # from 256 keys where the alternative is the pointer kernels on zero-padded copies
-        # (attention.UNPADDED_GLUON_MIN_SEQ), or from head_dim 96 in many scores (there: unknown)
+        # (attention.UNPADDED_GLUON_MIN_SEQ), or from head_dim 128 in many scores (there: unknown)
         assert (select_config((9, 0), head_dim, 256).gluon_forward
-                == (attention_module._pads_on_pointers((9, 0), head_dim) or head_dim >= 96)), head_dim
+                == (attention_module._pads_on_pointers((9, 0), head_dim) or head_dim >= 128)), head_dim
     assert not select_config((9, 0), 32, 4096).gluon_forward  # width 32: the Triton forward is faster
     # The one-launch backward's small calls are host-bound: the Triton forward (at head_dim 96 and
     # up in fewer than 2^24 scores: attention.SMALL_CALLS_LONG_PATH_MIN_SCORES).

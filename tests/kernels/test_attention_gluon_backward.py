@@ -202,16 +202,19 @@ def test_summing_dq_selected_on_hopper_at_the_measured_head_dims(head_dim, summe
         assert select_config((9, 0), head_dim, 1024, scores).gluon_atomic_dq == summed
     # In fewer scores only where the pointer kernels would pad head_dim (UNPADDED_GLUON_MIN_SEQ), and
     # at 1024 keys in the 256 bucket (GLUON_WIDE_MIN_SEQ).
-    # and from head_dim 96 in 2^24 scores or more (SMALL_CALLS_LONG_PATH_MIN_SCORES).
+    # and from head_dim 96 in small calls of 2^24 scores or more (SMALL_CALLS_LONG_PATH_MIN_SCORES),
+    # from 128 in larger ones under 1024 keys.
     padded = attention_module._pads_on_pointers((9, 0), head_dim)
     assert (select_config((9, 0), head_dim, 1024, 48 * 1024 * 1024).gluon_atomic_dq
+            == (summed and (head_dim > 128 or padded)))
+    assert (select_config((9, 0), head_dim, 1024, 32 * 1024 * 1024).gluon_atomic_dq
             == (summed and (head_dim >= 96 or padded)))
     assert (select_config((9, 0), head_dim, 1024, 8 * 1024 * 1024).gluon_atomic_dq
             == (summed and (head_dim > 128 or padded)))  # at 1024 keys the 256 bucket's: GLUON_WIDE_MIN_SEQ
     for scores in (8 * 32 * 512 * 512, 32 * 32 * 512 * 512):
         assert select_config((9, 0), head_dim, 512, scores).gluon_atomic_dq == (summed and head_dim != 64)
     assert (select_config((9, 0), head_dim, 512, 6 * 32 * 512 * 512).gluon_atomic_dq
-            == (summed and (padded or head_dim >= 96)))
+            == (summed and (padded or head_dim >= 128)))
     assert not select_config((8, 9), head_dim, 4096).gluon_atomic_dq
     assert not select_config((10, 0), head_dim, 4096).gluon_atomic_dq
 
