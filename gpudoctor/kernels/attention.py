@@ -11,8 +11,9 @@ so the exponential is a bare ``exp2``), the causal case split into an unmasked o
 a masked diagonal loop, the log-sum-exp (base 2) saved for the backward, and a backward made of a
 ``delta = rowsum(o * do)`` pre-pass, a dK/dV kernel that walks the query blocks and a dQ kernel that
 walks the key blocks. For small calls on Hopper (``fused_backward``: batch x heads x seq_q x
-seq_k up to a measured limit) the three are one launch: the dK/dV and dQ programs side by side in
-one grid, each computing the delta it needs from O, since such calls are host-bound (launches and
+seq_k up to a measured limit; at head_dim 96 and up only below 2^24 scores or with
+``deterministic=True``, SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM) the three are one launch: the dK/dV and
+dQ programs side by side in one grid, each computing the delta it needs from O, since such calls are host-bound (launches and
 their Python cost more than the GPU's work). Every gradient element is written by exactly one
 program (dK/dV of a shared KV head sum their query heads inside one program, or, in the wide
 Gluon kernel's split calls, in a fixed order after it: attention_gluon_backward_wide.splits), so
@@ -36,8 +37,9 @@ zero-padded to the next power of two (``_FlashAttentionFunction``; see ``head_di
 why not a partial tail), and on Hopper through tensor descriptors (the TMA copy engine), which
 read them unpadded, zero-fill past head_dim and so allow partial tails (72 = 64 + 16): there from
 UNPADDED_GLUON_MIN_SEQ keys in calls of every size, with the Gluon forward and, where
-deterministic=False, the Gluon backward summing dQ (and so do head dims from 96 in all but the
-fewest scores under 1024 keys, SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM). See ``select_config`` for where each runs and
+deterministic=False, the Gluon backward summing dQ (and so, with deterministic=False, do small
+calls of 2^24 scores or more from head_dim 96 and calls of 2^24 scores or more under 1024 keys from
+128: SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM). See ``select_config`` for where each runs and
 the H200 measurements behind it. Hopper-only paths
 sit behind ``usable_config``; every other GPU, and any layout the copy engine cannot take, runs
 the pointer kernels.
@@ -1244,7 +1246,10 @@ DESCRIPTOR_MIN_SEQ_LARGE_CALLS = 512
 # more of it (each dK/dV program recomputes delta). The same work at another batch trades about
 # the same way (batch 16 at 4x the limit: 0.99-1.27x; GQA, non-causal, fp16, hd96/256 under the
 # limit: 1.09-1.90x). Longer sequences with few heads stay under the size limit but were never
-# timed fused, hence also FUSED_BACKWARD_MAX_SEQ. Not on one pipeline stage (ptxas spills none of
+# timed fused, hence also FUSED_BACKWARD_MAX_SEQ. (Where _long_path_from_256_keys says so, from 256
+# keys, small calls run the long calls' path instead: padded head dims, and from head_dim 96 in
+# 2^24 scores or more, where the Gluon kernels have since beaten it; twenty-ninth session.)
+# Not on one pipeline stage (ptxas spills none of
 # the 472 bytes three stages spill at hd80): on the H200 (Triton 3.6) the one-stage kernel
 # returned wrong dQ at hd96 and "an illegal memory access" at other shapes (GPU suite, eighth
 # session), while the same kernel on the table's stages passed.
@@ -1285,7 +1290,8 @@ FUSED_BACKWARD_WITH_GRAD_HEAD_DIMS = (64, 80)
 # forward alone is level (hd80 0.018 / 0.017 / 0.018) but forward+backward was slower (0.175 /
 # 0.221 ms at hd80, 0.249 / 0.269 at hd128): those calls are host-bound; 512 keys was measured at
 # hd64, 96, 128 and 256 only (hd96 0.219 / 0.207 / 0.193, hd256 b16 0.274 / 0.210 / 0.191), the
-# other head dims from 1024.
+# other head dims from 1024. (From 256 keys where _long_path_from_256_keys says so: padded head
+# dims, and from 96 in 2^24 scores; twenty-eighth and twenty-ninth sessions.)
 GLUON_FORWARD_MIN_HEAD_DIM = 40
 GLUON_FORWARD_MIN_SEQ = 512
 # sm90: the warp-specialized Gluon dK/dV kernel (attention_gluon_backward.py) for these buckets
@@ -1413,8 +1419,11 @@ UNPADDED_GLUON_MIN_SEQ = 256
 # (FUSED_BACKWARD_MAX_SCORES, FUSED_BACKWARD_MAX_SEQ) of SMALL_CALLS_LONG_PATH_MIN_SCORES scores or
 # more, which ran the Triton forward and the one-launch backward; and from
 # SHORT_CALLS_LONG_PATH_MIN_HEAD_DIM so do larger calls under FUSED_BACKWARD_MAX_SEQ keys, which ran
-# the Triton kernels on pointers at 256-511 keys and the Triton backward at 512 keys in 2^25-2^26
-# scores. Measured on the H200 (twenty-ninth session, bench/attention_mid_calls.py
+# the Triton kernels on pointers at 256-511 keys and the Triton backward at 512-1023 keys in
+# 2^25-2^26 scores. Only where deterministic=False: with True the Gluon dK/dV kernel would run
+# beside the Triton dQ, a backward no plan replays, and that was not timed here (a review's two
+# quick runs saw it slower with the host, faster on the device). Measured on the H200
+# (twenty-ninth session, bench/attention_mid_calls.py
 # --cases smallpow, bf16, three rounds, b4 h32 s512 causal / not causal and b8 h32 s256 causal,
 # device µs, the one-launch path / this one / cuDNN): forward+backward hd96 148 / 133 / 137, 179 /
 # 156 / 156, 114 / 106 / 104; hd128 178 / 144 / 148, 211 / 169 / 171, 143 / 120 / 120; hd144 318 /
@@ -1431,6 +1440,7 @@ UNPADDED_GLUON_MIN_SEQ = 256
 # / cuDNN): hd128 b32 h32 s256 causal 506 / 413 / 410 µs, hd256 1063 / 868 / 879, hd128 b6 s512
 # causal 235 / 208 / 206; but hd96 b64 s256 not causal 747 / 786 / 768 (its Triton backward on the
 # 64 + 32 split stays there), and calls from 1024 keys past the small ones were not measured.
+# SMALL_CALLS_LONG_PATH_MAX_SCORES_UNDER_1024: RUN4
 SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM = 96
 SMALL_CALLS_LONG_PATH_MIN_SCORES = 2 ** 24
 SHORT_CALLS_LONG_PATH_MIN_HEAD_DIM = 128
@@ -1443,19 +1453,19 @@ ALIGNED_ROW_ELEMENTS = 8
 DELTA_ZEROES_DQ_SUM = True
 
 
-def select_config(capability: tuple[int, int] | None, head_dim: int,
-                  seq_k: int | None = None, scores: int | None = None, backward: bool = False) -> AttentionConfig:
+def select_config(capability: tuple[int, int] | None, head_dim: int, seq_k: int | None = None,
+                  scores: int | None = None, backward: bool = False, deterministic: bool = False) -> AttentionConfig:
     """The tiles for a GPU of ``capability`` (None: Triton's CPU interpreter) and ``head_dim``;
     ``seq_k`` (keys per head; None: long) picks the descriptor kernels and the Gluon ones or not on
     sm90, and with ``scores`` (batch x heads x seq_q x seq_k; None: large) the one-launch backward
     or not, and the Gluon backward below GLUON_MIN_SEQ keys or not (but from UNPADDED_GLUON_MIN_SEQ
     keys head dims the pointer kernels would pad take the long calls' path whatever ``scores``, and
-    wider ones from SMALL_CALLS_LONG_PATH_MIN_SCORES: _long_path_from_256_keys);
+    wider ones from SMALL_CALLS_LONG_PATH_MIN_SCORES unless ``deterministic``: _long_path_from_256_keys);
     ``backward``: the call will run a backward (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD)."""
     limit = (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD if backward and head_dim in FUSED_BACKWARD_WITH_GRAD_HEAD_DIMS
              else FUSED_BACKWARD_MAX_SCORES)
     if (seq_k is not None and seq_k >= UNPADDED_GLUON_MIN_SEQ
-            and _long_path_from_256_keys(capability, head_dim, seq_k, scores)):
+            and _long_path_from_256_keys(capability, head_dim, seq_k, scores, deterministic)):
         return _select_config(capability, head_dim, True, False, True, True, True)
     small_call = (scores is not None and scores <= limit
                   and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
@@ -1475,22 +1485,27 @@ def select_config(capability: tuple[int, int] | None, head_dim: int,
 _OF_Q = object()  # config_for's default capability: q's GPU's
 
 
-def config_for(q: torch.Tensor, k: torch.Tensor, capability=_OF_Q, backward: bool = False) -> AttentionConfig:
+def config_for(q: torch.Tensor, k: torch.Tensor, capability=_OF_Q, backward: bool = False,
+               deterministic: bool = False) -> AttentionConfig:
     """select_config for these inputs ((batch, heads, seq, head_dim) q, k); ``capability``
     defaults to q's GPU's (remembered per device, as every call asks; None on the CPU)."""
     if capability is _OF_Q:
         capability = _device_capability(q)
     return select_config(capability, q.shape[-1], k.shape[2], q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2],
-                         backward)
+                         backward, deterministic)
 
 
-def _long_path_from_256_keys(capability, head_dim: int, seq_k: int, scores: int | None) -> bool:
+def _long_path_from_256_keys(capability, head_dim: int, seq_k: int, scores: int | None,
+                             deterministic: bool = False) -> bool:
     """Whether a call of ``seq_k`` keys (at least UNPADDED_GLUON_MIN_SEQ) and ``scores`` (None:
-    many) takes the path of long calls whatever its size: at head dims the pointer kernels pad, and
-    on sm90 at wide ones in all but the fewest scores (SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM, ...)."""
+    many) takes the path of long calls whatever its size: at head dims the pointer kernels pad;
+    and on sm90 with ``deterministic`` False, in 2^24 scores or more (SMALL_CALLS_LONG_PATH_MIN_SCORES),
+    small calls (FUSED_BACKWARD_MAX_SCORES, FUSED_BACKWARD_MAX_SEQ: the one-launch backward's, also
+    where FUSED_BACKWARD_MAX_SCORES_WITH_GRAD widens them at 64 and 80, below this rule) from
+    head_dim 96 and larger calls under FUSED_BACKWARD_MAX_SEQ keys from 128."""
     if _pads_on_pointers(capability, head_dim):
         return True
-    if (capability is None or _architecture_family(capability) != "sm90"
+    if (deterministic or capability is None or _architecture_family(capability) != "sm90"
             or head_dim < SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM
             or (scores is not None and scores < SMALL_CALLS_LONG_PATH_MIN_SCORES)):
         return False
@@ -1543,10 +1558,10 @@ def _bucket(capability: tuple[int, int], head_dim: int) -> int:
 
 
 def _autotuned_or_guessed(q, k, v, causal: bool, softmax_scale: float, capability, head_dim: int,
-                          backward: bool = False) -> AttentionConfig:
+                          backward: bool = False, deterministic: bool = False) -> AttentionConfig:
     """The table's tiles; on a GPU family never measured here, the fastest of them and a few
     neighbours, tuned at first use and cached (attention_autotune.py)."""
-    guess = config_for(q, k, capability, backward)
+    guess = config_for(q, k, capability, backward, deterministic)
     if capability is None:
         return guess
     from . import attention_autotune as autotune
@@ -2106,8 +2121,9 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64, 72, 88 and 96-128, from 512 in calls
     of 2^26 scores or more (at 64 from 1024), and from 1024 keys at 136-256, the Gluon kernels' TMA
     reduce-adds: ``gluon_atomic_dq``; from 256 keys in calls of every size at the head dims the
-    pointer kernels would pad, UNPADDED_GLUON_MIN_SEQ, and of 2^24 scores or more under 1024 keys
-    from head_dim 96 or 128, SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM), which saves two of the
+    pointer kernels would pad, UNPADDED_GLUON_MIN_SEQ; from 256 keys in small calls of 2^24
+    scores or more from head_dim 96, and in every call of 2^24 scores or more under 1024 keys from
+    128, SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM), which saves two of the
     backward's seven matrix products per block pair; its last bits then vary from run to run.
     ``config`` overrides the per-architecture tiles (benchmarks and tuning only).
 
@@ -2131,7 +2147,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
         softmax_scale = 1.0 / math.sqrt(head_dim)
     if config is None:
         config = _autotuned_or_guessed(q, k, v, bool(causal), float(softmax_scale), _device_capability(q), head_dim,
-                                       needs_grad)
+                                       needs_grad, bool(deterministic))
     # Decided here, before padding: the pointer kernels need padded inputs where the
     # descriptor kernels do not.
     config = usable_config(config, q, k, v)

@@ -218,12 +218,24 @@ def test_sm90_runs_the_backward_in_one_launch_for_small_calls():
         assert not select_config(capability, 80, 256, 4 * 32 * 256 * 256).fused_backward
 
 
+def _routed_before_the_rule(head_dim, seq, scores, backward=False):
+    """select_config on sm90 with no head_dim taking the long calls' path for being wide (the
+    routing before the twenty-ninth session)."""
+    rule = attention_module.SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM
+    attention_module.SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM = attention_module.MAX_HEAD_DIM + 1
+    try:
+        return select_config((9, 0), head_dim, seq, scores, backward)
+    finally:
+        attention_module.SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM = rule
+
+
 def test_sm90_head_dims_from_96_take_the_long_path_from_256_keys_in_calls_of_2_to_24_scores():
     """From UNPADDED_GLUON_MIN_SEQ keys, head dims from SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM run as
     long calls do (the Gluon forward and backward) in small calls of SMALL_CALLS_LONG_PATH_MIN_SCORES
     or more, and from SHORT_CALLS_LONG_PATH_MIN_HEAD_DIM in larger calls under 1024 keys
     (twenty-ninth session: measured faster on the device from 2^24 scores, host-bound below);
-    narrower head dims, fewer scores, fewer keys and other GPUs keep their routing."""
+    narrower head dims, fewer scores, fewer keys, deterministic=True and other GPUs keep their
+    routing."""
     assert attention_module.SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM == 96
     assert attention_module.SHORT_CALLS_LONG_PATH_MIN_HEAD_DIM == 128
     assert attention_module.SMALL_CALLS_LONG_PATH_MIN_SCORES == 2 ** 24  # the fewest measured
@@ -236,9 +248,15 @@ def test_sm90_head_dims_from_96_take_the_long_path_from_256_keys_in_calls_of_2_t
             config = select_config((9, 0), head_dim, seq, batch * 32 * seq * seq, backward=True)
             assert (config is long) == (head_dim >= 128), (head_dim, seq)
         assert (select_config((9, 0), head_dim, 256) is long) == (head_dim >= 128)  # scores unknown: many
-        # from 1024 keys past the small calls: as before (unmeasured)
-        assert select_config((9, 0), head_dim, 1500, 8 * 1500 * 1500) is select_config((9, 0), head_dim, 1500,
-                                                                                        8 * 1500 * 1500 - 1)
+        # as before the rule: from 1024 keys past the small calls (unmeasured), and with
+        # deterministic=True (the Gluon dK/dV kernel beside the Triton dQ: untimed, no plan)
+        for seq, scores in ((1500, 8 * 1500 * 1500), (1024, 48 * 1024 * 1024), (4096, 2 ** 24)):
+            assert select_config((9, 0), head_dim, seq, scores) is _routed_before_the_rule(head_dim, seq, scores)
+        for batch, seq in ((8, 256), (4, 512), (32, 256)):
+            scores = batch * 32 * seq * seq
+            assert (select_config((9, 0), head_dim, seq, scores, backward=True, deterministic=True)
+                    is _routed_before_the_rule(head_dim, seq, scores, backward=True)), (head_dim, seq)
+        assert select_config((9, 0), head_dim, 512, 2 ** 24, deterministic=True).fused_backward
         small = select_config((9, 0), head_dim, 512, 2 ** 24 - 1, backward=True)
         assert small.fused_backward and not small.gluon_forward, head_dim
         assert select_config((9, 0), head_dim, 128, 2 ** 24).fused_backward, head_dim  # under 256 keys

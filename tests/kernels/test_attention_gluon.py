@@ -619,24 +619,26 @@ def test_gpu_small_calls_at_padded_head_dims_run_unpadded(head_dim, seq, kv_head
 def test_gpu_wide_head_dims_in_2_to_24_scores_take_the_long_path(head_dim, batch, heads, kv_heads, seq, deterministic,
                                                                  monkeypatch):
     """Calls of 2^24 scores from head_dim 96 (before the twenty-ninth session: the one-launch
-    backward and the Triton forward) run the Gluon forward and backward as long calls do
-    (SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM), and match the float32 reference; at 96 and 128 a plan
-    replays the third call's backward summing dQ."""
+    backward and the Triton forward) run the Gluon forward, and with deterministic=False the Gluon
+    backward summing dQ, as long calls do (SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM), and match the float32
+    reference; at 96 and 128 a plan replays the third call's backward. With deterministic=True they
+    route as before (the Triton forward and the one-launch backward)."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     assert batch * heads * seq * seq == attention_module.SMALL_CALLS_LONG_PATH_MIN_SCORES
     q = torch.empty(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16)
     k = torch.empty(batch, kv_heads, seq, head_dim, device="cuda", dtype=torch.bfloat16)
-    config = attention_module.config_for(q, k, backward=True)
-    assert config is select_config(torch.cuda.get_device_capability(), head_dim) and not config.fused_backward
+    config = attention_module.config_for(q, k, backward=True, deterministic=deterministic)
+    assert (config is select_config(torch.cuda.get_device_capability(), head_dim)) != deterministic
     widths, backward_widths, summed = _three_calls(monkeypatch, batch, heads, kv_heads, seq, head_dim, deterministic)
-    assert widths[:1] == [head_dim] and backward_widths[:1] == [head_dim], (widths, backward_widths)
-    if deterministic:
-        assert True not in summed
-    elif head_dim <= 128:  # the summing backward's two launches, replayed from the third call
+    assert backward_widths[:1] == [head_dim], backward_widths
+    if deterministic:  # no Gluon kernel at all
+        assert config.fused_backward and widths == [] and summed == [], (widths, summed)
+    elif head_dim <= 128:  # the Gluon forward; the summing backward's launches replayed from the third call
+        assert widths[:1] == [head_dim], widths
         assert summed == [True, True] and backward_widths == [head_dim] * 2, (summed, backward_widths)
     else:  # the wide kernel summing dQ (its split calls keep the general path)
-        assert summed and all(summed), summed
+        assert widths[:1] == [head_dim] and summed and all(summed), (widths, summed)
 
 
 @pytest.mark.gpu
