@@ -1440,7 +1440,9 @@ UNPADDED_GLUON_MIN_SEQ = 256
 # / cuDNN): hd128 b32 h32 s256 causal 506 / 413 / 410 µs, hd256 1063 / 868 / 879, hd128 b6 s512
 # causal 235 / 208 / 206; but hd96 b64 s256 not causal 747 / 786 / 768 (its Triton backward on the
 # 64 + 32 split stays there), and calls from 1024 keys past the small ones were not measured.
-# SMALL_CALLS_LONG_PATH_MAX_SCORES_UNDER_1024: RUN4
+# At 2^27 scores and 256 keys (--cases smallpow3, two rounds, before / this path / cuDNN): hd128 b64
+# causal 984 / 793 / 794, not causal 1053 / 881 / 878, hd192 causal 1720 / 1300 / 1470, hd256 not
+# causal 2603 / 2016 / 2142; more scores than that there by extension.
 SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM = 96
 SMALL_CALLS_LONG_PATH_MIN_SCORES = 2 ** 24
 SHORT_CALLS_LONG_PATH_MIN_HEAD_DIM = 128

@@ -275,6 +275,24 @@ def test_a_state_dir_removed_by_another_run_while_checked_is_made_again_not_refu
         assert manifest is not None and raced and os.path.isdir(dirs.state)
 
 
+def test_undo_plan_of_a_state_dir_removed_while_checked_is_empty_not_refused(home, monkeypatch):
+    """`fix --undo --dry-run` beside a concurrent undo: the state dir it saw is removed while it
+    checks it. Nothing is left to undo, which it says, rather than refusing the directory."""
+    from gpudoctor.fix import undo as undo_module
+
+    dirs = GpudoctorDirs.from_env()
+    os.makedirs(dirs.state, mode=0o700)
+    real_check = undo_module.private_dir_problem
+
+    def check_while_another_run_undoes(path):
+        os.rmdir(path)
+        return real_check(path)
+
+    monkeypatch.setattr(undo_module, "private_dir_problem", check_while_another_run_undoes)
+    assert undo_module.undo_plan(dirs) == []
+    assert not os.path.lexists(dirs.state)
+
+
 def test_a_state_dir_made_by_another_run_after_the_check_is_used_not_a_crash(home, monkeypatch):
     """Concurrent fixes: a run sees no state dir, another renames its tree into place, then the
     first walks up to find what is missing and finds nothing missing. It used to raise IndexError
