@@ -62,8 +62,8 @@ def undo_plan(dirs: GpudoctorDirs | None = None) -> list[UndoOutcome]:
     dirs = dirs or GpudoctorDirs.from_env()
     # what undo itself would say: it refuses a state dir others can write (state_lock), so the
     # plan must not list that manifest's records as what it would do (found in review)
-    problem = private_dir_problem(dirs.state) if os.path.lexists(dirs.state) else None
-    if problem and os.path.lexists(dirs.state):  # not merely removed since by a concurrent undo
+    problem = private_dir_problem(dirs.state)
+    if problem and os.path.lexists(dirs.state):  # not missing, nor removed since by a concurrent undo
         raise UnsafeDirectory(f"refusing to keep gpudoctor's state in {dirs.state}: {problem}")
     manifest = Manifest.load(dirs.manifest_file)
     usable, refused = _checked(manifest, dirs)

@@ -1466,11 +1466,11 @@ def select_config(capability: tuple[int, int] | None, head_dim: int, seq_k: int 
     ``backward``: the call will run a backward (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD)."""
     limit = (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD if backward and head_dim in FUSED_BACKWARD_WITH_GRAD_HEAD_DIMS
              else FUSED_BACKWARD_MAX_SCORES)
-    if (seq_k is not None and seq_k >= UNPADDED_GLUON_MIN_SEQ
-            and _long_path_from_256_keys(capability, head_dim, seq_k, scores, deterministic)):
-        return _select_config(capability, head_dim, True, False, True, True, True)
     small_call = (scores is not None and scores <= limit
                   and seq_k is not None and seq_k <= FUSED_BACKWARD_MAX_SEQ)
+    if (seq_k is not None and seq_k >= UNPADDED_GLUON_MIN_SEQ
+            and _long_path_from_256_keys(capability, head_dim, seq_k, scores, small_call, deterministic)):
+        return _select_config(capability, head_dim, True, False, True, True, True)
     many_scores = (seq_k is not None and seq_k >= GLUON_MANY_SCORES_MIN_SEQ_AT.get(head_dim, GLUON_MANY_SCORES_MIN_SEQ)
                    and (scores is None or scores >= GLUON_MANY_SCORES))
     # The Gluon forward outside the small calls proper (FUSED_BACKWARD_MAX_SCORES_WITH_GRAD's band
@@ -1497,21 +1497,19 @@ def config_for(q: torch.Tensor, k: torch.Tensor, capability=_OF_Q, backward: boo
                          backward, deterministic)
 
 
-def _long_path_from_256_keys(capability, head_dim: int, seq_k: int, scores: int | None,
+def _long_path_from_256_keys(capability, head_dim: int, seq_k: int, scores: int | None, small_call: bool,
                              deterministic: bool = False) -> bool:
     """Whether a call of ``seq_k`` keys (at least UNPADDED_GLUON_MIN_SEQ) and ``scores`` (None:
     many) takes the path of long calls whatever its size: at head dims the pointer kernels pad;
     and on sm90 with ``deterministic`` False, in 2^24 scores or more (SMALL_CALLS_LONG_PATH_MIN_SCORES),
-    small calls (FUSED_BACKWARD_MAX_SCORES, FUSED_BACKWARD_MAX_SEQ: the one-launch backward's, also
-    where FUSED_BACKWARD_MAX_SCORES_WITH_GRAD widens them at 64 and 80, below this rule) from
-    head_dim 96 and larger calls under FUSED_BACKWARD_MAX_SEQ keys from 128."""
+    ``small_call``s (select_config's: the one-launch backward's calls) from head_dim 96 and larger
+    calls under FUSED_BACKWARD_MAX_SEQ keys from 128."""
     if _pads_on_pointers(capability, head_dim):
         return True
     if (deterministic or capability is None or _architecture_family(capability) != "sm90"
             or head_dim < SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM
             or (scores is not None and scores < SMALL_CALLS_LONG_PATH_MIN_SCORES)):
         return False
-    small_call = scores is not None and scores <= FUSED_BACKWARD_MAX_SCORES and seq_k <= FUSED_BACKWARD_MAX_SEQ
     return small_call or (head_dim >= SHORT_CALLS_LONG_PATH_MIN_HEAD_DIM and seq_k < FUSED_BACKWARD_MAX_SEQ)
 
 

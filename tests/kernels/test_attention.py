@@ -264,7 +264,7 @@ def test_sm90_head_dims_from_96_take_the_long_path_from_256_keys_in_calls_of_2_t
         assert select_config((9, 0), head_dim, 512, 4 * 32 * 512 * 512).fused_backward, head_dim
         assert select_config((9, 0), head_dim, 256, 8 * 32 * 256 * 256).fused_backward, head_dim
     for capability in ((8, 0), (8, 6), (10, 0), None):
-        assert not attention_module._long_path_from_256_keys(capability, 128, 512, 2 ** 25)
+        assert not attention_module._long_path_from_256_keys(capability, 128, 512, 2 ** 25, True)
         assert not select_config(capability, 128, 512, 4 * 32 * 512 * 512).gluon_forward
 
 
