@@ -111,7 +111,8 @@ def main(argv=None) -> int:
         row["device_us"] = {label: device_total(kernels) for label, kernels in row["kernels_us"].items()}
         attention_gluon.SHORT_DIAGONAL = True
         attention_gluon.SHORT_DIAGONAL_MAX_QUERIES = shipped_limits
-        row["shipped_short"] = attention_gluon.short_diagonal(attention_gluon.forward_width(head_dim), seq, True)
+        width = attention_gluon.forward_width(head_dim, seq, True)
+        row["shipped_short"] = attention_gluon.short_diagonal(width, seq, True)
         ms, device = row["do_bench_ms"], row["device_us"]
         row["x_cudnn"], row["device_x_cudnn"] = times_cudnn(ms), times_cudnn(device)
         report["rows"].append(row)

@@ -73,12 +73,23 @@ CONSUMER_ROWS = 64
 # Key rows per block, by the head_dim the kernel computes at (forward_width): sized so that Q
 # (q_slots tiles of 128 rows) and two slots each of K and V fit sm90's 227 KB of shared memory and
 # one consumer's registers (scores, P and the output accumulators) fit 240.
-BLOCK_N = {32: 128, 64: 128, 128: 128, 192: 64, 256: 64}
+BLOCK_N = {32: 128, 48: 128, 64: 128, 128: 128, 192: 64, 256: 64}
 # Width 192 (head_dim 136-192) runs as 128 columns and a 64-column tail, each an operand of its
 # own (Triton's tensors and TMA boxes have power-of-two shapes): a quarter fewer products than
-# at 256, where it ran before (hd192 forward 0.76-0.81x cuDNN, thirteenth session). Empty: those
-# head dims at 256 again (benches' A/B).
-SPLIT = {192: (128, 64)}
+# at 256, where it ran before (hd192 forward 0.76-0.81x cuDNN, thirteenth session). Width 48
+# (head_dim 40-48; 33-39 run the Triton forward) likewise as 32 + 16 columns instead of 64: a
+# quarter fewer products and K/V bytes in shared memory, but two P·V products a block. The
+# tables by width below give 48 what they give 64, but half a diagonal block (_half_diagonal_block
+# has no tail operand). Empty: those head dims at the next power of two again (benches' A/B).
+SPLIT = {48: (32, 16), 192: (128, 64)}
+# Where SPLIT's widths run, by width: (causal calls from, calls not causal from) this many keys,
+# None never; a width not here runs everywhere. Measured on the H200 (thirtieth session,
+# bench/attention_gluon_width48.py, forward device time, 2^28 scores, settings taking turns, run
+# 1): width 48 against 64 not causal 4.5-5.5 % faster from 4096 keys (hd40 GQA 8:1 s8192 0.97 ->
+# 1.01x cuDNN, hd48 s4096 0.99 -> 1.05, hd48 s16384 1.00 -> 1.05) but 4.5 % slower at 512; causal
+# 1.5-5.5 % slower at 512-1024 and 8192-16384 keys, level to 2 % faster at 2048-4096. Why the
+# causal calls lose is not known (they run the softmax before the last P·V's wait: softmax_under_pv).
+SPLIT_MIN_KEYS = {48: (None, 4096)}
 # Registers: 12 warps x 32 threads x 168 = the SM's 64 K; setmaxnreg then gives each consumer
 # warpgroup 240 and the producer 24 (the kernel's warp_specialize call).
 MAX_REGISTERS = 168
@@ -108,7 +119,7 @@ SHORT_DIAGONAL = True  # False: never (benches' A/B)
 # 2-4 % faster and hd64/hd128 level (-2.5 to +2.5 %), but 3-6 % slower at 1024 keys and 9-13 %
 # from 2048. One slot per 128-key slot's bytes was level to 3.5 % slower; the consumers' turns
 # (PINGPONG) level at width 64, 2-3 % slower at 128. Empty: BLOCK_N everywhere (benches' A/B).
-NARROW_KEY_BLOCKS_MAX_KEYS = {32: 768, 64: 768, 128: 768}
+NARROW_KEY_BLOCKS_MAX_KEYS = {32: 768, 48: 768, 64: 768, 128: 768}
 NARROW_KEY_BLOCK_SLOTS = 2
 # Slots of the K and V rings by width, up to KV_STAGES_MAX_KEYS[width] keys and from
 # KV_STAGES_MIN_HEAD_DIM (two elsewhere): a third lets the producer load two blocks ahead, so that
@@ -119,8 +130,8 @@ NARROW_KEY_BLOCK_SLOTS = 2
 # 0.5-1 %; level at 2048 keys, 0.5-1.3 % slower at 4096 at width 32 and hd64 s16384; hd40 s512
 # causal 4 % and 9 % slower in two runs of three (1.7 % faster in the other), though 2 % faster
 # not causal. Four slots were no better than three. Widths 128-256 have no room for a third.
-KV_STAGES = {32: 3, 64: 3}
-KV_STAGES_MAX_KEYS = {32: 512, 64: 1024}
+KV_STAGES = {32: 3, 48: 3, 64: 3}
+KV_STAGES_MAX_KEYS = {32: 512, 48: 1024, 64: 1024}
 KV_STAGES_MIN_HEAD_DIM = 48
 # FlashAttention-3's ping-pong: the two consumers take turns to issue their products (a turn
 # barrier each), so that one's softmax runs while the other's products keep the tensor cores
@@ -149,7 +160,7 @@ EXP2_POLY = {}
 # or 11 % slower (hd40); at width 128 -3 to +6 % (hd72 GQA 4:1 s2048 slower, hd128 s4096
 # faster), at 192-256 level to 3.5 % slower; causal 2-5 % slower at 512-4096 keys. Empty: the
 # wait before the softmax everywhere, as shipped before.
-SOFTMAX_UNDER_PV_MIN_KEYS = {32: 4096, 64: 4096}
+SOFTMAX_UNDER_PV_MIN_KEYS = {32: 4096, 48: 4096, 64: 4096}
 
 
 def _exp2_asm(elements: int) -> str:
@@ -372,7 +383,7 @@ if gluon is not None:
         64 keys (the rest are right of its rows) after block ``last``'s P·V, pipelined as the key
         loop is (Q·Kᵀ issued first, its softmax under P·V), in the tile's last two turns (``turn``
         the last). Returns (row max, row sum, output accumulator), the first two in the output's
-        row layout."""
+        row layout. No tail operand: never at SPLIT's widths (short_diagonal)."""
         q_smem, k_smem, v_smem, q_tail_smem, k_tail_smem, v_tail_smem = buffers
         q_full, q_empty, k_full, k_empty, v_full, v_empty = barriers
         STAGES: gl.constexpr = k_full.shape[0]  # slots of the K/V rings
@@ -771,10 +782,18 @@ def kernel_width(head_dim: int) -> int:
     return max(32, 1 << (head_dim - 1).bit_length())
 
 
-def forward_width(head_dim: int) -> int:
-    """The head_dim the forward computes at (TMA zero-fills the columns past head_dim): the next
-    power of two, at least 32, but 192 from 136 to 192 (SPLIT)."""
-    return 192 if 128 < head_dim <= 192 and 192 in SPLIT else kernel_width(head_dim)
+def forward_width(head_dim: int, seq_k: int, causal: bool) -> int:
+    """The head_dim a call of ``seq_k`` keys computes at (TMA zero-fills the columns past
+    head_dim): the next power of two, at least 32, or the narrowest of SPLIT's widths under it
+    that holds head_dim where SPLIT_MIN_KEYS routes it (48 from 33 to 48 in calls not causal from
+    4096 keys, 192 from 136 to 192)."""
+    power = kernel_width(head_dim)
+
+    def routed(width: int) -> bool:
+        least = SPLIT_MIN_KEYS.get(width, (0, 0))[0 if causal else 1]
+        return least is not None and seq_k >= least
+
+    return min((width for width in SPLIT if head_dim <= width < power and routed(width)), default=power)
 
 
 def descriptor_ready(tensor: torch.Tensor) -> bool:
@@ -822,7 +841,7 @@ def kv_stages(head_dim: int, seq_k: int, causal: bool = False) -> int:
     """Slots of the K and V rings: KV_STAGES where measured faster (KV_STAGES_MAX_KEYS,
     KV_STAGES_MIN_HEAD_DIM at widths past 32), else two; NARROW_KEY_BLOCK_SLOTS times that with
     64-key blocks where BLOCK_N has 128 (narrow_key_blocks)."""
-    width = forward_width(head_dim)
+    width = forward_width(head_dim, seq_k, causal)
     stages = KV_STAGES.get(width, 2)
     if seq_k > KV_STAGES_MAX_KEYS.get(width, 0) or (width > 32 and head_dim < KV_STAGES_MIN_HEAD_DIM):
         stages = 2
@@ -850,9 +869,10 @@ def work(seq_q: int, seq_k: int, batch_heads: int, causal: bool, programs: int) 
 def short_diagonal(width: int, seq_q: int, causal: bool, seq_k: int | None = None) -> bool:
     """The first consumer skips what its rows cannot see of a causal tile's last key block: all
     of it at 64 keys a block (block_n, ``seq_k`` keys: ``seq_q`` where None), else half of it up to
-    SHORT_DIAGONAL_MAX_QUERIES."""
+    SHORT_DIAGONAL_MAX_QUERIES, never at SPLIT's widths (_half_diagonal_block has no tail operand)."""
     whole_block = block_n(width, seq_q if seq_k is None else seq_k, causal) == 64
-    return SHORT_DIAGONAL and causal and (whole_block or seq_q <= SHORT_DIAGONAL_MAX_QUERIES.get(width, 0))
+    half_block = width not in SPLIT and seq_q <= SHORT_DIAGONAL_MAX_QUERIES.get(width, 0)
+    return SHORT_DIAGONAL and causal and (whole_block or half_block)
 
 
 def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
@@ -862,7 +882,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     ``usable``; q's GPU is the current one."""
     batch, num_heads, seq_q, head_dim = q.shape
     num_kv_heads, seq_k = k.shape[1], k.shape[2]
-    width = forward_width(head_dim)
+    width = forward_width(head_dim, seq_k, causal)
     main, tail = SPLIT.get(width, (width, 0))
     keys_a_block = block_n(width, seq_k, causal)
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
@@ -920,8 +940,11 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
                       "TAIL": "constexpr", "SHORT_DIAGONAL": "constexpr", "KV_STAGES": "constexpr",
                       "PINGPONG": "constexpr", "SIMPLE": "constexpr", "EXP2_POLY": "constexpr", "UNDER_PV": "constexpr",
                       "num_warps": "constexpr"})
-    constexprs = {"HEAD_DIM": main, "BLOCK_N": block_n(width, seq_k, causal), "CAUSAL": causal, "CHECK_N": check_n,
-                  "Q_SLOTS": q_slots(width), "TAIL": tail, "SHORT_DIAGONAL": short_diagonal,
+    keys_a_block = block_n(width, seq_k, causal)
+    constexprs = {"HEAD_DIM": main, "BLOCK_N": keys_a_block, "CAUSAL": causal, "CHECK_N": check_n,
+                  "Q_SLOTS": q_slots(width), "TAIL": tail,
+                  # half a block (128 keys a block) has no tail operand (short_diagonal)
+                  "SHORT_DIAGONAL": short_diagonal and (tail == 0 or keys_a_block == 64),
                   "KV_STAGES": kv_stages(width, seq_k, causal),
                   "PINGPONG": pingpong(width, seq_k, causal) if ping_pong is None else ping_pong,
                   "SIMPLE": simple, "EXP2_POLY": EXP2_POLY.get(width, 0) if exp2_poly is None else exp2_poly,

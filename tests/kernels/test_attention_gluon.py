@@ -65,7 +65,7 @@ print(json.dumps(rows))
 """
 COMPILE_CASES = [(128, True, True, "bfloat16"), (128, False, False, "float16"), (256, True, False, "bfloat16"),
                  (64, False, True, "bfloat16"), (32, True, True, "float16"), (192, True, True, "bfloat16"),
-                 (192, False, False, "float16"),
+                 (192, False, False, "float16"), (48, True, True, "bfloat16"), (48, False, False, "float16", True, 4096),
                  # causal, an odd number of query blocks: the schedule's general walk (Schedule.simple)
                  (64, True, True, "bfloat16", False), (256, True, False, "float16", False),
                  # not causal from 4096 keys at width 64: the softmax under the last P·V
@@ -95,7 +95,7 @@ def test_compiles_for_sm90_without_local_memory_in_its_key_loops(case, compiled_
     assert row["warps"] == 12
     assert ["inc", "240"] in row["setmaxnreg"] and ["dec", "24"] in row["setmaxnreg"]
     # Q·K_jᵀ waited for while P_{j-1}·V_{j-1} is still running: the overlap the kernel exists for
-    # (at width 192, two P·V products: the 128 columns and the tail).
+    # (at widths 48 and 192, two P·V products: the main columns and the tail).
     assert ("2" if case[0] in attention_gluon.SPLIT else "1") in row["waits"]
     # ... and, where routed (not causal), block j's exp2s issued before the wait for P_{j-1}·V_{j-1}:
     # without the branch after the softmax ptxas moves that wait above them (twenty-third session).
@@ -112,14 +112,27 @@ def test_compiles_for_sm90_without_local_memory_in_its_key_loops(case, compiled_
     assert row["acquires"] == descriptors and row["scratch"] == 128 * descriptors
 
 
-@pytest.mark.parametrize("head_dim, width", [(32, 32), (40, 64), (64, 64), (80, 128), (112, 128),
-                                             (128, 128), (136, 192), (192, 192), (200, 256), (256, 256)])
-def test_forward_width_is_the_next_power_of_two_or_192(head_dim, width):
-    assert attention_gluon.forward_width(head_dim) == width
+@pytest.mark.parametrize("head_dim, width", [(32, 32), (33, 48), (40, 48), (48, 48), (56, 64), (64, 64), (80, 128),
+                                             (112, 128), (128, 128), (136, 192), (192, 192), (200, 256), (256, 256)])
+def test_forward_width_is_the_next_power_of_two_or_48_or_192(head_dim, width):
+    assert attention_gluon.forward_width(head_dim, 4096, False) == width
     assert width in attention_gluon.BLOCK_N
     main, tail = attention_gluon.SPLIT.get(width, (width, 0))
     assert main + tail == width and main & (main - 1) == 0 and tail & (tail - 1) == 0
-    assert attention_gluon.kernel_width(head_dim) == (256 if head_dim > 128 else width)  # the backward's
+    assert attention_gluon.kernel_width(head_dim) == {48: 64, 192: 256}.get(width, width)  # the backward's
+
+
+def test_width_48_where_measured_faster():
+    # Thirtieth session: 4.5-5.5 % faster than 64 not causal from 4096 keys, 4.5 % slower at 512,
+    # and slower causal at 512-1024 and 8192-16384 keys.
+    width = attention_gluon.forward_width
+    assert width(40, 4096, False) == width(48, 16384, False) == 48
+    assert width(40, 2048, False) == width(48, 512, False) == 64
+    assert width(40, 16384, True) == width(48, 4096, True) == width(48, 512, True) == 64
+    assert width(136, 512, True) == width(192, 300, False) == 192  # width 192 everywhere
+    # half a diagonal block has no tail operand: never at SPLIT's widths
+    assert not attention_gluon.short_diagonal(48, 1024, True) and attention_gluon.short_diagonal(64, 1024, True)
+    assert attention_gluon.short_diagonal(48, 512, True)  # 64 keys a block: the whole block skipped
 
 
 def test_descriptor_ready_layouts():
@@ -205,7 +218,7 @@ def _check_forward(q, k, v, causal, tolerance):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
-@pytest.mark.parametrize("head_dim", [64, 80, 96, 112, 128, 136, 160, 192, 200, 256])
+@pytest.mark.parametrize("head_dim", [40, 48, 56, 64, 80, 96, 112, 128, 136, 160, 192, 200, 256])
 def test_gpu_matches_float32_reference(head_dim, causal, dtype):
     """Ragged (1000: a partial last query block and key block) and whole lengths, GQA 4:2."""
     if not hopper():
@@ -366,11 +379,50 @@ def test_gpu_first_consumer_skipping_the_diagonal_blocks_right_half(head_dim, se
     assert error < 3e-2, error
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("batch, kv_heads, seq_q, seq_k", [
+    (4, 32, 512, 512), (2, 8, 1000, 1000), (8, 32, 200, 200), (16, 32, 64, 64), (2, 8, 1111, 300),
+    (2, 8, 300, 1111), (1, 8, 4096, 4096)], ids=lambda value: str(value))
+@pytest.mark.parametrize("head_dim", [40, 48])
+def test_gpu_width_48_everywhere(head_dim, batch, kv_heads, seq_q, seq_k, causal, monkeypatch):
+    """Width 48 (32 + 16 columns, SPLIT_MIN_KEYS forced at every length and both kinds of call here):
+    the output and log-sum-exp as at width 64 (not bitwise: the products sum in another order) and
+    as the float32 reference's; 64 keys a block (causal up to 768 keys, the whole diagonal block
+    skipped) and 128 (where half a block is not skipped: short_diagonal), more units than SMs,
+    ragged lengths, GQA 4:1, keys shorter and longer than the queries. Then the consumers' turns,
+    three K/V slots and the softmax under the last P·V forced on: bitwise as without."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim + 5)
+    scale = head_dim ** -0.5
+    monkeypatch.setattr(attention_gluon, "SPLIT_MIN_KEYS", {48: (None, None)})
+    assert attention_gluon.forward_width(head_dim, seq_k, causal) == 64
+    at_64 = attention_gluon.attention_forward(q, k, v, causal, scale)
+    monkeypatch.setattr(attention_gluon, "SPLIT_MIN_KEYS", {48: (0, 0)})
+    assert attention_gluon.forward_width(head_dim, seq_k, causal) == 48
+    out, lse = attention_gluon.attention_forward(q, k, v, causal, scale)
+    assert (out.float() - at_64[0].float()).abs().max().item() <= 2e-2
+    assert (lse - at_64[1]).abs().max().item() <= 1e-3
+    if seq_q == seq_k or not causal:
+        _check_forward(q, k, v, causal, 3e-2)
+    monkeypatch.setattr(attention_gluon, "PINGPONG_MIN_KEYS", {48: 0})
+    monkeypatch.setattr(attention_gluon, "PINGPONG_CAUSAL_MIN_KEYS", {48: 0})
+    monkeypatch.setattr(attention_gluon, "KV_STAGES_MAX_KEYS", {48: 1 << 31})
+    monkeypatch.setattr(attention_gluon, "KV_STAGES_MIN_HEAD_DIM", 0)
+    monkeypatch.setattr(attention_gluon, "SOFTMAX_UNDER_PV_MIN_KEYS", {48: 0})
+    assert attention_gluon.pingpong(48, seq_k, causal) and attention_gluon.kv_stages(head_dim, seq_k, causal) in (3, 6)
+    forced = attention_gluon.attention_forward(q, k, v, causal, scale)
+    assert torch.equal(forced[0], out) and torch.equal(forced[1], lse)
+
+
 def test_narrow_key_blocks_where_measured_faster():
     # Twenty-seventh session: 64 keys a block 5-15 % faster causal at 512-640 keys at widths
     # 32-128, level to faster at 768, 3-6 % slower at 1024 and more from 2048; not causal never
     # (BLOCK_N).
-    width = attention_gluon.forward_width
+    def width(head_dim):
+        return attention_gluon.forward_width(head_dim, 512, True)
+
     for head_dim in (32, 40, 64, 80, 128):
         assert attention_gluon.block_n(width(head_dim), 512, True) == 64
         assert attention_gluon.block_n(width(head_dim), 768, True) == 64
@@ -398,7 +450,9 @@ def test_ping_pong_where_measured_faster():
     # Twentieth session: at width 128 (hd72-128) faster or level at every length measured but
     # causal at 512 keys (level at hd128, slower at hd80/96); level to slower at widths 32-64 and
     # level at 192-256.
-    width = attention_gluon.forward_width
+    def width(head_dim):
+        return attention_gluon.forward_width(head_dim, 1024, True)
+
     assert attention_gluon.pingpong(width(128), 512, False) and attention_gluon.pingpong(width(72), 300, False)
     assert attention_gluon.pingpong(width(80), 1024, True) and attention_gluon.pingpong(width(128), 16384, True)
     assert not attention_gluon.pingpong(width(96), 512, True) and not attention_gluon.pingpong(width(128), 1000, True)
@@ -424,7 +478,7 @@ def test_gpu_more_key_value_slots_change_no_bit(head_dim, batch, kv_heads, seq_q
         pytest.skip("needs a Hopper GPU")
     q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim)
     scale = head_dim ** -0.5
-    width = attention_gluon.forward_width(head_dim)
+    width = attention_gluon.forward_width(head_dim, seq_k, causal)
     monkeypatch.setattr(attention_gluon, "KV_STAGES", {})
     two = attention_gluon.attention_forward(q, k, v, causal, scale)
     monkeypatch.setattr(attention_gluon, "KV_STAGES_MAX_KEYS", {width: 1 << 31})
@@ -455,7 +509,7 @@ def test_gpu_ping_pong_changes_no_bit(head_dim, batch, kv_heads, seq_q, seq_k, c
         pytest.skip("needs a Hopper GPU")
     q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim + 7)
     scale = head_dim ** -0.5
-    width = attention_gluon.forward_width(head_dim)
+    width = attention_gluon.forward_width(head_dim, seq_k, causal)
     monkeypatch.setattr(attention_gluon, "PINGPONG_MIN_KEYS", {})
     monkeypatch.setattr(attention_gluon, "PINGPONG_CAUSAL_MIN_KEYS", {})
     plain = attention_gluon.attention_forward(q, k, v, causal, scale)
@@ -485,7 +539,7 @@ def test_gpu_narrow_key_blocks(head_dim, batch, kv_heads, seq_q, seq_k, pingpong
         pytest.skip("needs a Hopper GPU")
     q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim + 11)
     scale = head_dim ** -0.5
-    width = attention_gluon.forward_width(head_dim)
+    width = attention_gluon.forward_width(head_dim, seq_k, True)
     monkeypatch.setattr(attention_gluon, "PINGPONG_CAUSAL_MIN_KEYS", {width: 0} if pingpong else {})
     monkeypatch.setattr(attention_gluon, "NARROW_KEY_BLOCKS_MAX_KEYS", {})
     whole_out, whole_lse = attention_gluon.attention_forward(q, k, v, True, scale)
@@ -501,7 +555,9 @@ def test_gpu_narrow_key_blocks(head_dim, batch, kv_heads, seq_q, seq_k, pingpong
 def test_softmax_under_the_last_product_where_measured_faster():
     # Twenty-third session: not causal at widths 32-64 2-9 % faster from 4096 keys, level or
     # slower at 512; mixed at width 128, level to slower at 192-256 and causal.
-    width = attention_gluon.forward_width
+    def width(head_dim):
+        return attention_gluon.forward_width(head_dim, 4096, False)
+
     assert attention_gluon.softmax_under_pv(width(32), 4096, False)
     assert attention_gluon.softmax_under_pv(width(48), 16384, False)
     assert not attention_gluon.softmax_under_pv(width(64), 4096, True)
@@ -525,7 +581,7 @@ def test_gpu_softmax_under_the_last_product_changes_no_bit(head_dim, batch, kv_h
         pytest.skip("needs a Hopper GPU")
     q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim + 3)
     scale = head_dim ** -0.5
-    width = attention_gluon.forward_width(head_dim)
+    width = attention_gluon.forward_width(head_dim, seq_k, False)
     for pingpong in ({}, {width: 0}):
         monkeypatch.setattr(attention_gluon, "PINGPONG_MIN_KEYS", pingpong)
         monkeypatch.setattr(attention_gluon, "SOFTMAX_UNDER_PV_MIN_KEYS", {})
