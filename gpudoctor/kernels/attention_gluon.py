@@ -84,11 +84,13 @@ BLOCK_N = {32: 128, 48: 128, 64: 128, 128: 128, 192: 64, 256: 64}
 SPLIT = {48: (32, 16), 192: (128, 64)}
 # Where SPLIT's widths run, by width: (causal calls from, calls not causal from) this many keys,
 # None never; a width not here runs everywhere. Measured on the H200 (thirtieth session,
-# bench/attention_gluon_width48.py, forward device time, 2^28 scores, settings taking turns, run
-# 1): width 48 against 64 not causal 4.5-5.5 % faster from 4096 keys (hd40 GQA 8:1 s8192 0.97 ->
-# 1.01x cuDNN, hd48 s4096 0.99 -> 1.05, hd48 s16384 1.00 -> 1.05) but 4.5 % slower at 512; causal
-# 1.5-5.5 % slower at 512-1024 and 8192-16384 keys, level to 2 % faster at 2048-4096. Why the
-# causal calls lose is not known (they run the softmax before the last P·V's wait: softmax_under_pv).
+# bench/attention_gluon_width48.py, forward device time, 2^28 scores, settings taking turns, runs
+# 1-4): width 48 against 64 not causal 3-5.5 % faster from 4096 keys (hd40 GQA 8:1 s8192 0.96-0.97
+# -> 1.00-1.01x cuDNN, hd48 s4096 0.99-1.00 -> 1.04-1.05, hd48 s16384 1.00-1.01 -> 1.05-1.06) but
+# 1-9 % slower at 512-3072; causal 1.5-5.5 % slower at 512-1024 and 8192-16384 keys, level to 2 %
+# faster at 2048-4096. Why it loses there is not known; with the softmax under the last P·V in every
+# call (softmax_under_pv, run 3) it went 7 % either way by shape (hd48 GQA 4:1 s8192 causal faster,
+# hd40 s16384 causal slower), not shipped.
 SPLIT_MIN_KEYS = {48: (None, 4096)}
 # Registers: 12 warps x 32 threads x 168 = the SM's 64 K; setmaxnreg then gives each consumer
 # warpgroup 240 and the producer 24 (the kernel's warp_specialize call).
