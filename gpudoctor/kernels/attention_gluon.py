@@ -87,8 +87,8 @@ SPLIT = {48: (32, 16), 192: (128, 64)}
 # bench/attention_gluon_width48.py, forward device time, 2^28 scores, settings taking turns, runs
 # 1-4): width 48 against 64 not causal 3-5.5 % faster from 4096 keys (hd40 GQA 8:1 s8192 0.96-0.97
 # -> 1.00-1.01x cuDNN, hd48 s4096 0.99-1.00 -> 1.04-1.05, hd48 s16384 1.00-1.01 -> 1.05-1.06) but
-# 1-9 % slower at 512-3072; causal 1.5-5.5 % slower at 512-1024 and 8192-16384 keys, level to 2 %
-# faster at 2048-4096. Why it loses there is not known; with the softmax under the last P·V in every
+# 1-9 % slower at 512-3072; causal 1.6-5.6 % slower at 512-1024 and 8192-16384 keys, within 2 %
+# at 2048-4096. Why it loses there is not known; with the softmax under the last P·V in every
 # call (softmax_under_pv, run 3) it went 7 % either way by shape (hd48 GQA 4:1 s8192 causal faster,
 # hd40 s16384 causal slower), not shipped.
 SPLIT_MIN_KEYS = {48: (None, 4096)}
