@@ -31,8 +31,8 @@ SHAPES = (
     ("hd64-s512-c-fp16", 32, 32, 32, 512, 64, True, "fp16"),
     ("hd64-s16384-c", 1, 32, 32, 16384, 64, True, "bf16"),
 )
-# KV_STAGES at every length: two slots (shipped before), three, four at widths 32 and 64.
-SETTINGS = {"kv2": {}, "kv3": {32: 3, 64: 3}, "kv4": {32: 4, 64: 4}}
+# KV_STAGES at every length: two slots (shipped before), three, four at widths 32-64.
+SETTINGS = {"kv2": {}, "kv3": {32: 3, 48: 3, 64: 3}, "kv4": {32: 4, 48: 4, 64: 4}}
 
 
 def main(argv=None) -> int:

@@ -31,7 +31,7 @@ sequence's end and columns past head_dim are zero-filled on load and clipped on 
 lengths and head dims that are not a power of two need no copies; the key columns past seq_k are
 masked in the last block. Each partition makes the descriptors it uses at its start, in the kernel
 (make_tensor_descriptor), so the launch takes plain tensors and integers: built on the host, four
-descriptors (eight at width 192) cost a call about 25 µs more host time than the Triton forward's
+descriptors (eight at widths 48 and 192) cost a call about 25 µs more host time than the Triton forward's
 launch (59 against 36 µs on the H200's host), which made the forward host-bound in mid-size calls
 (do_bench 0.21 ms against 0.11 ms of kernel time at hd128, b16 h32 s512), and kept it out of
 attention_plan's replays (fifteenth session, bench/attention_mid_calls.py). It writes the base-2 log-sum-exp the backward
@@ -88,9 +88,10 @@ SPLIT = {48: (32, 16), 192: (128, 64)}
 # 1-4): width 48 against 64 not causal 3-5.5 % faster from 4096 keys (hd40 GQA 8:1 s8192 0.96-0.97
 # -> 1.00-1.01x cuDNN, hd48 s4096 0.99-1.00 -> 1.04-1.05, hd48 s16384 1.00-1.01 -> 1.05-1.06) but
 # 1-9 % slower at 512-3072; causal 1.6-5.6 % slower at 512-1024 and 8192-16384 keys, within 2 %
-# at 2048-4096. Why it loses there is not known; with the softmax under the last P·V in every
-# call (softmax_under_pv, run 3) it went 7 % either way by shape (hd48 GQA 4:1 s8192 causal faster,
-# hd40 s16384 causal slower), not shipped.
+# at 2048-4096. Why it loses there is not known (at 1024 keys causal it also lacks the half diagonal
+# block width 64 skips: short_diagonal); with the softmax under the last P·V in every call
+# (softmax_under_pv, run 3) it went 7 % either way by shape (hd48 GQA 4:1 s8192 causal faster, hd40
+# s16384 causal slower), not shipped.
 SPLIT_MIN_KEYS = {48: (None, 4096)}
 # Registers: 12 warps x 32 threads x 168 = the SM's 64 K; setmaxnreg then gives each consumer
 # warpgroup 240 and the producer 24 (the kernel's warp_specialize call).
@@ -451,6 +452,9 @@ if gluon is not None:
         # the keys from my_start + 64 on are masked for all of them: it skips that block's second
         # half at 128 keys a block, the whole block at 64 (SHORT_DIAGONAL). Not in a tile's only
         # block (the first query block's), which the pipeline below needs whole.
+        # half a block (128 keys a block) has no tail operand: never at SPLIT's widths (short_diagonal)
+        gl.static_assert(not (CAUSAL and SHORT_DIAGONAL and BLOCK_N == 128 and TAIL > 0),
+                         "the first consumer's half diagonal block has no tail operand")
         if CAUSAL and SHORT_DIAGONAL and WARPGROUP == 0:
             short = ((blocks > 1) & (gl.minimum(my_start + ROWS, seq_k) - (blocks - 1) * BLOCK_N
                                      <= BLOCK_N - ROWS)).to(gl.int32)
@@ -839,11 +843,13 @@ def block_n(width: int, seq_k: int, causal: bool) -> int:
     return 64 if narrow_key_blocks(width, seq_k, causal) else BLOCK_N[width]
 
 
-def kv_stages(head_dim: int, seq_k: int, causal: bool = False) -> int:
-    """Slots of the K and V rings: KV_STAGES where measured faster (KV_STAGES_MAX_KEYS,
-    KV_STAGES_MIN_HEAD_DIM at widths past 32), else two; NARROW_KEY_BLOCK_SLOTS times that with
-    64-key blocks where BLOCK_N has 128 (narrow_key_blocks)."""
-    width = forward_width(head_dim, seq_k, causal)
+def kv_stages(head_dim: int, seq_k: int, causal: bool, width: int | None = None) -> int:
+    """Slots of the K and V rings in a call at ``width`` (None: the call's, forward_width):
+    KV_STAGES where measured faster (KV_STAGES_MAX_KEYS, KV_STAGES_MIN_HEAD_DIM at widths past
+    32), else two; NARROW_KEY_BLOCK_SLOTS times that with 64-key blocks where BLOCK_N has 128
+    (narrow_key_blocks)."""
+    if width is None:
+        width = forward_width(head_dim, seq_k, causal)
     stages = KV_STAGES.get(width, 2)
     if seq_k > KV_STAGES_MAX_KEYS.get(width, 0) or (width > 32 and head_dim < KV_STAGES_MIN_HEAD_DIM):
         stages = 2
@@ -898,7 +904,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         schedule.head_units, schedule.tail_heads, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=keys_a_block,
         CAUSAL=causal, CHECK_N=seq_k % keys_a_block != 0,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal, seq_k),
-        KV_STAGES=kv_stages(head_dim, seq_k, causal), PINGPONG=pingpong(width, seq_k, causal),
+        KV_STAGES=kv_stages(head_dim, seq_k, causal, width), PINGPONG=pingpong(width, seq_k, causal),
         SIMPLE=schedule.simple, EXP2_POLY=EXP2_POLY.get(width, 0), UNDER_PV=softmax_under_pv(width, seq_k, causal),
         num_warps=4,
         maxnreg=MAX_REGISTERS)
@@ -947,7 +953,7 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
                   "Q_SLOTS": q_slots(width), "TAIL": tail,
                   # half a block (128 keys a block) has no tail operand (short_diagonal)
                   "SHORT_DIAGONAL": short_diagonal and (tail == 0 or keys_a_block == 64),
-                  "KV_STAGES": kv_stages(width, seq_k, causal),
+                  "KV_STAGES": kv_stages(width, seq_k, causal, width),
                   "PINGPONG": pingpong(width, seq_k, causal) if ping_pong is None else ping_pong,
                   "SIMPLE": simple, "EXP2_POLY": EXP2_POLY.get(width, 0) if exp2_poly is None else exp2_poly,
                   "UNDER_PV": softmax_under_pv(width, seq_k, causal) if under_pv is None else under_pv,
