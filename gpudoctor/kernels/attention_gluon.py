@@ -21,8 +21,8 @@ holds four key blocks on average). Causal, items pair a head's query blocks i an
 an odd number of query blocks, two heads' middle blocks), so that they hold the same work, and a
 head's are consecutive, so programs running at once share its K and V in L2; with an odd number,
 the last rounds' items are single tiles, largest first. In a causal tile's last key block the first consumer's 64 rows see at most the
-block's first 64 keys: it skips the rest (the whole block at widths 192/256, whose blocks are 64
-keys; half of it at 32/64), where that measured faster (short_diagonal). Q has two slots where they fit (width <= 128):
+block's first 64 keys: it skips the rest (the whole block at widths 160-256, whose blocks are 64
+keys; half of it at 32/64), where that measured faster (short_diagonal). Q has two slots where they fit (width < 256):
 the output goes out through the slot its tile's Q held, which the producer refills for the tile
 after next once that store has drained.
 
@@ -31,7 +31,7 @@ sequence's end and columns past head_dim are zero-filled on load and clipped on 
 lengths and head dims that are not a power of two need no copies; the key columns past seq_k are
 masked in the last block. Each partition makes the descriptors it uses at its start, in the kernel
 (make_tensor_descriptor), so the launch takes plain tensors and integers: built on the host, four
-descriptors (eight at widths 48 and 192) cost a call about 25 µs more host time than the Triton forward's
+descriptors (eight at widths 48, 160 and 192) cost a call about 25 µs more host time than the Triton forward's
 launch (59 against 36 µs on the H200's host), which made the forward host-bound in mid-size calls
 (do_bench 0.21 ms against 0.11 ms of kernel time at hd128, b16 h32 s512), and kept it out of
 attention_plan's replays (fifteenth session, bench/attention_mid_calls.py). It writes the base-2 log-sum-exp the backward
@@ -73,18 +73,22 @@ CONSUMER_ROWS = 64
 # Key rows per block, by the head_dim the kernel computes at (forward_width): sized so that Q
 # (q_slots tiles of 128 rows) and two slots each of K and V fit sm90's 227 KB of shared memory and
 # one consumer's registers (scores, P and the output accumulators) fit 240.
-BLOCK_N = {32: 128, 48: 128, 64: 128, 128: 128, 192: 64, 256: 64}
-# Width 192 (head_dim 136-192) runs as 128 columns and a 64-column tail, each an operand of its
-# own (Triton's tensors and TMA boxes have power-of-two shapes): a quarter fewer products than
-# at 256, where it ran before (hd192 forward 0.76-0.81x cuDNN, thirteenth session). Width 48
-# (head_dim 40-48; 33-39 run the Triton forward) likewise as 32 + 16 columns instead of 64: a
-# quarter fewer products and K/V bytes in shared memory, but two P·V products a block. The
-# tables by width below give 48 what they give 64, but half a diagonal block (_half_diagonal_block
-# has no tail operand). Empty: those head dims at the next power of two again (benches' A/B).
-SPLIT = {48: (32, 16), 192: (128, 64)}
+BLOCK_N = {32: 128, 48: 128, 64: 128, 128: 128, 160: 64, 192: 64, 256: 64}
+# Width 192 (head_dim 161-192; 136-160 too before width 160) runs as 128 columns and a 64-column
+# tail, each an operand of its own (Triton's tensors and TMA boxes have power-of-two shapes): a
+# quarter fewer products than at 256, where it ran before (hd192 forward 0.76-0.81x cuDNN,
+# thirteenth session). Width 160 (head_dim 136-160) as 128 + 32 columns, a sixth fewer products
+# than at 192 (thirtieth session, run 8: 3-12 % faster in every call measured, 512-16384 keys,
+# causal or not, GQA 4:1 and 8:1; x cuDNN 0.97-1.05 -> 1.06-1.15). Width 48 (head_dim 40-48;
+# 33-39 run the Triton forward) likewise as 32 + 16 columns instead of 64: a quarter fewer
+# products and K/V bytes in shared memory, but two P·V products a block. The tables by width
+# below give 48 what they give 64 and 160 what they give 192, but half a diagonal block
+# (_half_diagonal_block has no tail operand). Empty: those head dims at the next power of two
+# again (benches' A/B).
+SPLIT = {48: (32, 16), 160: (128, 32), 192: (128, 64)}
 # Where SPLIT's widths run, by width: (causal calls from, calls not causal from) this many keys,
 # None never; a width not here runs everywhere. Measured on the H200 (thirtieth session,
-# bench/attention_gluon_width48.py, forward device time, 2^28 scores, settings taking turns, runs
+# bench/attention_gluon_split_widths.py, forward device time, 2^28 scores, settings taking turns, runs
 # 1-4): width 48 against 64 not causal 3-5.5 % faster from 4096 keys (hd40 GQA 8:1 s8192 0.96-0.97
 # -> 1.00-1.01x cuDNN, hd48 s4096 0.99-1.00 -> 1.04-1.05, hd48 s16384 1.00-1.01 -> 1.05-1.06) but
 # 1-9 % slower at 512-3072; causal 1.6-5.6 % slower at 512-1024 and 8192-16384 keys, within 2 %
@@ -108,11 +112,11 @@ PERSISTENT = True
 # 1024, level at 2048 and 0.3-1.4 % slower at 4096, at width 32 2 % faster at 512 (the one length
 # measured), and at width 128 (hd96/128) 1-9 % slower but once (hd128 s1024, 1.5 % faster): not
 # there (why half a block costs more than it saves at width 128 is not known). At 64 keys a block
-# (widths 192-256, and narrow_key_blocks) it skips the whole block at every length.
+# (widths 160-256, and narrow_key_blocks) it skips the whole block at every length.
 SHORT_DIAGONAL_MAX_QUERIES = {32: 512, 64: 1024}
 SHORT_DIAGONAL = True  # False: never (benches' A/B)
 # Causal calls up to this many keys, by width: the forward's key blocks of 64 rows (as at widths
-# 192-256) instead of BLOCK_N's 128, so that a tile's pipeline fills and drains on half a block
+# 160-256) instead of BLOCK_N's 128, so that a tile's pipeline fills and drains on half a block
 # and the first consumer skips all of a tile's last block (SHORT_DIAGONAL). With them the K/V
 # rings hold NARROW_KEY_BLOCK_SLOTS times kv_stages' slots (2: the same bytes). Measured on the
 # H200 (twenty-seventh session, bench/attention_gluon_key_blocks.py, forward device time, 2^28
@@ -792,7 +796,7 @@ def forward_width(head_dim: int, seq_k: int, causal: bool) -> int:
     """The head_dim a call of ``seq_k`` keys computes at (TMA zero-fills the columns past
     head_dim): the next power of two, at least 32, or the narrowest of SPLIT's widths under it
     that holds head_dim where SPLIT_MIN_KEYS routes it (48 from 33 to 48 in calls not causal from
-    4096 keys, 192 from 136 to 192)."""
+    4096 keys, 160 from 136 to 160, 192 from 161 to 192)."""
     power = kernel_width(head_dim)
 
     def routed(width: int) -> bool:

@@ -66,6 +66,7 @@ print(json.dumps(rows))
 COMPILE_CASES = [(128, True, True, "bfloat16"), (128, False, False, "float16"), (256, True, False, "bfloat16"),
                  (64, False, True, "bfloat16"), (32, True, True, "float16"), (192, True, True, "bfloat16"),
                  (192, False, False, "float16"), (48, True, True, "bfloat16"), (48, False, False, "float16", True, 4096),
+                 (160, True, True, "bfloat16"),
                  # causal, an odd number of query blocks: the schedule's general walk (Schedule.simple)
                  (64, True, True, "bfloat16", False), (256, True, False, "float16", False),
                  # not causal from 4096 keys at width 64: the softmax under the last P·V
@@ -95,7 +96,7 @@ def test_compiles_for_sm90_without_local_memory_in_its_key_loops(case, compiled_
     assert row["warps"] == 12
     assert ["inc", "240"] in row["setmaxnreg"] and ["dec", "24"] in row["setmaxnreg"]
     # Q·K_jᵀ waited for while P_{j-1}·V_{j-1} is still running: the overlap the kernel exists for
-    # (at widths 48 and 192, two P·V products: the main columns and the tail).
+    # (at SPLIT's widths, two P·V products: the main columns and the tail).
     assert ("2" if case[0] in attention_gluon.SPLIT else "1") in row["waits"]
     # ... and, where routed (not causal), block j's exp2s issued before the wait for P_{j-1}·V_{j-1}:
     # without the branch after the softmax ptxas moves that wait above them (twenty-third session).
@@ -113,13 +114,14 @@ def test_compiles_for_sm90_without_local_memory_in_its_key_loops(case, compiled_
 
 
 @pytest.mark.parametrize("head_dim, width", [(32, 32), (33, 48), (40, 48), (48, 48), (56, 64), (64, 64), (80, 128),
-                                             (112, 128), (128, 128), (136, 192), (192, 192), (200, 256), (256, 256)])
-def test_forward_width_is_the_next_power_of_two_or_48_or_192(head_dim, width):
+                                             (112, 128), (128, 128), (136, 160), (160, 160), (168, 192), (192, 192),
+                                             (200, 256), (256, 256)])
+def test_forward_width_is_the_next_power_of_two_or_a_split_width(head_dim, width):
     assert attention_gluon.forward_width(head_dim, 4096, False) == width
     assert width in attention_gluon.BLOCK_N
     main, tail = attention_gluon.SPLIT.get(width, (width, 0))
     assert main + tail == width and main & (main - 1) == 0 and tail & (tail - 1) == 0
-    assert attention_gluon.kernel_width(head_dim) == {48: 64, 192: 256}.get(width, width)  # the backward's
+    assert attention_gluon.kernel_width(head_dim) == {48: 64, 160: 256, 192: 256}.get(width, width)  # the backward's
 
 
 def test_width_48_where_measured_faster():
@@ -129,16 +131,19 @@ def test_width_48_where_measured_faster():
     assert width(40, 4096, False) == width(48, 16384, False) == 48
     assert width(40, 4095, False) == width(48, 512, False) == 64
     assert width(40, 16384, True) == width(48, 4096, True) == width(48, 512, True) == 64
-    assert width(136, 512, True) == width(192, 300, False) == 192  # width 192 everywhere
+    assert width(136, 512, True) == width(160, 300, False) == 160  # widths 160 and 192 everywhere
+    assert width(168, 512, True) == width(192, 16384, False) == 192
     assert attention_gluon.short_diagonal(48, 512, True)  # 64 keys a block: the whole block skipped
 
 
 def test_half_a_diagonal_block_never_at_split_widths(monkeypatch):
     # _half_diagonal_block has no tail operand: even where the table would give it one (the kernel
     # refuses the combination at compile time too, gl.static_assert in _consumer_tile).
-    monkeypatch.setattr(attention_gluon, "SHORT_DIAGONAL_MAX_QUERIES", dict.fromkeys((32, 48, 64, 128, 192), 1 << 31))
+    every_length = dict.fromkeys((32, 48, 64, 128, 160, 192), 1 << 31)
+    monkeypatch.setattr(attention_gluon, "SHORT_DIAGONAL_MAX_QUERIES", every_length)
     assert attention_gluon.block_n(48, 1024, True) == 128
     assert not attention_gluon.short_diagonal(48, 1024, True) and attention_gluon.short_diagonal(64, 1024, True)
+    assert attention_gluon.short_diagonal(160, 1024, True)  # 64 keys a block: the whole block, no half
     assert attention_gluon.short_diagonal(128, 1024, True)
 
 
@@ -391,37 +396,39 @@ def test_gpu_first_consumer_skipping_the_diagonal_blocks_right_half(head_dim, se
 @pytest.mark.parametrize("batch, kv_heads, seq_q, seq_k", [
     (4, 32, 512, 512), (2, 8, 1000, 1000), (8, 32, 200, 200), (16, 32, 64, 64), (2, 8, 1111, 300),
     (2, 8, 300, 1111), (1, 8, 4096, 4096)], ids=lambda value: str(value))
-@pytest.mark.parametrize("head_dim", [40, 48])
-def test_gpu_width_48_everywhere(head_dim, batch, kv_heads, seq_q, seq_k, causal, monkeypatch):
-    """Width 48 (32 + 16 columns, SPLIT_MIN_KEYS forced at every length and both kinds of call here):
-    the output and log-sum-exp as at width 64 (not bitwise: the products sum in another order) and
-    as the float32 reference's; 64 keys a block (causal up to 768 keys, the whole diagonal block
-    skipped) and 128 (where half a block is not skipped: short_diagonal), more units than SMs,
-    ragged lengths, GQA 4:1, keys shorter and longer than the queries. Then the consumers' turns,
-    three K/V slots and (calls not causal: softmax_under_pv never routes causal ones) the softmax
-    under the last P·V forced on: bitwise as without."""
+@pytest.mark.parametrize("head_dim, narrow, wide", [(40, 48, 64), (48, 48, 64), (144, 160, 192), (160, 160, 192)])
+def test_gpu_split_widths_everywhere(head_dim, narrow, wide, batch, kv_heads, seq_q, seq_k, causal, monkeypatch):
+    """SPLIT's narrower widths (48: 32 + 16 columns; 160: 128 + 32), forced at every length and both
+    kinds of call here (SPLIT_MIN_KEYS): the output and log-sum-exp as at the next wider width (64;
+    192: 128 + 64) (not bitwise: the products sum in another order) and as the float32
+    reference's; 64 keys a block (width 48 causal up to 768 keys, width 160 everywhere: the whole
+    diagonal block skipped) and 128 (where half a block is not skipped: short_diagonal), more
+    units than SMs, ragged lengths, GQA 4:1, keys shorter and longer than the queries. Then the
+    consumers' turns, three K/V slots and (calls not causal: softmax_under_pv never routes causal
+    ones) the softmax under the last P·V forced on: bitwise as without."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim + 5)
     scale = head_dim ** -0.5
-    monkeypatch.setattr(attention_gluon, "SPLIT_MIN_KEYS", {48: (None, None)})
-    assert attention_gluon.forward_width(head_dim, seq_k, causal) == 64
-    at_64 = attention_gluon.attention_forward(q, k, v, causal, scale)
-    monkeypatch.setattr(attention_gluon, "SPLIT_MIN_KEYS", {48: (0, 0)})
-    assert attention_gluon.forward_width(head_dim, seq_k, causal) == 48
+    monkeypatch.setattr(attention_gluon, "SPLIT_MIN_KEYS", {narrow: (None, None)})
+    assert attention_gluon.forward_width(head_dim, seq_k, causal) == wide
+    at_wide = attention_gluon.attention_forward(q, k, v, causal, scale)
+    monkeypatch.setattr(attention_gluon, "SPLIT_MIN_KEYS", {narrow: (0, 0)})
+    assert attention_gluon.forward_width(head_dim, seq_k, causal) == narrow
     out, lse = attention_gluon.attention_forward(q, k, v, causal, scale)
-    assert (out.float() - at_64[0].float()).abs().max().item() <= 2e-2
-    assert (lse - at_64[1]).abs().max().item() <= 1e-3
+    assert (out.float() - at_wide[0].float()).abs().max().item() <= 2e-2
+    assert (lse - at_wide[1]).abs().max().item() <= 1e-3
     if seq_q == seq_k or not causal:
         _check_forward(q, k, v, causal, 3e-2)
-    monkeypatch.setattr(attention_gluon, "PINGPONG_MIN_KEYS", {48: 0})
-    monkeypatch.setattr(attention_gluon, "PINGPONG_CAUSAL_MIN_KEYS", {48: 0})
-    monkeypatch.setattr(attention_gluon, "KV_STAGES_MAX_KEYS", {48: 1 << 31})
+    monkeypatch.setattr(attention_gluon, "PINGPONG_MIN_KEYS", {narrow: 0})
+    monkeypatch.setattr(attention_gluon, "PINGPONG_CAUSAL_MIN_KEYS", {narrow: 0})
+    monkeypatch.setattr(attention_gluon, "KV_STAGES", {narrow: 3})
+    monkeypatch.setattr(attention_gluon, "KV_STAGES_MAX_KEYS", {narrow: 1 << 31})
     monkeypatch.setattr(attention_gluon, "KV_STAGES_MIN_HEAD_DIM", 0)
-    monkeypatch.setattr(attention_gluon, "SOFTMAX_UNDER_PV_MIN_KEYS", {48: 0})
-    assert attention_gluon.pingpong(48, seq_k, causal)
-    narrow = attention_gluon.narrow_key_blocks(48, seq_k, causal)
-    assert attention_gluon.kv_stages(head_dim, seq_k, causal) == (6 if narrow else 3)
+    monkeypatch.setattr(attention_gluon, "SOFTMAX_UNDER_PV_MIN_KEYS", {narrow: 0})
+    assert attention_gluon.pingpong(narrow, seq_k, causal)
+    doubled = attention_gluon.narrow_key_blocks(narrow, seq_k, causal)  # twice the slots: the same bytes
+    assert attention_gluon.kv_stages(head_dim, seq_k, causal) == (6 if doubled else 3)
     forced = attention_gluon.attention_forward(q, k, v, causal, scale)
     assert torch.equal(forced[0], out) and torch.equal(forced[1], lse)
 
@@ -514,7 +521,7 @@ def test_gpu_ping_pong_changes_no_bit(head_dim, batch, kv_heads, seq_q, seq_k, c
     length here) only orders their issue: the output and log-sum-exp are bitwise those without
     turns. Turns are counted over a program's tiles, so this covers more units than SMs, tiles of
     one key block, the first consumer's half block (widths 32-64) and whole skipped block (192,
-    256) taken as an empty turn, ragged lengths, GQA 4:1, a tail operand (width 192) and, at the
+    256) taken as an empty turn, ragged lengths, GQA 4:1, a tail operand (width 160) and, at the
     kernel level, keys shorter and longer than the queries: a turn counted wrong hangs or races."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
@@ -583,7 +590,7 @@ def test_gpu_softmax_under_the_last_product_changes_no_bit(head_dim, batch, kv_h
     forced at every width and length here; calls not causal), moves only where the key loop
     waits: the output and log-sum-exp are bitwise as before, with and without ping-pong turns,
     over more units than SMs, tiles of one and two key blocks, ragged lengths, GQA 4:1, a tail
-    operand (width 192; 48 at 4096 keys) and keys shorter and longer than the queries: a slot released twice or
+    operand (width 160; 48 at 4096 keys) and keys shorter and longer than the queries: a slot released twice or
     never hangs the producer or races it."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
