@@ -2,7 +2,8 @@
 columns in every call ("w48") or at width 64 ("w64", as before the thirtieth session), or at 48
 with the softmax under the last P·V in every call ("w48-upv", causal ones included:
 attention_gluon.softmax_under_pv); head_dim 136-160 as 128 + 32 columns in every call ("w160")
-or at width 192 (128 + 64, "w192"); or as routed ("shipped": SPLIT_MIN_KEYS). cuDNN beside them,
+or at width 192 (128 + 64, "w192"); head_dim 72-96 as 64 + 32 in every call ("w96") or at width
+128 ("w128"); or as routed ("shipped": SPLIT_MIN_KEYS). cuDNN beside them,
 on Hopper; the settings take turns (attention_ab's loop). A setting for one band leaves the other
 as shipped. The backward is not touched: forward+backward shows the forward's share.
 
@@ -48,11 +49,23 @@ SHAPES = (
     ("hd152-s8192-c", 2, 32, 32, 8192, 152, True, "bf16"),
     ("hd144-s16384", 1, 32, 32, 16384, 144, False, "fp16"),
     ("hd160-gqa8-s16384-c", 1, 32, 4, 16384, 160, True, "bf16"),
+    ("hd96-s512-c", 32, 32, 32, 512, 96, True, "bf16"),
+    ("hd80-gqa4-s512", 32, 32, 8, 512, 80, False, "bf16"),
+    ("hd88-s1024-c-fp16", 16, 32, 32, 1024, 88, True, "fp16"),
+    ("hd72-gqa8-s2048", 8, 32, 4, 2048, 72, False, "bf16"),
+    ("hd96-s2048-c", 8, 32, 32, 2048, 96, True, "bf16"),
+    ("hd80-s4096", 4, 32, 32, 4096, 80, False, "bf16"),
+    ("hd96-gqa4-s4096-c", 4, 32, 8, 4096, 96, True, "fp16"),
+    ("hd88-s8192", 2, 32, 32, 8192, 88, False, "bf16"),
+    ("hd80-s8192-c", 2, 32, 32, 8192, 80, True, "bf16"),
+    ("hd96-s16384", 1, 32, 32, 16384, 96, False, "fp16"),
+    ("hd72-gqa8-s16384-c", 1, 32, 4, 16384, 72, True, "bf16"),
 )
 # (attention_gluon.SPLIT_MIN_KEYS's routes set, the softmax under the last P·V at width 48 in every
 # call) by setting; None: as shipped
 SETTINGS = {"shipped": None, "w48": ({48: (0, 0)}, False), "w64": ({48: (None, None)}, False),
-            "w48-upv": ({48: (0, 0)}, True), "w160": ({160: (0, 0)}, False), "w192": ({160: (None, None)}, False)}
+            "w48-upv": ({48: (0, 0)}, True), "w160": ({160: (0, 0)}, False), "w192": ({160: (None, None)}, False),
+            "w96": ({96: (0, 0)}, False), "w128": ({96: (None, None)}, False)}
 
 
 def main(argv=None) -> int:

@@ -73,7 +73,7 @@ CONSUMER_ROWS = 64
 # Key rows per block, by the head_dim the kernel computes at (forward_width): sized so that Q
 # (q_slots tiles of 128 rows) and two slots each of K and V fit sm90's 227 KB of shared memory and
 # one consumer's registers (scores, P and the output accumulators) fit 240.
-BLOCK_N = {32: 128, 48: 128, 64: 128, 128: 128, 160: 64, 192: 64, 256: 64}
+BLOCK_N = {32: 128, 48: 128, 64: 128, 96: 128, 128: 128, 160: 64, 192: 64, 256: 64}
 # Width 192 (head_dim 161-192; 136-160 too before width 160) runs as 128 columns and a 64-column
 # tail, each an operand of its own (Triton's tensors and TMA boxes have power-of-two shapes): a
 # quarter fewer products than at 256, where it ran before (hd192 forward 0.76-0.81x cuDNN,
@@ -83,9 +83,11 @@ BLOCK_N = {32: 128, 48: 128, 64: 128, 128: 128, 160: 64, 192: 64, 256: 64}
 # 33-39 run the Triton forward) likewise as 32 + 16 columns instead of 64: a quarter fewer
 # products and K/V bytes in shared memory, but two P·V products a block. The tables by width
 # below give 48 what they give 64 and 160 what they give 192, but half a diagonal block
-# (_half_diagonal_block has no tail operand). Empty: those head dims at the next power of two
-# again (benches' A/B).
-SPLIT = {48: (32, 16), 160: (128, 32), 192: (128, 64)}
+# (_half_diagonal_block has no tail operand). Width 96 (head_dim 72-96) as 64 + 32 instead of 128,
+# a quarter fewer products (run 10: 7-10 % faster in every call measured, 512-16384 keys, causal or
+# not, GQA 4:1 and 8:1; x cuDNN 1.00-1.09 -> 1.09-1.18); the tables give it what they give 128.
+# Empty: those head dims at the next power of two again (benches' A/B).
+SPLIT = {48: (32, 16), 96: (64, 32), 160: (128, 32), 192: (128, 64)}
 # Where SPLIT's widths run, by width: (causal calls from, calls not causal from) this many keys,
 # None never; a width not here runs everywhere. Measured on the H200 (thirtieth session,
 # bench/attention_gluon_split_widths.py, forward device time, 2^28 scores, settings taking turns, runs
@@ -126,7 +128,7 @@ SHORT_DIAGONAL = True  # False: never (benches' A/B)
 # 2-4 % faster and hd64/hd128 level (-2.5 to +2.5 %), but 3-6 % slower at 1024 keys and 9-13 %
 # from 2048. One slot per 128-key slot's bytes was level to 3.5 % slower; the consumers' turns
 # (PINGPONG) level at width 64, 2-3 % slower at 128. Empty: BLOCK_N everywhere (benches' A/B).
-NARROW_KEY_BLOCKS_MAX_KEYS = {32: 768, 48: 768, 64: 768, 128: 768}
+NARROW_KEY_BLOCKS_MAX_KEYS = {32: 768, 48: 768, 64: 768, 96: 768, 128: 768}
 NARROW_KEY_BLOCK_SLOTS = 2
 # Slots of the K and V rings by width, up to KV_STAGES_MAX_KEYS[width] keys and from
 # KV_STAGES_MIN_HEAD_DIM (two elsewhere): a third lets the producer load two blocks ahead, so that
@@ -149,8 +151,8 @@ KV_STAGES_MIN_HEAD_DIM = 48
 # level at 4096 not causal; but at 512 keys causal level at hd128 and 2-7 % slower at hd80/96
 # (4 % faster at the training pass's 256). At widths 32-64 level to 3.5 % slower (hd32 s512
 # causal, hd64 s1024 causal), at 192-256 level.
-PINGPONG_MIN_KEYS = {128: 0}
-PINGPONG_CAUSAL_MIN_KEYS = {128: 1024}
+PINGPONG_MIN_KEYS = {96: 0, 128: 0}
+PINGPONG_CAUSAL_MIN_KEYS = {96: 1024, 128: 1024}
 # FlashAttention-4's software exp2 (_exp2): by width, one score of every n exponentiated by a cubic on
 # the FMA pipes instead of the SFU. Empty: none. Measured on the H200 (twenty-third session, run 1,
 # forward, wait first): one in four 6 % faster at hd32 s4096, level at hd48, 1-22 % slower at
@@ -796,7 +798,7 @@ def forward_width(head_dim: int, seq_k: int, causal: bool) -> int:
     """The head_dim a call of ``seq_k`` keys computes at (TMA zero-fills the columns past
     head_dim): the next power of two, at least 32, or the narrowest of SPLIT's widths under it
     that holds head_dim where SPLIT_MIN_KEYS routes it (48 from 33 to 48 in calls not causal from
-    4096 keys, 160 from 136 to 160, 192 from 161 to 192)."""
+    4096 keys, 96 from 65 to 96, 160 from 136 to 160, 192 from 161 to 192)."""
     power = kernel_width(head_dim)
 
     def routed(width: int) -> bool:

@@ -66,7 +66,7 @@ print(json.dumps(rows))
 COMPILE_CASES = [(128, True, True, "bfloat16"), (128, False, False, "float16"), (256, True, False, "bfloat16"),
                  (64, False, True, "bfloat16"), (32, True, True, "float16"), (192, True, True, "bfloat16"),
                  (192, False, False, "float16"), (48, True, True, "bfloat16"), (48, False, False, "float16", True, 4096),
-                 (160, True, True, "bfloat16"),
+                 (160, True, True, "bfloat16"), (96, False, True, "float16"),
                  # causal, an odd number of query blocks: the schedule's general walk (Schedule.simple)
                  (64, True, True, "bfloat16", False), (256, True, False, "float16", False),
                  # not causal from 4096 keys at width 64: the softmax under the last P·V
@@ -113,15 +113,15 @@ def test_compiles_for_sm90_without_local_memory_in_its_key_loops(case, compiled_
     assert row["acquires"] == descriptors and row["scratch"] == 128 * descriptors
 
 
-@pytest.mark.parametrize("head_dim, width", [(32, 32), (33, 48), (40, 48), (48, 48), (56, 64), (64, 64), (80, 128),
-                                             (112, 128), (128, 128), (136, 160), (160, 160), (168, 192), (192, 192),
-                                             (200, 256), (256, 256)])
+@pytest.mark.parametrize("head_dim, width", [(32, 32), (33, 48), (40, 48), (48, 48), (56, 64), (64, 64), (72, 96),
+                                             (80, 96), (96, 96), (104, 128), (112, 128), (128, 128), (136, 160),
+                                             (160, 160), (168, 192), (192, 192), (200, 256), (256, 256)])
 def test_forward_width_is_the_next_power_of_two_or_a_split_width(head_dim, width):
     assert attention_gluon.forward_width(head_dim, 4096, False) == width
     assert width in attention_gluon.BLOCK_N
     main, tail = attention_gluon.SPLIT.get(width, (width, 0))
     assert main + tail == width and main & (main - 1) == 0 and tail & (tail - 1) == 0
-    assert attention_gluon.kernel_width(head_dim) == {48: 64, 160: 256, 192: 256}.get(width, width)  # the backward's
+    assert attention_gluon.kernel_width(head_dim) == {48: 64, 96: 128, 160: 256, 192: 256}.get(width, width)  # the backward's
 
 
 def test_width_48_where_measured_faster():
@@ -131,8 +131,9 @@ def test_width_48_where_measured_faster():
     assert width(40, 4096, False) == width(48, 16384, False) == 48
     assert width(40, 4095, False) == width(48, 512, False) == 64
     assert width(40, 16384, True) == width(48, 4096, True) == width(48, 512, True) == 64
-    assert width(136, 512, True) == width(160, 300, False) == 160  # widths 160 and 192 everywhere
+    assert width(136, 512, True) == width(160, 300, False) == 160  # widths 96, 160 and 192 everywhere
     assert width(168, 512, True) == width(192, 16384, False) == 192
+    assert width(72, 512, True) == width(96, 16384, False) == 96 and width(104, 512, False) == 128
     assert attention_gluon.short_diagonal(48, 512, True)  # 64 keys a block: the whole block skipped
 
 
@@ -396,7 +397,8 @@ def test_gpu_first_consumer_skipping_the_diagonal_blocks_right_half(head_dim, se
 @pytest.mark.parametrize("batch, kv_heads, seq_q, seq_k", [
     (4, 32, 512, 512), (2, 8, 1000, 1000), (8, 32, 200, 200), (16, 32, 64, 64), (2, 8, 1111, 300),
     (2, 8, 300, 1111), (1, 8, 4096, 4096)], ids=lambda value: str(value))
-@pytest.mark.parametrize("head_dim, narrow, wide", [(40, 48, 64), (48, 48, 64), (144, 160, 192), (160, 160, 192)])
+@pytest.mark.parametrize("head_dim, narrow, wide", [(40, 48, 64), (48, 48, 64), (88, 96, 128), (96, 96, 128),
+                                                    (144, 160, 192), (160, 160, 192)])
 def test_gpu_split_widths_everywhere(head_dim, narrow, wide, batch, kv_heads, seq_q, seq_k, causal, monkeypatch):
     """SPLIT's narrower widths (48: 32 + 16 columns; 160: 128 + 32), forced at every length and both
     kinds of call here (SPLIT_MIN_KEYS): the output and log-sum-exp as at the next wider width (64;
