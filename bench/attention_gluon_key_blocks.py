@@ -44,10 +44,10 @@ SHAPES = (
 )
 # (NARROW_KEY_BLOCKS_MAX_KEYS, NARROW_KEY_BLOCK_SLOTS, PINGPONG_CAUSAL_MIN_KEYS or None as
 # shipped); "n128": none narrowed; "shipped": the shipped routing; "n64-pp": the consumers taking
-# turns at widths 64 and 128 too.
-EVERY_LENGTH = dict.fromkeys((32, 64, 128), 1 << 31)
+# turns at widths 48-128 too.
+EVERY_LENGTH = dict.fromkeys((32, 48, 64, 96, 128), 1 << 31)  # BLOCK_N's widths of 128 keys
 SETTINGS = {"shipped": None, "n128": ({}, 2, None), "n64": (EVERY_LENGTH, 2, None),
-            "n64-slots1": (EVERY_LENGTH, 1, None), "n64-pp": (EVERY_LENGTH, 2, {64: 0, 128: 0})}
+            "n64-slots1": (EVERY_LENGTH, 1, None), "n64-pp": (EVERY_LENGTH, 2, {48: 0, 64: 0, 96: 0, 128: 0})}
 
 
 def main(argv=None) -> int:

@@ -4,8 +4,8 @@ taking turns in one process. Per shape it checks that both launches give bitwise
 and log-sum-exp (each tile's work is the same, only which program does it changes), then prints
 the fastest of ROUNDS forward timings, and forward+backward through flash_attention with the Triton
 forward / the Gluon one (persistent), each with the shipped backward, beside cuDNN's. At head_dim
-136-192 the forward also runs at width 256 (attention_gluon.SPLIT without 192: how it ran before the
-fourteenth session), column "w256".
+136-192 the forward also runs at width 256 (attention_gluon.SPLIT without 160 and 192: how it
+ran before the fourteenth session), column "w256".
 
   python bench/attention_gluon_persistent.py [--rounds 3] [--shapes hd128-s1024 ...] [--dtype fp16] [--json OUT]
 """
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
         split = dict(attention_gluon.SPLIT)
 
         def at_width_256():
-            attention_gluon.SPLIT = {width: parts for width, parts in split.items() if width != 192}
+            attention_gluon.SPLIT = {width: parts for width, parts in split.items() if width <= 128}
             try:
                 return attention_gluon.attention_forward(q, k, v, causal, scale)
             finally:
