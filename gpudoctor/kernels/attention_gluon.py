@@ -458,7 +458,7 @@ if gluon is not None:
         # the keys from my_start + 64 on are masked for all of them: it skips that block's second
         # half at 128 keys a block, the whole block at 64 (SHORT_DIAGONAL). Not in a tile's only
         # block (the first query block's), which the pipeline below needs whole.
-        # half a block (128 keys a block) has no tail operand: never at SPLIT's widths (short_diagonal)
+        # half a block (128 keys a block) has no tail operand: never at SPLIT's widths (_diagonal_skippable)
         gl.static_assert(not (CAUSAL and SHORT_DIAGONAL and BLOCK_N == 128 and TAIL > 0),
                          "the first consumer's half diagonal block has no tail operand")
         if CAUSAL and SHORT_DIAGONAL and WARPGROUP == 0:
@@ -880,13 +880,20 @@ def work(seq_q: int, seq_k: int, batch_heads: int, causal: bool, programs: int) 
     return attention_schedule.schedule(batch_heads, -(-seq_q // BLOCK_M), -(-seq_k // BLOCK_M), causal, programs)
 
 
+def _diagonal_skippable(width: int, keys_a_block: int) -> bool:
+    """Whether the kernel can skip what the first consumer's rows cannot see of a causal tile's
+    last key block: the whole block at 64 keys a block, half of it at 128 only without a tail
+    operand (_half_diagonal_block has none: not at SPLIT's widths)."""
+    return keys_a_block == 64 or width not in SPLIT
+
+
 def short_diagonal(width: int, seq_q: int, causal: bool, seq_k: int | None = None) -> bool:
     """The first consumer skips what its rows cannot see of a causal tile's last key block: all
     of it at 64 keys a block (block_n, ``seq_k`` keys: ``seq_q`` where None), else half of it up to
-    SHORT_DIAGONAL_MAX_QUERIES, never at SPLIT's widths (_half_diagonal_block has no tail operand)."""
-    whole_block = block_n(width, seq_q if seq_k is None else seq_k, causal) == 64
-    half_block = width not in SPLIT and seq_q <= SHORT_DIAGONAL_MAX_QUERIES.get(width, 0)
-    return SHORT_DIAGONAL and causal and (whole_block or half_block)
+    SHORT_DIAGONAL_MAX_QUERIES where it can (_diagonal_skippable)."""
+    keys_a_block = block_n(width, seq_q if seq_k is None else seq_k, causal)
+    routed = keys_a_block == 64 or seq_q <= SHORT_DIAGONAL_MAX_QUERIES.get(width, 0)
+    return SHORT_DIAGONAL and causal and routed and _diagonal_skippable(width, keys_a_block)
 
 
 def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
@@ -957,8 +964,7 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
     keys_a_block = block_n(width, seq_k, causal)
     constexprs = {"HEAD_DIM": main, "BLOCK_N": keys_a_block, "CAUSAL": causal, "CHECK_N": check_n,
                   "Q_SLOTS": q_slots(width), "TAIL": tail,
-                  # half a block (128 keys a block) has no tail operand (short_diagonal)
-                  "SHORT_DIAGONAL": short_diagonal and (tail == 0 or keys_a_block == 64),
+                  "SHORT_DIAGONAL": short_diagonal and _diagonal_skippable(width, keys_a_block),
                   "KV_STAGES": kv_stages(width, seq_k, causal, width),
                   "PINGPONG": pingpong(width, seq_k, causal) if ping_pong is None else ping_pong,
                   "SIMPLE": simple, "EXP2_POLY": EXP2_POLY.get(width, 0) if exp2_poly is None else exp2_poly,
