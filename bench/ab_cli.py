@@ -1,6 +1,6 @@
 """The command line the Gluon A/B benches share (attention_gluon_kv_stages, _pingpong, _schedule,
-_short_diagonal, _persistent, _backward_walk, _backward_columns, _backward_split, _softmax,
-_key_blocks): the parser's first options and the refusal of names that are not known, and the
+_short_diagonal, _persistent, _backward_walk, _backward_columns, _backward_narrow, _backward_split,
+_softmax, _key_blocks): the parser's first options and the refusal of names that are not known, and the
 whole main of those that only switch module settings (run_settings). Without torch, so that a
 wrong name is refused before torch loads."""
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 
 import torch
+import triton
 
 from . import attention_gluon
 from .launch import fast
@@ -87,6 +88,13 @@ QUERY_ROWS = {64: 128}
 # 256 to attention_gluon_backward_wide. Both kernels can sum dQ.
 WIDTHS = (32, 64, 128)
 WIDE_WIDTH = 256
+# Head dims computed on fewer of a width's columns (columns): 72-96 on 96 of width 128's (the
+# score products contract over 64 + 32 columns, dK and dV are two accumulators a warpgroup, of 64
+# and 32 columns; dQ's shares stay 64 columns each, past head_dim zeros clipped on the
+# reduce-add). The loads and tiles stay 128 wide, zero-filled past head_dim, so dK and dV are
+# those of 128 columns. As the forward's width 96 (attention_gluon.SPLIT) and the wide kernel's
+# NARROW_COLUMNS. Empty: every head_dim at its width (benches' A/B).
+NARROW_COLUMNS = {128: 96}
 # As attention_gluon: 12 warps x 32 x 168 fit the SM's 64 K registers; setmaxnreg then moves them
 # to the consumers (CONSUMER_REGISTERS) from the producer (24).
 MAX_REGISTERS = 168
@@ -105,8 +113,113 @@ CONSUMER_REGISTERS = 240
 # keeps the launch order (attention_gluon_backward_wide.LONGEST_FIRST_HEADS).
 LONGEST_FIRST_HEADS = 8
 
+
+
+@triton.constexpr_function
+def column_parts(first, end) -> tuple:
+    """Columns first..end (multiples of 32) as (first, width) parts of 128, 64 and 32, widest
+    first: Gluon's operands and accumulators have power-of-two shapes. (A constexpr function: the
+    kernels' helpers call it while compiling.)"""
+    parts, first, end = [], int(first), int(end)
+    for width in (128, 64, 32):
+        if end - first >= width:
+            parts.append((first, width))
+            first += width
+    return tuple(parts)
+
+
+def columns(head_dim: int) -> int:
+    """The columns this kernel computes on at this head_dim (its tiles are kernel_width wide): the
+    width's NARROW_COLUMNS where they hold head_dim, else the width."""
+    width = attention_gluon.kernel_width(head_dim)
+    narrow = NARROW_COLUMNS.get(width)
+    return narrow if narrow is not None and head_dim <= narrow else width
+
+
 if attention_gluon.available():
     _tile = attention_gluon._tile
+
+    @gluon.jit
+    def _zero_accumulator(WIDTH: gl.constexpr):
+        layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, WIDTH, 16])
+        return gl.zeros([64, WIDTH], gl.float32, layout)
+
+    @gluon.jit
+    def _zero_gradient(PARTS: gl.constexpr):
+        """A [64 rows x width] zero accumulator for each (first column, width) part (one or two)."""
+        if len(PARTS) == 1:
+            gradient = (_zero_accumulator(PARTS[0][1]),)
+        else:
+            gradient = (_zero_accumulator(PARTS[0][1]), _zero_accumulator(PARTS[1][1]))
+        return gradient
+
+    @gluon.jit
+    def _columns_of(b, FIRST: gl.constexpr, WIDTH: gl.constexpr):
+        """Columns FIRST.. of a shared tile, WIDTH of them (the tile itself where that is all of it)."""
+        if WIDTH == b.shape[1]:
+            columns = b
+        else:
+            columns = b.slice(FIRST, WIDTH, dim=1)
+        return columns
+
+    @gluon.jit
+    def _accumulate(gradient, a, b, PARTS: gl.constexpr):
+        """gradient[p] += a·b[:, part p's columns] for each part (a in shared memory), issued, not
+        waited for."""
+        first = warpgroup_mma(a, _columns_of(b, PARTS[0][0], PARTS[0][1]), gradient[0], is_async=True)
+        if len(PARTS) == 1:
+            gradient = (first,)
+        else:
+            gradient = (first, warpgroup_mma(a, _columns_of(b, PARTS[1][0], PARTS[1][1]), gradient[1],
+                                             is_async=True))
+        return gradient
+
+    @gluon.jit
+    def _as_operand(values, WIDTH: gl.constexpr):
+        """values (registers, Q's dtype) as the A operand of a product into a [64, WIDTH] accumulator."""
+        accumulator: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                              instr_shape=[16, WIDTH, 16])
+        return gl.convert_layout(values, gl.DotOperandLayout(operand_index=0, parent=accumulator, k_width=2))
+
+    @gluon.jit
+    def _accumulate_registers(gradient, values, b, PARTS: gl.constexpr):
+        """As _accumulate with the A operand in registers (this warpgroup's Pᵀ or dSᵀ, Q's dtype) in
+        each part's operand layout; (gradient, the operands: keep them alive until the products are
+        waited for)."""
+        first = _as_operand(values, PARTS[0][1])
+        if len(PARTS) == 1:
+            gradient = (warpgroup_mma(first, _columns_of(b, PARTS[0][0], PARTS[0][1]), gradient[0], is_async=True),)
+            operands = (first,)
+        else:
+            second = _as_operand(values, PARTS[1][1])
+            gradient = (warpgroup_mma(first, _columns_of(b, PARTS[0][0], PARTS[0][1]), gradient[0], is_async=True),
+                        warpgroup_mma(second, _columns_of(b, PARTS[1][0], PARTS[1][1]), gradient[1], is_async=True))
+            operands = (first, second)
+        return gradient, operands
+
+    @gluon.jit
+    def _transposed_scores(rows, others, zero, COLUMNS: gl.constexpr):
+        """rows·othersᵀ over their first COLUMNS columns (Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ from shared
+        tiles), issued, not waited for: one product a part of column_parts (one wgmma group each)."""
+        PARTS: gl.constexpr = column_parts(0, COLUMNS)
+        acc = warpgroup_mma(_columns_of(rows, 0, PARTS[0][1]), _columns_of(others, 0, PARTS[0][1]).permute((1, 0)),
+                            zero, use_acc=False, is_async=True)
+        for part in gl.static_range(1, len(PARTS)):
+            acc = warpgroup_mma(rows.slice(PARTS[part][0], PARTS[part][1], dim=1),
+                                others.slice(PARTS[part][0], PARTS[part][1], dim=1).permute((1, 0)), acc,
+                                is_async=True)
+        return acc
+
+    @gluon.jit
+    def _store_gradient(tile, gradient, scale, PARTS: gl.constexpr):
+        """A gradient's parts (float32), times scale unless it is None, into their columns of a
+        shared tile, in the tile's dtype."""
+        for part in gl.static_range(len(PARTS)):
+            values = gradient[part]
+            if scale is not None:
+                values = values * scale
+            _columns_of(tile, PARTS[part][0], PARTS[part][1]).store(values.to(tile.dtype))
 
     @gluon.jit
     def _program_keys(num_kv_heads, seq_q, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr,
@@ -208,17 +321,18 @@ if attention_gluon.available():
     @gluon.jit
     def _dkdv_block(dk, dv, my_k, my_v, q, do, lse_row, delta_row, qk_scale, dq_parts, diagonal,
                     WARPGROUP: gl.constexpr, DIAGONAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
-                    s_layout: gl.constexpr, operand_layout: gl.constexpr):
-        """dK and dV of one warpgroup's 64 key rows plus one block of queries' share. DIAGONAL:
-        query i of the block sees its keys up to i + diagonal (causal: the block's first query
-        row less the warpgroup's first key row)."""
+                    s_layout: gl.constexpr, COLUMNS: gl.constexpr):
+        """dK and dV (their parts: column_parts of COLUMNS) of one warpgroup's 64 key rows plus one
+        block of queries' share. DIAGONAL: query i of the block sees its keys up to i + diagonal
+        (causal: the block's first query row less the warpgroup's first key row)."""
         dtype: gl.constexpr = q.dtype
         BLOCK_M: gl.constexpr = q.shape[0]
+        PARTS: gl.constexpr = column_parts(0, COLUMNS)
         column_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
         zero_scores = gl.zeros([64, BLOCK_M], gl.float32, s_layout)
-        scores_t = warpgroup_mma(my_k, q.permute((1, 0)), zero_scores, use_acc=False, is_async=True)
-        dprobs_t = warpgroup_mma(my_v, do.permute((1, 0)), zero_scores, use_acc=False, is_async=True)
-        scores_t = warpgroup_mma_wait(1, deps=(scores_t,))
+        scores_t = _transposed_scores(my_k, q, zero_scores, COLUMNS)
+        dprobs_t = _transposed_scores(my_v, do, zero_scores, COLUMNS)
+        scores_t = warpgroup_mma_wait(len(PARTS), deps=(scores_t,))  # dPᵀ's products still run
         probs_t = gl.exp2(scores_t * qk_scale - lse_row.load(column_layout)[None, :])
         if DIAGONAL and ATOMIC_DQ:
             # Summing dQ, causal, every block comes here (_dkdv_consumer), but only those crossing
@@ -236,41 +350,35 @@ if attention_gluon.available():
                 probs_t = _causal_mask(probs_t, diagonal, BLOCK_M, s_layout)
         elif DIAGONAL:
             probs_t = _causal_mask(probs_t, diagonal, BLOCK_M, s_layout)
-        probs_operand = gl.convert_layout(probs_t.to(dtype), operand_layout)
-        dv = warpgroup_mma(probs_operand, do, dv, is_async=True)
-        # dPᵀ was issued before dV's product: waiting for all but one leaves that one running.
-        dprobs_t = warpgroup_mma_wait(1, deps=(dprobs_t,))
+        dv, probs_operands = _accumulate_registers(dv, probs_t.to(dtype), do, PARTS)
+        # dPᵀ was issued before dV's products: waiting for all but those leaves them running.
+        dprobs_t = warpgroup_mma_wait(len(PARTS), deps=(dprobs_t,))
         dscores_t = probs_t * (dprobs_t - delta_row.load(column_layout)[None, :])
         if ATOMIC_DQ:
             # dSᵀ into this warpgroup's half of the block's shared [128 keys x queries] tile:
             # dK's A operand as it is, and with the other half dQ's (dS·K) transposed.
             my_ds = _publish_ds(dscores_t.to(dtype), dq_parts, WARPGROUP)
-            dk = warpgroup_mma(my_ds, q, dk, is_async=True)
+            dk = _accumulate(dk, my_ds, q, PARTS)
             _dq_share(dq_parts, q.shape[1], WARPGROUP, BLOCK_M)  # waits for every product, dK's and dV's too
             # Nothing is left running (_dq_share waited for all): this only hands back the values.
-            dk, dv, probs_operand = warpgroup_mma_wait(0, deps=(dk, dv, probs_operand))
+            waited = warpgroup_mma_wait(0, deps=dk + dv + probs_operands)
         else:
-            dscores_operand = gl.convert_layout(dscores_t.to(dtype), operand_layout)
-            dk = warpgroup_mma(dscores_operand, q, dk, is_async=True)
-            dk, dv, probs_operand, dscores_operand = warpgroup_mma_wait(
-                0, deps=(dk, dv, probs_operand, dscores_operand))
-        return dk, dv
+            dk, dscores_operands = _accumulate_registers(dk, dscores_t.to(dtype), q, PARTS)
+            waited = warpgroup_mma_wait(0, deps=dk + dv + probs_operands + dscores_operands)
+        return waited[:len(PARTS)], waited[len(PARTS):2 * len(PARTS)]
 
     @gluon.jit
     def _dkdv_consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-                       CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr):
+                       CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr, COLUMNS: gl.constexpr):
         q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem = buffers
         kv_bars, q_full, q_empty, do_full, do_empty, ds_full, ds_empty = barriers
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
         ROWS: gl.constexpr = 64
         BLOCK_M: gl.constexpr = q_desc.block_type.shape[2]
-        dtype: gl.constexpr = q_desc.dtype
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, BLOCK_M, 16])
-        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                             instr_shape=[16, HEAD_DIM, 16])
-        operand_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+        PARTS: gl.constexpr = column_parts(0, COLUMNS)
 
         my_start = start_n + WARPGROUP * ROWS
         my_k = _tile(k_smem, WARPGROUP, ROWS, HEAD_DIM)
@@ -280,8 +388,8 @@ if attention_gluon.available():
                                         k_smem.index(WARPGROUP))
         tma.async_copy_global_to_shared(v_desc, [batch, kv_head, my_start, 0], kv_bars.index(WARPGROUP),
                                         v_smem.index(WARPGROUP))
-        dk = gl.zeros([ROWS, HEAD_DIM], gl.float32, acc_layout)
-        dv = gl.zeros([ROWS, HEAD_DIM], gl.float32, acc_layout)
+        dk = _zero_gradient(PARTS)
+        dv = _zero_gradient(PARTS)
         mbarrier.wait(kv_bars.index(WARPGROUP), 0)
 
         for i in range(group * query_blocks):
@@ -301,7 +409,7 @@ if attention_gluon.available():
                 # wholly masked, runs too and adds zeros to dK and dV.
                 dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
                                      qk_scale, dq_parts, start_m - my_start, WARPGROUP, True, True, s_layout,
-                                     operand_layout)
+                                     COLUMNS)
             elif CAUSAL and BLOCK_M == ROWS:
                 # Query blocks as tall as a warpgroup's key rows: a block is either on this
                 # warpgroup's diagonal (start_m == my_start), wholly above its keys (the second
@@ -310,10 +418,10 @@ if attention_gluon.available():
                 # memory in the width-128 loop: compiled for sm90, seventeenth session.)
                 if start_m == my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                         qk_scale, dq_parts, 0, WARPGROUP, True, False, s_layout, operand_layout)
+                                         qk_scale, dq_parts, 0, WARPGROUP, True, False, s_layout, COLUMNS)
                 elif start_m > my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                         qk_scale, dq_parts, 0, WARPGROUP, False, False, s_layout, operand_layout)
+                                         qk_scale, dq_parts, 0, WARPGROUP, False, False, s_layout, COLUMNS)
             elif CAUSAL:
                 # Taller query blocks (QUERY_ROWS): a block crossing this warpgroup's diagonal
                 # (with 128 rows the program's first, from the second warpgroup's 65th query), or
@@ -322,13 +430,13 @@ if attention_gluon.available():
                 if start_m < my_start + ROWS and start_m + BLOCK_M > my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
                                          qk_scale, dq_parts, start_m - my_start, WARPGROUP, True, False, s_layout,
-                                         operand_layout)
+                                         COLUMNS)
                 elif start_m >= my_start + ROWS:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                         qk_scale, dq_parts, 0, WARPGROUP, False, False, s_layout, operand_layout)
+                                         qk_scale, dq_parts, 0, WARPGROUP, False, False, s_layout, COLUMNS)
             else:
                 dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                     qk_scale, dq_parts, 0, WARPGROUP, False, ATOMIC_DQ, s_layout, operand_layout)
+                                     qk_scale, dq_parts, 0, WARPGROUP, False, ATOMIC_DQ, s_layout, COLUMNS)
             mbarrier.arrive(q_empty.index(slot), count=1)
             mbarrier.arrive(do_empty.index(slot), count=1)
 
@@ -337,8 +445,8 @@ if attention_gluon.available():
         blocks = group * query_blocks
         if ATOMIC_DQ and blocks > 0:
             mbarrier.wait(ds_empty.index((blocks - 1) % 2), ((blocks - 1) // 2) & 1)
-        my_k.store((dk * softmax_scale).to(dtype))
-        my_v.store(dv.to(dtype))
+        _store_gradient(my_k, dk, softmax_scale, PARTS)
+        _store_gradient(my_v, dv, None, PARTS)
         fence_async_shared()
         tma.async_copy_shared_to_global(dk_desc, [batch, kv_head, my_start, 0], k_smem.index(WARPGROUP))
         tma.async_copy_shared_to_global(dv_desc, [batch, kv_head, my_start, 0], v_smem.index(WARPGROUP))
@@ -346,8 +454,8 @@ if attention_gluon.available():
 
     @gluon.jit
     def _dkdv_second_consumer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
-                              ATOMIC_DQ: gl.constexpr):
-        _dkdv_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ)
+                              ATOMIC_DQ: gl.constexpr, COLUMNS: gl.constexpr):
+        _dkdv_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS)
 
     @gluon.jit
     def _dkdv_producer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
@@ -392,7 +500,7 @@ if attention_gluon.available():
     def _attention_backward_dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc,
                                            seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale, softmax_scale,
                                            HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
-                                           HEAD_GROUP: gl.constexpr, num_warps: gl.constexpr):
+                                           HEAD_GROUP: gl.constexpr, COLUMNS: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         BLOCK_M: gl.constexpr = q_desc.block_type.shape[2]  # query_rows(HEAD_DIM)
         start_n, batch, kv_head, first_block, query_blocks = _program_keys(num_kv_heads, seq_q, 128, CAUSAL,
@@ -441,8 +549,8 @@ if attention_gluon.available():
         scalars = (batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale,
                    softmax_scale)
         gl.warp_specialize([
-            (_dkdv_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
-            (_dkdv_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ)),
+            (_dkdv_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS)),
+            (_dkdv_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS)),
             (_dkdv_producer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, 2, 0)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (CONSUMER_REGISTERS)
 
@@ -525,17 +633,18 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         _dq_descriptor(_placeholder(q.device, width) if dq_sum is None else dq_sum, width // 2, rows),
         seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads, softmax_scale * attention_gluon.LOG2_E,
         softmax_scale, HEAD_DIM=width, CAUSAL=causal, ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS,
-        num_warps=4, maxnreg=MAX_REGISTERS)
+        COLUMNS=columns(head_dim), num_warps=4, maxnreg=MAX_REGISTERS)
     return dk, dv
 
 
-def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16):
-    """The kernel backward_dkdv runs at this width compiled for sm90 without a GPU, as
-    attention_gluon.compile_sm90."""
+def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16,
+                 columns: int | None = None):
+    """The kernel backward_dkdv runs at this width (on ``columns`` of it, by default all) compiled
+    for sm90 without a GPU, as attention_gluon.compile_sm90."""
     if width == WIDE_WIDTH:
         return attention_gluon_backward_wide.compile_sm90(causal, atomic_dq, dtype)
     return compile_dkdv_kernel(_attention_backward_dkdv_ws_kernel, width, causal, atomic_dq, dtype, width // 2,
-                               LONGEST_FIRST_HEADS, query_rows(width))
+                               LONGEST_FIRST_HEADS, query_rows(width), columns=width if columns is None else columns)
 
 
 def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype: torch.dtype, dq_columns: int,

@@ -167,17 +167,7 @@ def kv_each_block(columns: int, split: int = 1, walk: int = 0) -> bool:
     return columns in (192, 224) or (columns == WIDTH and (split > 1 or walk != 0))
 
 
-@triton.constexpr_function
-def column_parts(first, end) -> tuple:
-    """Columns first..end (multiples of 32) as (first, width) parts of 128, 64 and 32, widest
-    first: Gluon's operands and accumulators have power-of-two shapes. (A constexpr function: the
-    kernel's helpers call it while compiling.)"""
-    parts, first, end = [], int(first), int(end)
-    for width in (128, 64, 32):
-        if end - first >= width:
-            parts.append((first, width))
-            first += width
-    return tuple(parts)
+column_parts = attention_gluon_backward.column_parts
 
 
 def columns(head_dim: int) -> int:
@@ -208,6 +198,8 @@ def walk(causal: bool, group: int, seq_k: int) -> int:
 
 if attention_gluon.available():
     _tile = attention_gluon._tile
+    _zero_gradient = attention_gluon_backward._zero_gradient
+    _accumulate = attention_gluon_backward._accumulate
 
     @gluon.constexpr_function
     def _score_groups(columns):
@@ -288,32 +280,6 @@ if attention_gluon.available():
             return ((warpgroup * 128, 128),)
         wide_first = warpgroup == (0 if gradient == "dv" else 1)
         return ((0, 128),) if wide_first else column_parts(128, columns)
-
-    @gluon.jit
-    def _zero_accumulator(WIDTH: gl.constexpr):
-        layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                         instr_shape=[16, WIDTH, 16])
-        return gl.zeros([64, WIDTH], gl.float32, layout)
-
-    @gluon.jit
-    def _zero_gradient(PARTS: gl.constexpr):
-        """A zero accumulator for each part of _gradient_columns (one or two)."""
-        if len(PARTS) == 1:
-            gradient = (_zero_accumulator(PARTS[0][1]),)
-        else:
-            gradient = (_zero_accumulator(PARTS[0][1]), _zero_accumulator(PARTS[1][1]))
-        return gradient
-
-    @gluon.jit
-    def _accumulate(gradient, a, b, PARTS: gl.constexpr):
-        """gradient[p] += a·b[:, part p's columns] for each part, issued, not waited for."""
-        first = warpgroup_mma(a, b.slice(PARTS[0][0], PARTS[0][1], dim=1), gradient[0], is_async=True)
-        if len(PARTS) == 1:
-            gradient = (first,)
-        else:
-            gradient = (first, warpgroup_mma(a, b.slice(PARTS[1][0], PARTS[1][1], dim=1), gradient[1],
-                                             is_async=True))
-        return gradient
 
     @gluon.jit
     def _wait_for_both(dk, dv):

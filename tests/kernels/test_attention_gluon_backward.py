@@ -28,12 +28,12 @@ _COMPILE = SASS_TOOLS + """
 import json, sys
 from gpudoctor.kernels import attention_gluon_backward
 rows = []
-for width, causal, atomic_dq, *wide in json.loads(sys.argv[1]):
-    if wide:  # the wide kernel's block order (attention_gluon_backward_wide.walk), columns and splits
+for width, causal, atomic_dq, *more in json.loads(sys.argv[1]):
+    if len(more) == 3:  # the wide kernel's block order (attention_gluon_backward_wide.walk), columns and splits
         compiled = attention_gluon_backward.attention_gluon_backward_wide.compile_sm90(
-            causal, atomic_dq, walk=wide[0], columns=wide[1], split=wide[2])
-    else:
-        compiled = attention_gluon_backward.compile_sm90(width, causal, atomic_dq)
+            causal, atomic_dq, walk=more[0], columns=more[1], split=more[2])
+    else:  # the columns computed on (attention_gluon_backward.columns), by default the width's
+        compiled = attention_gluon_backward.compile_sm90(width, causal, atomic_dq, columns=(more or [None])[0])
     ptx = compiled.asm["ptx"]
     sass = sass_of(ptx)
     products = [i for i, line in enumerate(sass) if "HGMMA" in line]
@@ -51,6 +51,11 @@ print(json.dumps(rows))
 COMPILE_CASES = [(width, causal, False) for width in attention_gluon_backward.WIDTHS for causal in (True, False)]
 # With dQ summed in the kernel (gluon_atomic_dq): every width, causal or not.
 ATOMIC_CASES = [(width, causal, True) for width in attention_gluon_backward.WIDTHS for causal in (True, False)]
+# Head dims 72-96 on 96 of width 128's columns (attention_gluon_backward.NARROW_COLUMNS).
+COMPILE_CASES += [(width, causal, False, columns) for width, columns in attention_gluon_backward.NARROW_COLUMNS.items()
+                  for causal in (True, False)]
+ATOMIC_CASES += [(width, causal, True, columns) for width, columns in attention_gluon_backward.NARROW_COLUMNS.items()
+                 for causal in (True, False)]
 
 # Distinct 32-bit local-memory accesses (spilled scalars: indices, addresses, barrier phases)
 # inside the main loops, read from the SASS; none elsewhere, and never an accumulator (a 64- or
@@ -86,8 +91,10 @@ def test_compiles_for_sm90_without_local_memory_in_the_loop(case, compiled_sm90)
     # Three partitions: two consumer warpgroups at 240 registers each, a producer at 24.
     assert row["warps"] == 12
     assert ["inc", "240"] in row["setmaxnreg"] and ["dec", "24"] in row["setmaxnreg"]
-    # Sᵀ waited for while dPᵀ still runs, dPᵀ while dV's product runs: the overlap it exists for.
-    assert "1" in row["waits"]
+    # Sᵀ waited for while dPᵀ still runs, dPᵀ while dV's product runs: the overlap it exists for
+    # (on fewer columns than the width, a wgmma group a part of the columns).
+    columns = case[3] if len(case) > 3 else case[0]
+    assert str(len(attention_gluon_backward.column_parts(0, columns))) in row["waits"]
     assert row["shared"] <= 232448  # sm90's 227 KB
 
 
@@ -605,6 +612,44 @@ def test_wide_kernel_computes_head_dims_on_the_fewest_columns(head_dim, narrow, 
 
     monkeypatch.setattr(attention_gluon_backward_wide, "NARROW_COLUMNS", narrow)
     assert attention_gluon_backward_wide.columns(head_dim) == expected
+
+
+@pytest.mark.parametrize("head_dim, narrow, expected", [
+    (32, {128: 96}, 32), (40, {128: 96}, 64), (64, {128: 96}, 64), (72, {128: 96}, 96), (80, {128: 96}, 96),
+    (96, {128: 96}, 96), (104, {128: 96}, 128), (128, {128: 96}, 128), (80, {}, 128), (96, {}, 128)])
+def test_narrow_kernel_computes_head_dims_72_96_on_96_columns(head_dim, narrow, expected, monkeypatch):
+    """Head dims 72-96 on 96 of width 128's columns, every other on its width's (NARROW_COLUMNS;
+    empty: each on its width)."""
+    monkeypatch.setattr(attention_gluon_backward, "NARROW_COLUMNS", narrow)
+    assert attention_gluon_backward.columns(head_dim) == expected
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim, causal, heads, kv_heads, seq, dtype", [
+    (96, True, 4, 2, 777, torch.bfloat16), (88, False, 8, 2, 1024, torch.float16),
+    (80, True, 8, 1, 2048, torch.bfloat16), (72, False, 4, 4, 300, torch.bfloat16),
+    (96, False, 8, 1, 555, torch.float16), (80, True, 4, 4, 1000, torch.float16)])
+def test_gpu_narrow_kernel_on_96_columns_changes_no_bit(head_dim, causal, heads, kv_heads, seq, dtype, monkeypatch):
+    """Head dims 72-96 on 96 columns (attention_gluon_backward.NARROW_COLUMNS) against width 128's
+    all: the columns left out are zeros in every operand and each product's sums run in the same
+    order, so dK and dV are bitwise the same, with the Triton dQ and summing dQ (whose last bits
+    vary run to run: against float32 there). Ragged and whole lengths, GQA, both dtypes."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq, seq, head_dim, causal, dtype,
+                                                          head_dim + seq)
+    expected_dq, expected_dk, expected_dv = _float32_grads(q, k, v, grad, causal)
+    results = {}
+    for narrow in ({}, {128: 96}):
+        monkeypatch.setattr(attention_gluon_backward, "NARROW_COLUMNS", narrow)
+        sums = attention_gluon_backward.dq_sum_buffer(q)
+        results[len(narrow)] = (attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale),
+                                attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums))
+        assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
+        for ours, expected in zip(results[len(narrow)][1], (expected_dk, expected_dv)):
+            assert _relative_error(ours, expected) < 3e-2
+    for wide, fewer in zip(results[0], results[1]):
+        assert torch.equal(wide[0], fewer[0]) and torch.equal(wide[1], fewer[1])
 
 
 @pytest.mark.parametrize("columns, split, walk, hoisted, expected", [
