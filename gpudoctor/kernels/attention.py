@@ -1326,10 +1326,15 @@ GLUON_BACKWARD_MIN_WIDE_HEAD_DIM = 160
 # too (twelfth session, the same alternation, Triton only / Gluon summing dQ with the Triton
 # forward / cuDNN): hd72 3.933 / 3.860 / 3.770, not causal 7.147 / 6.687 / 6.775, hd88 4.385 /
 # 4.108 / 4.024, not causal 7.898 / 7.096 / 7.046; faster than Triton only in every round but one
-# (hd72 not causal: 6.687, 7.666, 7.063 against 7.147-7.155). Not hd80, level or slower in both sessions (the kernel computes it at
-# width 128, the Triton one as 64 + 16): 3.795 / 3.848 (eleventh), 3.564 / 3.756 and not causal
-# 6.678 / 6.636 (twelfth). hd32 (width 32) is unmeasured.
-GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 72, 88, 96, 104, 112, 120, 128)
+# (hd72 not causal: 6.687, 7.666, 7.063 against 7.147-7.155). hd80 was level or slower in both
+# sessions while the kernel computed it at width 128 (the Triton one as 64 + 16): 3.795 / 3.848
+# (eleventh), 3.564 / 3.756 and not causal 6.678 / 6.636 (twelfth); on 96 columns
+# (attention_gluon_backward.NARROW_COLUMNS, thirty-first session, run 1,
+# bench/attention_gluon_backward_narrow.py, forward+backward device µs, settings taking turns,
+# Triton backward / Gluon summing dQ): causal GQA 8:1 fp16 s8192 7181 / 6617 (0.96 -> 1.05x cuDNN),
+# s4096 not causal 6419 / 6103, causal GQA 4:1 s512 (2^28 scores) 795 / 752, causal s2048 1933 /
+# 1932. hd32 (width 32) is unmeasured.
+GLUON_SUMMED_DQ_HEAD_DIMS = (40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128)
 # And the whole 256 bucket (head_dim 136-256), where attention_gluon_backward_wide sums it (twelfth
 # session, same probe without alternation, b4 h32 s4096 causal unless said, backward alone ms,
 # Gluon dK/dV with the Triton dQ / summing dQ): 8.671 / 8.098, not causal 16.596 / 14.974, GQA
