@@ -373,12 +373,13 @@ def test_gpu_the_gluon_backward_summing_dq_is_planned(device, no_plans, monkeypa
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape, kv_heads, causal", [((2, 8, 2048, 80), 8, True), ((1, 8, 2048, 32), 2, False),
+@pytest.mark.parametrize("shape, kv_heads, causal", [((2, 8, 1536, 80), 8, True), ((1, 8, 2048, 32), 2, False),
                                                      ((1, 8, 1500, 96), 4, True)])
 def test_gpu_the_triton_backward_of_three_launches_is_planned(device, no_plans, monkeypatch, shape, kv_heads, causal):
     """Calls whose shipped backward is the Triton one (delta, dK/dV, dQ: hd80 and 96, split into
-    64 + 16 and 64 + 32, and hd32; GQA; a ragged length): from the third call no FastLauncher
-    launch either way, bit for bit the general path."""
+    64 + 16 and 64 + 32, and hd32; GQA; a ragged length; hd80 under 2048 keys, from which it
+    sums dQ in the Gluon kernel since the thirty-first session): from the third call no
+    FastLauncher launch either way, bit for bit the general path."""
     _needs_gpu(device)
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("measured and routed for sm90")
@@ -400,12 +401,12 @@ def test_gpu_the_triton_backward_of_three_launches_is_planned(device, no_plans, 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape, kv_heads", [((1, 8, 2048, 80), 8), ((1, 8, 2048, 128), 4), ((4, 32, 256, 80), 32)])
+@pytest.mark.parametrize("shape, kv_heads", [((1, 8, 1536, 80), 8), ((1, 8, 2048, 128), 4), ((4, 32, 256, 80), 32)])
 def test_gpu_saved_tensors_of_another_layout_take_the_general_path(device, no_plans, shape, kv_heads):
     """Inputs that are (batch, seq, heads, head_dim) buffers seen as (batch, heads, seq, head_dim)
     (the incoming gradient contiguous), planned both ways; then a call under save_on_cpu, which hands the backward q, k and v
     unpacked contiguous: the replays' recorded strides no longer describe them, so the general
-    path runs (found in review: the replays read them wrong). The Triton backward (hd80), the
+    path runs (found in review: the replays read them wrong). The Triton backward (hd80 at 1536 keys), the
     Gluon one summing dQ (hd128), the one-launch one (the training pass's shape)."""
     _needs_gpu(device)
     *inputs, grad = _inputs(shape, kv_heads, device)
