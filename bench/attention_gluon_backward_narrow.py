@@ -1,12 +1,15 @@
 """The Gluon backward at head_dim 72-96 on 96 of width 128's columns
-(attention_gluon_backward.NARROW_COLUMNS, "n96", shipped) or on all 128 ("n128", as before the
-thirty-first session); and head_dim 80 summing dQ in that kernel too ("n96-hd80": 80 added to
-attention.GLUON_SUMMED_DQ_HEAD_DIMS, which left it to the Triton backward's 64 + 16 columns);
-forward+backward through flash_attention (deterministic=False: the Gluon kernel sums dQ), cuDNN
+(attention_gluon_backward.NARROW_COLUMNS) or on all 128; head_dim 80 summing dQ in that kernel
+(attention.GLUON_SUMMED_DQ_HEAD_DIMS) or in the Triton backward's 64 + 16 columns; head_dim 40-48 on
+48 of width 64's columns (32 + 16) or on all 64. Settings: "n96-hd80" (96 columns, hd80 in the
+Gluon kernel: shipped since the thirty-first session), "n96" (96 columns, hd80 in the Triton
+backward), "n128" (as before that session), "n48" (n96-hd80 and 48 columns at width 64 in causal
+calls: shipped since later in that session), "n48-all" (48 columns causal or not).
+Forward+backward through flash_attention (deterministic=False: the Gluon kernel sums dQ), cuDNN
 beside them, on Hopper; the settings take turns (attention_ab's loop). The forward is the same in
 every setting (its spread is the noise).
 
-    PYTHONPATH=. python3 bench/attention_gluon_backward_narrow.py [--rounds 3] [--shapes hd96-s512-c ...] [--settings n96 n128 n96-hd80] [--out FILE]
+    PYTHONPATH=. python3 bench/attention_gluon_backward_narrow.py [--rounds 3] [--shapes hd96-s512-c ...] [--settings n96-hd80 n128 ...] [--out FILE]
 """
 
 from __future__ import annotations
@@ -36,20 +39,38 @@ SHAPES = (
     ("hd80-s4096", 4, 32, 32, 4096, 80, False, "bf16"),
     ("hd80-s2048-c", 8, 32, 32, 2048, 80, True, "bf16"),
     ("hd80-gqa4-s512-c", 32, 32, 8, 512, 80, True, "fp16"),
+    # head_dim 40-48 (width 64 but in n48's causal calls and n48-all's): the matrix's
+    # forward+backward cells under 1.01x in the thirty-first session's run 2, and their neighbours
+    ("hd48-s4096", 4, 32, 32, 4096, 48, False, "bf16"),
+    ("hd48-s8192-c", 2, 32, 32, 8192, 48, True, "fp16"),
+    ("hd48-s2048-c", 8, 32, 32, 2048, 48, True, "bf16"),
+    ("hd40-gqa8-s8192", 2, 32, 4, 8192, 40, False, "bf16"),
+    ("hd40-gqa4-s512", 32, 32, 8, 512, 40, False, "bf16"),
+    ("hd48-gqa8-s512-c", 32, 32, 4, 512, 48, True, "fp16"),
+    ("hd40-gqa8-s16384-c", 1, 32, 4, 16384, 40, True, "fp16"),
+    ("hd40-s4096-c", 4, 32, 32, 4096, 40, True, "bf16"),
+    ("hd48-gqa4-s1024-c", 16, 32, 8, 1024, 48, True, "bf16"),
 )
-# (the narrow kernel's NARROW_COLUMNS, head dims added to GLUON_SUMMED_DQ_HEAD_DIMS) by setting
-SETTINGS = {"n96": ({128: 96}, ()), "n128": ({}, ()), "n96-hd80": ({128: 96}, (80,))}
+# (the narrow kernel's NARROW_COLUMNS, whether head_dim 80 sums dQ in it, NARROW_CAUSAL_ONLY) by setting
+SETTINGS = {"n96-hd80": ({128: 96}, True, {64}), "n96": ({128: 96}, False, {64}), "n128": ({}, False, {64}),
+            "n48": ({64: 48, 128: 96}, True, {64}), "n48-all": ({64: 48, 128: 96}, True, set())}
 
 
 def main(argv=None) -> int:
     def make_apply():
         from gpudoctor.kernels import attention, attention_gluon_backward
 
-        shipped = (attention_gluon_backward.NARROW_COLUMNS, attention.GLUON_SUMMED_DQ_HEAD_DIMS)
+        shipped = (attention_gluon_backward.NARROW_COLUMNS, attention.GLUON_SUMMED_DQ_HEAD_DIMS,
+                   attention_gluon_backward.NARROW_CAUSAL_ONLY)
 
         def apply(label):  # None: as shipped
-            narrow, summed = shipped if label is None else (SETTINGS[label][0], shipped[1] + SETTINGS[label][1])
+            if label is None:
+                narrow, summed, causal_only = shipped
+            else:
+                narrow, hd80, causal_only = SETTINGS[label]
+                summed = tuple(sorted({*shipped[1], 80} if hd80 else set(shipped[1]) - {80}))
             attention_gluon_backward.NARROW_COLUMNS = narrow
+            attention_gluon_backward.NARROW_CAUSAL_ONLY = causal_only
             if attention.GLUON_SUMMED_DQ_HEAD_DIMS != summed:
                 attention.GLUON_SUMMED_DQ_HEAD_DIMS = summed
                 attention._select_config.cache_clear()  # it remembers each head_dim's routing

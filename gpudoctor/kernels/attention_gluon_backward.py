@@ -91,10 +91,21 @@ WIDE_WIDTH = 256
 # Head dims computed on fewer of a width's columns (columns): 72-96 on 96 of width 128's (the
 # score products contract over 64 + 32 columns, dK and dV are two accumulators a warpgroup, of 64
 # and 32 columns; dQ's shares stay 64 columns each, past head_dim zeros clipped on the
-# reduce-add). The loads and tiles stay 128 wide, zero-filled past head_dim, so dK and dV are
-# those of 128 columns. As the forward's width 96 (attention_gluon.SPLIT) and the wide kernel's
-# NARROW_COLUMNS. Empty: every head_dim at its width (benches' A/B).
-NARROW_COLUMNS = {128: 96}
+# reduce-add); 40-48 on 48 of width 64's (32 + 16) in causal calls (NARROW_CAUSAL_ONLY). The loads
+# and tiles stay at the width, zero-filled past head_dim, so dK and dV are those of the whole
+# width. As the forward's widths 48 and 96 (attention_gluon.SPLIT) and the wide kernel's
+# NARROW_COLUMNS. Measured on the H200 (thirty-first session, bench/attention_gluon_backward_narrow.py,
+# forward+backward device µs, settings taking turns; 128 -> 96 columns, runs 1 / 3): hd96 GQA 8:1
+# s16384 -8.6 / -7.2 % (1.00 -> 1.09x cuDNN), hd72 GQA 8:1 s2048 -6.8 / -6.0 %, hd96 causal GQA 4:1
+# s4096 -5.4 / -5.7 %, hd88 GQA 4:1 s512 -5.3 / -5.6 %, hd96 causal s2048 -4.9 / -5.2 %, hd88 causal
+# s1024 -4.2 / -3.6 %, hd88 s8192 -4.1 / -3.5 %, hd96 causal s512 -3.6 / -3.5 %, hd72 s4096 -2.7 /
+# -5.6 %, hd72 causal GQA 8:1 s16384 -2.5 / -4.6 %. 64 -> 48 columns (run 4): causal hd48 s2048
+# -3.7 %, hd48 s8192 -2.8 %, hd40 GQA 8:1 s16384 -1.1 %, hd48 GQA 8:1 s512 level; not causal level
+# (hd48 s4096 +0.4 %, hd40 GQA 8:1 s8192 and GQA 4:1 s512 -0.1 / -0.3 %). Empty: every head_dim at
+# its width (benches' A/B).
+NARROW_COLUMNS = {64: 48, 128: 96}
+# Widths whose NARROW_COLUMNS only causal calls take (benches' A/B empty it).
+NARROW_CAUSAL_ONLY = {64}
 # As attention_gluon: 12 warps x 32 x 168 fit the SM's 64 K registers; setmaxnreg then moves them
 # to the consumers (CONSUMER_REGISTERS) from the producer (24).
 MAX_REGISTERS = 168
@@ -117,23 +128,25 @@ LONGEST_FIRST_HEADS = 8
 
 @triton.constexpr_function
 def column_parts(first, end) -> tuple:
-    """Columns first..end (multiples of 32) as (first, width) parts of 128, 64 and 32, widest
+    """Columns first..end (multiples of 16) as (first, width) parts of 128, 64, 32 and 16, widest
     first: Gluon's operands and accumulators have power-of-two shapes. (A constexpr function: the
     kernels' helpers call it while compiling.)"""
     parts, first, end = [], int(first), int(end)
-    for width in (128, 64, 32):
+    for width in (128, 64, 32, 16):
         if end - first >= width:
             parts.append((first, width))
             first += width
     return tuple(parts)
 
 
-def columns(head_dim: int) -> int:
+def columns(head_dim: int, causal: bool) -> int:
     """The columns this kernel computes on at this head_dim (its tiles are kernel_width wide): the
-    width's NARROW_COLUMNS where they hold head_dim, else the width."""
+    width's NARROW_COLUMNS where they hold head_dim (and the call is causal where
+    NARROW_CAUSAL_ONLY says), else the width."""
     width = attention_gluon.kernel_width(head_dim)
     narrow = NARROW_COLUMNS.get(width)
-    return narrow if narrow is not None and head_dim <= narrow else width
+    taken = narrow is not None and head_dim <= narrow and (causal or width not in NARROW_CAUSAL_ONLY)
+    return narrow if taken else width
 
 
 if attention_gluon.available():
@@ -633,7 +646,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         _dq_descriptor(_placeholder(q.device, width) if dq_sum is None else dq_sum, width // 2, rows),
         seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads, softmax_scale * attention_gluon.LOG2_E,
         softmax_scale, HEAD_DIM=width, CAUSAL=causal, ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS,
-        COLUMNS=columns(head_dim), num_warps=4, maxnreg=MAX_REGISTERS)
+        COLUMNS=columns(head_dim, causal), num_warps=4, maxnreg=MAX_REGISTERS)
     return dk, dv
 
 

@@ -51,7 +51,7 @@ print(json.dumps(rows))
 COMPILE_CASES = [(width, causal, False) for width in attention_gluon_backward.WIDTHS for causal in (True, False)]
 # With dQ summed in the kernel (gluon_atomic_dq): every width, causal or not.
 ATOMIC_CASES = [(width, causal, True) for width in attention_gluon_backward.WIDTHS for causal in (True, False)]
-# Head dims 72-96 on 96 of width 128's columns (attention_gluon_backward.NARROW_COLUMNS).
+# Head dims 72-96 on 96 of width 128's columns, 40-48 on 48 of width 64's (attention_gluon_backward.NARROW_COLUMNS).
 COMPILE_CASES += [(width, causal, False, columns) for width, columns in attention_gluon_backward.NARROW_COLUMNS.items()
                   for causal in (True, False)]
 ATOMIC_CASES += [(width, causal, True, columns) for width, columns in attention_gluon_backward.NARROW_COLUMNS.items()
@@ -63,7 +63,9 @@ ATOMIC_CASES += [(width, causal, True, columns) for width, columns in attention_
 # and dPᵀ per thread. Measured on the H200 with them (docs/benchmarks.md, seventeenth session):
 # the dK/dV kernel up to 22 % faster than with 64-query blocks, these spills included (level at
 # 512 keys summing dQ).
-LOCAL_SCALARS_IN_LOOP = {(64, True, False): 2, (64, True, True): 19, (64, False, True): 12, (128, True, True): 26}
+LOCAL_SCALARS_IN_LOOP = {(64, True, False): 2, (64, True, True): 19, (64, False, True): 12, (128, True, True): 26,
+                         # on 48 of width 64's columns (NARROW_COLUMNS): fewer
+                         (64, True, True, 48): 16, (64, False, True, 48): 5}
 
 # Width 256: attention_gluon_backward_wide's kernel (backward_dkdv hands it that width), computing on
 # 256, 224, 192 or 160 columns (attention_gluon_backward_wide.columns).
@@ -614,41 +616,55 @@ def test_wide_kernel_computes_head_dims_on_the_fewest_columns(head_dim, narrow, 
     assert attention_gluon_backward_wide.columns(head_dim) == expected
 
 
-@pytest.mark.parametrize("head_dim, narrow, expected", [
-    (32, {128: 96}, 32), (40, {128: 96}, 64), (64, {128: 96}, 64), (72, {128: 96}, 96), (80, {128: 96}, 96),
-    (96, {128: 96}, 96), (104, {128: 96}, 128), (128, {128: 96}, 128), (80, {}, 128), (96, {}, 128)])
-def test_narrow_kernel_computes_head_dims_72_96_on_96_columns(head_dim, narrow, expected, monkeypatch):
-    """Head dims 72-96 on 96 of width 128's columns, every other on its width's (NARROW_COLUMNS;
-    empty: each on its width)."""
+@pytest.mark.parametrize("head_dim, causal, expected", [
+    (32, True, 32), (40, True, 48), (48, True, 48), (40, False, 64), (48, False, 64), (56, True, 64), (64, True, 64),
+    (72, False, 96), (80, True, 96), (96, False, 96), (104, True, 128), (128, False, 128)])
+def test_narrow_kernel_computes_head_dims_on_fewer_columns_where_measured_faster(head_dim, causal, expected):
+    """Head dims 72-96 on 96 of width 128's columns in every call, 40-48 on 48 of width 64's in
+    causal calls (not causal: measured level), every other on its width's."""
+    assert attention_gluon_backward.columns(head_dim, causal) == expected
+
+
+@pytest.mark.parametrize("narrow, causal_only, head_dim, causal, expected", [
+    ({}, set(), 80, True, 128), ({}, set(), 40, True, 64), ({64: 48}, set(), 40, False, 48),
+    ({128: 96}, {128}, 96, False, 128), ({128: 96}, {128}, 96, True, 96)])
+def test_narrow_columns_settings_override(narrow, causal_only, head_dim, causal, expected, monkeypatch):
+    """NARROW_COLUMNS empty: each head_dim on its width; NARROW_CAUSAL_ONLY empty: causal or not."""
     monkeypatch.setattr(attention_gluon_backward, "NARROW_COLUMNS", narrow)
-    assert attention_gluon_backward.columns(head_dim) == expected
+    monkeypatch.setattr(attention_gluon_backward, "NARROW_CAUSAL_ONLY", causal_only)
+    assert attention_gluon_backward.columns(head_dim, causal) == expected
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim, causal, heads, kv_heads, seq, dtype", [
     (96, True, 4, 2, 777, torch.bfloat16), (88, False, 8, 2, 1024, torch.float16),
     (80, True, 8, 1, 2048, torch.bfloat16), (72, False, 4, 4, 300, torch.bfloat16),
-    (96, False, 8, 1, 555, torch.float16), (80, True, 4, 4, 1000, torch.float16)])
-def test_gpu_narrow_kernel_on_96_columns_changes_no_bit(head_dim, causal, heads, kv_heads, seq, dtype, monkeypatch):
-    """Head dims 72-96 on 96 columns (attention_gluon_backward.NARROW_COLUMNS) against width 128's
-    all: the columns left out are zeros in every operand and each product's sums run in the same
-    order, so dK and dV are bitwise the same, with the Triton dQ and summing dQ (whose last bits
-    vary run to run: against float32 there). Ragged and whole lengths, GQA, both dtypes."""
+    (96, False, 8, 1, 555, torch.float16), (80, True, 4, 4, 1000, torch.float16),
+    (48, True, 4, 2, 777, torch.bfloat16), (40, False, 8, 1, 1024, torch.float16),
+    (48, False, 4, 4, 300, torch.float16), (40, True, 8, 2, 2048, torch.bfloat16)])
+def test_gpu_narrow_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, heads, kv_heads, seq, dtype,
+                                                           monkeypatch):
+    """Head dims 72-96 on 96 of width 128's columns and 40-48 on 48 of width 64's, causal or not
+    (attention_gluon_backward.NARROW_COLUMNS) against all the width's: the columns left out are
+    zeros in every operand and each product's sums run in the same order, so dK and dV are
+    bitwise the same, with the Triton dQ and summing dQ (whose last bits vary run to run: against
+    float32 there). Ragged and whole lengths, GQA, both dtypes."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq, seq, head_dim, causal, dtype,
                                                           head_dim + seq)
     expected_dq, expected_dk, expected_dv = _float32_grads(q, k, v, grad, causal)
     results = {}
-    for narrow in ({}, {128: 96}):
+    monkeypatch.setattr(attention_gluon_backward, "NARROW_CAUSAL_ONLY", set())  # 48 columns not causal too
+    for label, narrow in (("all", {}), ("fewer", {64: 48, 128: 96})):
         monkeypatch.setattr(attention_gluon_backward, "NARROW_COLUMNS", narrow)
         sums = attention_gluon_backward.dq_sum_buffer(q)
-        results[len(narrow)] = (attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale),
-                                attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums))
+        results[label] = (attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale),
+                          attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums))
         assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
-        for ours, expected in zip(results[len(narrow)][1], (expected_dk, expected_dv)):
+        for ours, expected in zip(results[label][1], (expected_dk, expected_dv)):
             assert _relative_error(ours, expected) < 3e-2
-    for wide, fewer in zip(results[0], results[1]):
+    for wide, fewer in zip(results["all"], results["fewer"]):
         assert torch.equal(wide[0], fewer[0]) and torch.equal(wide[1], fewer[1])
 
 
