@@ -99,10 +99,11 @@ WIDE_WIDTH = 256
 # s16384 -8.6 / -7.2 % (1.00 -> 1.09x cuDNN), hd72 GQA 8:1 s2048 -6.8 / -6.0 %, hd96 causal GQA 4:1
 # s4096 -5.4 / -5.7 %, hd88 GQA 4:1 s512 -5.3 / -5.6 %, hd96 causal s2048 -4.9 / -5.2 %, hd88 causal
 # s1024 -4.2 / -3.6 %, hd88 s8192 -4.1 / -3.5 %, hd96 causal s512 -3.6 / -3.5 %, hd72 s4096 -2.7 /
-# -5.6 %, hd72 causal GQA 8:1 s16384 -2.5 / -4.6 %. 64 -> 48 columns (run 4): causal hd48 s2048
-# -3.7 %, hd48 s8192 -2.8 %, hd40 GQA 8:1 s16384 -1.1 %, hd48 GQA 8:1 s512 level; not causal level
-# (hd48 s4096 +0.4 %, hd40 GQA 8:1 s8192 and GQA 4:1 s512 -0.1 / -0.3 %). Empty: every head_dim at
-# its width (benches' A/B).
+# -5.6 %, hd72 causal GQA 8:1 s16384 -2.5 / -4.6 %. 64 -> 48 columns (runs 4 / 5): causal hd48
+# s2048 -3.7 / -2.7 %, hd48 s8192 -2.8 / -3.6 %, hd40 s4096 (run 5) -3.1 %, hd40 GQA 8:1 s16384
+# -1.1 / -0.2 %, hd48 GQA 8:1 s512 level / level, hd48 GQA 4:1 s1024 (run 5) +0.4 %; not causal
+# level (run 4: hd48 s4096 +0.4 %, hd40 GQA 8:1 s8192 and GQA 4:1 s512 -0.1 / -0.3 %). Empty:
+# every head_dim at its width (benches' A/B).
 NARROW_COLUMNS = {64: 48, 128: 96}
 # Widths whose NARROW_COLUMNS only causal calls take (benches' A/B empty it).
 NARROW_CAUSAL_ONLY = {64}
