@@ -213,16 +213,20 @@ if attention_gluon.available():
         return gradient, operands
 
     @gluon.jit
-    def _transposed_scores(rows, others, zero, COLUMNS: gl.constexpr):
-        """rows·othersᵀ over their first COLUMNS columns (Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ from shared
-        tiles), issued, not waited for: one product a part of column_parts (one wgmma group each)."""
-        PARTS: gl.constexpr = column_parts(0, COLUMNS)
-        acc = warpgroup_mma(_columns_of(rows, 0, PARTS[0][1]), _columns_of(others, 0, PARTS[0][1]).permute((1, 0)),
-                            zero, use_acc=False, is_async=True)
-        for part in gl.static_range(1, len(PARTS)):
-            acc = warpgroup_mma(rows.slice(PARTS[part][0], PARTS[part][1], dim=1),
-                                others.slice(PARTS[part][0], PARTS[part][1], dim=1).permute((1, 0)), acc,
-                                is_async=True)
+    def _product_over_columns(a, b, zero, COLUMNS: gl.constexpr):
+        """a·bᵀ over the first COLUMNS columns of two shared tiles (here Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ;
+        in the wide kernel S and dP), issued, not waited for: one product where COLUMNS is the
+        tiles' width, else one a part of column_parts (one wgmma group each)."""
+        if COLUMNS == a.shape[1]:
+            acc = warpgroup_mma(a, b.permute((1, 0)), zero, use_acc=False, is_async=True)
+        else:
+            PARTS: gl.constexpr = column_parts(0, COLUMNS)
+            acc = warpgroup_mma(a.slice(0, PARTS[0][1], dim=1), b.slice(0, PARTS[0][1], dim=1).permute((1, 0)), zero,
+                                use_acc=False, is_async=True)
+            for part in gl.static_range(1, len(PARTS)):
+                acc = warpgroup_mma(a.slice(PARTS[part][0], PARTS[part][1], dim=1),
+                                    b.slice(PARTS[part][0], PARTS[part][1], dim=1).permute((1, 0)), acc,
+                                    is_async=True)
         return acc
 
     @gluon.jit
@@ -344,8 +348,8 @@ if attention_gluon.available():
         PARTS: gl.constexpr = column_parts(0, COLUMNS)
         column_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
         zero_scores = gl.zeros([64, BLOCK_M], gl.float32, s_layout)
-        scores_t = _transposed_scores(my_k, q, zero_scores, COLUMNS)
-        dprobs_t = _transposed_scores(my_v, do, zero_scores, COLUMNS)
+        scores_t = _product_over_columns(my_k, q, zero_scores, COLUMNS)
+        dprobs_t = _product_over_columns(my_v, do, zero_scores, COLUMNS)
         scores_t = warpgroup_mma_wait(len(PARTS), deps=(scores_t,))  # dPᵀ's products still run
         probs_t = gl.exp2(scores_t * qk_scale - lse_row.load(column_layout)[None, :])
         if DIAGONAL and ATOMIC_DQ:

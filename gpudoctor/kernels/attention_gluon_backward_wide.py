@@ -200,6 +200,7 @@ if attention_gluon.available():
     _tile = attention_gluon._tile
     _zero_gradient = attention_gluon_backward._zero_gradient
     _accumulate = attention_gluon_backward._accumulate
+    _product_over_columns = attention_gluon_backward._product_over_columns
 
     @gluon.constexpr_function
     def _score_groups(columns):
@@ -211,18 +212,7 @@ if attention_gluon.available():
         """a·bᵀ over the first COLUMNS columns of two shared [rows, 256] tiles (Q and this
         warpgroup's 32 keys, or dO and its 32 values), issued, not waited for: one product at
         256, one a part on fewer columns (128 + 32 or 64, or 128 + 64 + 32: column_parts)."""
-        zero = gl.zeros([64, 32], gl.float32, s_layout)
-        if COLUMNS == 256:
-            acc = warpgroup_mma(a, b.permute((1, 0)), zero, use_acc=False, is_async=True)
-        else:
-            PARTS: gl.constexpr = column_parts(0, COLUMNS)
-            acc = warpgroup_mma(a.slice(0, 128, dim=1), b.slice(0, 128, dim=1).permute((1, 0)), zero,
-                                use_acc=False, is_async=True)
-            for part in gl.static_range(1, len(PARTS)):
-                acc = warpgroup_mma(a.slice(PARTS[part][0], PARTS[part][1], dim=1),
-                                    b.slice(PARTS[part][0], PARTS[part][1], dim=1).permute((1, 0)), acc,
-                                    is_async=True)
-        return acc
+        return _product_over_columns(a, b, gl.zeros([64, 32], gl.float32, s_layout), COLUMNS)
 
     @gluon.jit
     def _issue_scores(q, do, my_k, my_v, COLUMNS: gl.constexpr, s_layout: gl.constexpr):

@@ -313,6 +313,25 @@ def _dkdv_inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype, 
     return q, k, v, grad, scale, out, lse, delta, config
 
 
+def _dkdv_under_settings(settings, apply, head_dim, causal, heads, kv_heads, seq, dtype):
+    """For each of ``settings`` (``apply(setting)`` puts it in place), backward_dkdv's (dK, dV) with
+    the Triton dQ and summing dQ, in the settings' order, for one seeded call of 2 x ``heads``
+    query heads: both dK/dV pairs of the summing call and its summed dQ checked against float32."""
+    q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq, seq, head_dim, causal, dtype,
+                                                          head_dim + seq)
+    expected_dq, expected_dk, expected_dv = _float32_grads(q, k, v, grad, causal)
+    results = []
+    for setting in settings:
+        apply(setting)
+        sums = attention_gluon_backward.dq_sum_buffer(q)
+        results.append((attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale),
+                        attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums)))
+        assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
+        for ours, expected in zip(results[-1][1], (expected_dk, expected_dv)):
+            assert _relative_error(ours, expected) < 3e-2
+    return results
+
+
 def _float32_grads(q, k, v, grad, causal):
     """[dq, dk, dv] of the float32 reference attention for the incoming gradient ``grad``."""
     refs = [t.detach().float().requires_grad_() for t in (q, k, v)]
@@ -651,21 +670,12 @@ def test_gpu_narrow_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, hea
     float32 there). Ragged and whole lengths, GQA, both dtypes."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
-    q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq, seq, head_dim, causal, dtype,
-                                                          head_dim + seq)
-    expected_dq, expected_dk, expected_dv = _float32_grads(q, k, v, grad, causal)
-    results = {}
     monkeypatch.setattr(attention_gluon_backward, "NARROW_CAUSAL_ONLY", set())  # 48 columns not causal too
-    for label, narrow in (("all", {}), ("fewer", {64: 48, 128: 96})):
-        monkeypatch.setattr(attention_gluon_backward, "NARROW_COLUMNS", narrow)
-        sums = attention_gluon_backward.dq_sum_buffer(q)
-        results[label] = (attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale),
-                          attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums))
-        assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
-        for ours, expected in zip(results[label][1], (expected_dk, expected_dv)):
-            assert _relative_error(ours, expected) < 3e-2
-    for wide, fewer in zip(results["all"], results["fewer"]):
-        assert torch.equal(wide[0], fewer[0]) and torch.equal(wide[1], fewer[1])
+    results = _dkdv_under_settings(
+        ({}, {64: 48, 128: 96}), lambda narrow: monkeypatch.setattr(attention_gluon_backward, "NARROW_COLUMNS", narrow),
+        head_dim, causal, heads, kv_heads, seq, dtype)
+    for whole, fewer in zip(results[0], results[1]):
+        assert torch.equal(whole[0], fewer[0]) and torch.equal(whole[1], fewer[1])
 
 
 @pytest.mark.parametrize("columns, split, walk, hoisted, expected", [
@@ -700,20 +710,12 @@ def test_gpu_wide_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, heads
         pytest.skip("needs a Hopper GPU")
     from gpudoctor.kernels import attention_gluon_backward_wide
 
-    q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq, seq, head_dim, causal, dtype,
-                                                          head_dim + seq)
-    expected_dq, expected_dk, expected_dv = _float32_grads(q, k, v, grad, causal)
-    results = {}
-    for narrow in ((), (192,), (160, 192), (160, 192, 224)):
-        monkeypatch.setattr(attention_gluon_backward_wide, "NARROW_COLUMNS", narrow)
-        sums = attention_gluon_backward.dq_sum_buffer(q)
-        results[narrow] = (attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale),
-                           attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums))
-        assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
-        for ours, expected in zip(results[narrow][1], (expected_dk, expected_dv)):
-            assert _relative_error(ours, expected) < 3e-2
-    for narrow in ((192,), (160, 192), (160, 192, 224)):
-        for wide, fewer in zip(results[()], results[narrow]):
+    settings = ((), (192,), (160, 192), (160, 192, 224))
+    results = _dkdv_under_settings(
+        settings, lambda narrow: monkeypatch.setattr(attention_gluon_backward_wide, "NARROW_COLUMNS", narrow),
+        head_dim, causal, heads, kv_heads, seq, dtype)
+    for index, narrow in enumerate(settings[1:], start=1):
+        for wide, fewer in zip(results[0], results[index]):
             assert torch.equal(wide[0], fewer[0]) and torch.equal(wide[1], fewer[1]), narrow
 
 
