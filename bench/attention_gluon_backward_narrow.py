@@ -2,7 +2,7 @@
 (attention_gluon_backward.NARROW_COLUMNS) or on all 128; head_dim 80 summing dQ in that kernel
 (attention.GLUON_SUMMED_DQ_HEAD_DIMS) or in the Triton backward's 64 + 16 columns; head_dim 40-48 on
 48 of width 64's columns (32 + 16) or on all 64. Settings: "n96-hd80" (96 columns, hd80 in the
-Gluon kernel: shipped since the thirty-first session), "n96" (96 columns, hd80 in the Triton
+Gluon kernel: shipped in the thirty-first session until n48), "n96" (96 columns, hd80 in the Triton
 backward), "n128" (as before that session), "n48" (n96-hd80 and 48 columns at width 64 in causal
 calls: shipped since later in that session), "n48-all" (48 columns causal or not).
 Forward+backward through flash_attention (deterministic=False: the Gluon kernel sums dQ), cuDNN

@@ -72,9 +72,11 @@ CASE_SETS = {
              (56, 16, 32, 512, True), (64, 8, 32, 1024, True), (64, 4, 32, 1024, True), (64, 4, 32, 1024, False),
              (64, 2, 32, 1024, True), (64, 2, 32, 1024, False), (80, 4, 32, 1024, True)],
     # Calls whose shipped backward is the Triton one, replayed by a plan since the seventeenth
-    # session (attention_plan._LaunchesBackward): hd80 past the one-launch band, hd32, and
-    # 2^25-2^26 scores at 48 heads.
-    "plan3": [(80, 8, 32, 1024, True), (80, 8, 32, 1024, False), (80, 4, 32, 2048, True), (32, 4, 32, 2048, True),
+    # session (attention_plan._LaunchesBackward): hd80 past the one-launch band (under 2048 keys
+    # and 2^26 scores: elsewhere it sums dQ in the Gluon kernel since the thirty-first session; the
+    # seventeenth measured 1024 keys at 2^28 scores and 2048 keys), hd32, and 2^25-2^26 scores at 48
+    # heads.
+    "plan3": [(80, 1, 16, 1536, True), (80, 1, 16, 1536, False), (80, 2, 8, 1536, True), (32, 4, 32, 2048, True),
               (96, 1, 48, 1024, True), (128, 1, 48, 1024, False)],
     # The 256 bucket (head_dim 136-256) at 512 keys, where its Gluon backward (GLUON_WIDE_MIN_SEQ)
     # had not been measured (eighteenth session): 2^26 and 2^28 scores.

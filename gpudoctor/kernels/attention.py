@@ -1299,8 +1299,9 @@ GLUON_FORWARD_MIN_SEQ = 512
 # bench/attention_gluon_backward_probe.py, b4 h32 bf16, ms, Triton dK/dV / Gluon in the same run):
 # backward alone s4096 hd128 causal 3.760 / 3.518, not causal 6.750 / 6.237, GQA 4:1 3.768 /
 # 3.471, hd112 not causal 6.683 / 6.139; s2048 hd128 causal 1.093 / 0.992. Not in the other
-# buckets: hd96 3.067 / 3.123, hd80 2.735 / 2.822 (the kernel computes them at width 128, the
-# Triton one as 64 + 32 and 64 + 16), hd64 2.144 / 2.142. hd256 (head_dim 136-256) runs
+# buckets: hd96 3.067 / 3.123, hd80 2.735 / 2.822 (the kernel computed them at width 128 then,
+# on 96 columns since the thirty-first session; the Triton one as 64 + 32 and 64 + 16), hd64
+# 2.144 / 2.142. hd256 (head_dim 136-256) runs
 # attention_gluon_backward_wide's kernel (twelfth session, same probe and batch): backward alone
 # s4096 causal 10.854 / 8.701, not causal 20.735 / 16.360, GQA 4:1 10.781 / 8.459, s2048 3.074 /
 # 2.488, s16k (b1 h16) 20.421 / 16.960, s1024 0.939 / 0.770 (from GLUON_WIDE_MIN_SEQ there).
@@ -1322,7 +1323,8 @@ GLUON_BACKWARD_MIN_WIDE_HEAD_DIM = 160
 # hd112 not causal 9.035 / 7.348 / 7.351, hd96 4.190 / 4.009 / 3.996, hd64 2.880 / 2.762 / 2.593,
 # hd64 not causal 5.100 / 4.943 / 4.605, hd40 2.870 / 2.740 / 2.528, s2048 1.552 / 1.315 /
 # 1.254, s16k (b1 h16) 8.884 / 7.292 / 7.386. 48, 56, 104 and 120 are not measured: taken
-# because they run at the same kernel width as their measured neighbours (64, 128). hd72 and hd88
+# because they run at the same kernel width as their measured neighbours (64, 128; hd48 in causal
+# calls on 48 of width 64's columns since the thirty-first session, attention_gluon_backward.columns). hd72 and hd88
 # too (twelfth session, the same alternation, Triton only / Gluon summing dQ with the Triton
 # forward / cuDNN): hd72 3.933 / 3.860 / 3.770, not causal 7.147 / 6.687 / 6.775, hd88 4.385 /
 # 4.108 / 4.024, not causal 7.898 / 7.096 / 7.046; faster than Triton only in every round but one

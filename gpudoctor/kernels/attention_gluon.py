@@ -790,7 +790,8 @@ def available() -> bool:
 
 
 def kernel_width(head_dim: int) -> int:
-    """The next power of two, at least 32: the width the backward kernels compute at."""
+    """The next power of two, at least 32: the width of the backward kernels' tiles (they compute
+    on fewer of its columns at some head dims: attention_gluon_backward.columns)."""
     return max(32, 1 << (head_dim - 1).bit_length())
 
 

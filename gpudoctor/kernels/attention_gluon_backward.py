@@ -161,7 +161,9 @@ if attention_gluon.available():
 
     @gluon.jit
     def _zero_gradient(PARTS: gl.constexpr):
-        """A [64 rows x width] zero accumulator for each (first column, width) part (one or two)."""
+        """A [64 rows x width] zero accumulator for each (first column, width) part (one or two:
+        _accumulate and _accumulate_registers take no more)."""
+        gl.static_assert(len(PARTS) <= 2, "a gradient of at most two column parts")
         if len(PARTS) == 1:
             gradient = (_zero_accumulator(PARTS[0][1]),)
         else:
@@ -656,21 +658,21 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
 
 
 def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16,
-                 columns: int | None = None):
-    """The kernel backward_dkdv runs at this width (on ``columns`` of it, by default all) compiled
-    for sm90 without a GPU, as attention_gluon.compile_sm90."""
+                 on_columns: int | None = None):
+    """The kernel backward_dkdv runs at this width (computing on ``on_columns`` of it, by default
+    all) compiled for sm90 without a GPU, as attention_gluon.compile_sm90."""
     if width == WIDE_WIDTH:
-        return attention_gluon_backward_wide.compile_sm90(causal, atomic_dq, dtype)
+        return attention_gluon_backward_wide.compile_sm90(causal, atomic_dq, dtype, columns=on_columns or WIDE_WIDTH)
     return compile_dkdv_kernel(_attention_backward_dkdv_ws_kernel, width, causal, atomic_dq, dtype, width // 2,
-                               LONGEST_FIRST_HEADS, query_rows(width), columns=width if columns is None else columns)
+                               LONGEST_FIRST_HEADS, query_rows(width), columns=on_columns or width)
 
 
 def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype: torch.dtype, dq_columns: int,
                         head_group: int, rows: int = BLOCK_M, walk: int | None = None, columns: int | None = None,
                         split: int | None = None, partials: str | None = None, kv_each_block: bool | None = None):
-    """A dK/dV kernel of this module's signature (or the wide one's, with its ``walk``,
-    ``columns``, ``split`` and ``kv_each_block``) compiled for sm90 as backward_dkdv launches it:
-    64-row boxes of K, V, dK and dV at ``width`` (or dK's and dV's descriptors of type
+    """A dK/dV kernel of this module's signature, computing on ``columns`` (or the wide one's, with
+    its ``walk``, ``columns``, ``split`` and ``kv_each_block``) compiled for sm90 as backward_dkdv
+    launches it: 64-row boxes of K, V, dK and dV at ``width`` (or dK's and dV's descriptors of type
     ``partials``), ``rows``-row boxes of Q and dO, dQ reduce-adds of ``dq_columns``."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
 
@@ -688,7 +690,7 @@ def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype
                  "HEAD_GROUP": "constexpr", "num_warps": "constexpr"}
     constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "HEAD_GROUP": head_group,
                   "num_warps": 4}
-    # the wide kernel's own constexprs, where given
+    # the constexprs of one kernel or the other (COLUMNS: both), where given
     for constexpr, value in (("WALK", walk), ("COLUMNS", columns), ("SPLIT", split),
                              ("KV_EACH_BLOCK", kv_each_block)):
         if value is not None:
