@@ -13,9 +13,9 @@ a masked diagonal loop, the log-sum-exp (base 2) saved for the backward, and a b
 walks the key blocks. For small calls on Hopper (``fused_backward``: batch x heads x seq_q x
 seq_k up to a measured limit; at head_dim 96 and up only below 2^24 scores or with
 ``deterministic=True``, SMALL_CALLS_LONG_PATH_MIN_HEAD_DIM) the three are one launch: the dK/dV and
-dQ programs side by side in one grid, each computing the delta it needs from O, since such calls are host-bound (launches and
-their Python cost more than the GPU's work). Every gradient element is written by exactly one
-program (dK/dV of a shared KV head sum their query heads inside one program, or, in the wide
+dQ programs side by side in one grid, each computing the delta it needs from O, since such calls
+are host-bound (launches and their Python cost more than the GPU's work). Every gradient element
+is written by exactly one program (dK/dV of a shared KV head sum their query heads inside one program, or, in the wide
 Gluon kernel's split calls, in a fixed order after it: attention_gluon_backward_wide.splits), so
 with ``deterministic=True`` the backward uses no atomics and is bitwise reproducible. With
 ``deterministic=False`` (flash_attention's default, as FlashAttention's) a config may trade that for
@@ -2125,7 +2125,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     own programs, in its own kernel or beside dK/dV's in one, and dK/dV sum their query heads
     inside one program or in a fixed order after it), so it is bitwise reproducible. False (the default): where the
     configuration says so, dQ is summed in float32 by atomic adds inside the dK/dV kernel
-    (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-64, 72, 88 and 96-128, from 512 in calls
+    (``atomic_dq``; on Hopper from 2048 keys at head_dim 40-128 in multiples of 8, from 512 in calls
     of 2^26 scores or more (at 64 from 1024), and from 1024 keys at 136-256, the Gluon kernels' TMA
     reduce-adds: ``gluon_atomic_dq``; from 256 keys in calls of every size at the head dims the
     pointer kernels would pad, UNPADDED_GLUON_MIN_SEQ; from 256 keys in small calls of 2^24

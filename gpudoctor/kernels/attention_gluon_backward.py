@@ -126,7 +126,6 @@ CONSUMER_REGISTERS = 240
 LONGEST_FIRST_HEADS = 8
 
 
-
 @triton.constexpr_function
 def column_parts(first, end) -> tuple:
     """Columns first..end (multiples of 16) as (first, width) parts of 128, 64, 32 and 16, widest
