@@ -668,9 +668,10 @@ def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch
 
 def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype: torch.dtype, dq_columns: int,
                         head_group: int, rows: int = BLOCK_M, walk: int | None = None, columns: int | None = None,
-                        split: int | None = None, partials: str | None = None, kv_each_block: bool | None = None):
+                        split: int | None = None, partials: str | None = None, kv_each_block: bool | None = None,
+                        roles: bool | None = None):
     """A dK/dV kernel of this module's signature, computing on ``columns`` (or the wide one's, with
-    its ``walk``, ``columns``, ``split`` and ``kv_each_block``) compiled for sm90 as backward_dkdv
+    its ``walk``, ``columns``, ``split``, ``kv_each_block`` and ``roles``) compiled for sm90 as backward_dkdv
     launches it: 64-row boxes of K, V, dK and dV at ``width`` (or dK's and dV's descriptors of type
     ``partials``), ``rows``-row boxes of Q and dO, dQ reduce-adds of ``dq_columns``."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
@@ -691,7 +692,7 @@ def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype
                   "num_warps": 4}
     # the constexprs of one kernel or the other (COLUMNS: both), where given
     for constexpr, value in (("WALK", walk), ("COLUMNS", columns), ("SPLIT", split),
-                             ("KV_EACH_BLOCK", kv_each_block)):
+                             ("KV_EACH_BLOCK", kv_each_block), ("ROLES", roles)):
         if value is not None:
             signature[constexpr] = "constexpr"
             constexprs[constexpr] = value

@@ -11,7 +11,10 @@ columns):
 
 - scores: warpgroup w computes S and dP for its 32 keys and a block of 64 queries (Q·Kᵀ,
   dO·Vᵀ, 16 registers each), then P = exp2(S·scale − lse) and dS = P∘(dP − delta), and stores
-  Pᵀ and dSᵀ into its half of two shared [64 keys x 64 queries] tiles;
+  Pᵀ and dSᵀ into its half of two shared [64 keys x 64 queries] tiles; or, summing dQ
+  (SCORE_ROLES), split by warpgroup instead: warpgroup 0 computes S for all 64 keys (32
+  registers) and stores Pᵀ, warpgroup 1 dP, reads P back from that tile and stores dSᵀ, so each
+  score product reads Q or dO once instead of twice (a third fewer shared-memory bytes there);
 - once both halves are there ("full" barrier), it accumulates dV[:, its 128 columns] += Pᵀ·dO
   and dK[:, its 128 columns] += dSᵀ·Q (64 + 64 registers), reading both tiles from shared memory
   (on 160 or 192 columns: warpgroup 0 dV's first 128 and dK's last 32 or 64, warpgroup 1 the
@@ -29,8 +32,9 @@ and the result is reproducible run to run (no atomics); or, with ``dq_sum``, fro
   KB of shared memory are full, so the staging tiles take dO's second slot: dO has one, its
   product (dV's) goes first in a block and the slot is handed back when it is done, so the next dO
   loads while the block's other products run. The next block's dP is issued once the dQ chunks are
-  on their way. dK and dV are bit-identical to the kernel's without dQ (measured on the H200),
-  dQ's last bits vary run to run.
+  on their way. dK and dV are the same each run (dQ's last bits vary); by keys they are
+  bit-identical to the kernel's without dQ, by warpgroup (SCORE_ROLES, shipped) close to them
+  (dS from P in Q's dtype; GPU tests).
 
 With several query heads a KV head, a program walks every head's blocks; causal calls of 8 or
 more heads a KV head from 8192 keys walk them in chunks of 16 blocks, each head's part in turn
@@ -159,6 +163,20 @@ SPLIT: int | None = None  # query heads a split program walks in every causal gr
 HOISTED_KV: bool | None = None
 
 
+# Summing dQ, the score products by warpgroup instead of by keys (ROLES): warpgroup 0 computes S
+# and P for all 64 keys, warpgroup 1 dP and dS (P read back from the Pᵀ tile), each a [64 x 64]
+# product reading Q or dO once and K or V whole, where by keys each warpgroup reads all of Q and
+# dO for 32 keys: the score products read a third fewer shared-memory bytes (128 KB a block at 256
+# columns against 192). dS is then P∘(dP − delta) with P in Q's dtype (as the dV product reads it)
+# rather than float32. Measured on the H200 (thirty-second session,
+# bench/attention_gluon_backward_roles.py, forward+backward device µs, settings taking turns, run
+# 1; by keys -> roles): 1.9-11.2 % faster in all 12 calls, 512-16384 keys, 160-256 columns, split,
+# chunked walk (hd232 causal GQA 8:1 s4096 11175 -> 9881, 0.95 -> 1.07x cuDNN; hd240 s4096 not
+# causal 0.95 -> 1.05; hd168 GQA 4:1 s8192 -10.7 %; hd248 causal GQA 8:1 s16384 -1.9 %, 0.95 ->
+# 0.97). False: by keys (benches' A/B; the kernel without dQ, the Triton dQ's, always is).
+SCORE_ROLES = True
+
+
 def kv_each_block(columns: int, split: int = 1, walk: int = 0) -> bool:
     """Whether the kernel summing dQ on ``columns``, with ``split`` programs a (KV head, 64 keys)
     and block order ``walk``, works out K's and V's operands in each block."""
@@ -210,9 +228,11 @@ if attention_gluon.available():
     @gluon.jit
     def _scores_product(a, b, COLUMNS: gl.constexpr, s_layout: gl.constexpr):
         """a·bᵀ over the first COLUMNS columns of two shared [rows, 256] tiles (Q and this
-        warpgroup's 32 keys, or dO and its 32 values), issued, not waited for: one product at
-        256, one a part on fewer columns (128 + 32 or 64, or 128 + 64 + 32: column_parts)."""
-        return _product_over_columns(a, b, gl.zeros([64, 32], gl.float32, s_layout), COLUMNS)
+        warpgroup's keys, or dO and its values: 32, or all 64 with ROLES), issued, not waited for:
+        one product at 256, one a part on fewer columns (128 + 32 or 64, or 128 + 64 + 32:
+        column_parts)."""
+        KEYS: gl.constexpr = s_layout.instr_shape[1]
+        return _product_over_columns(a, b, gl.zeros([64, KEYS], gl.float32, s_layout), COLUMNS)
 
     @gluon.jit
     def _issue_scores(q, do, my_k, my_v, COLUMNS: gl.constexpr, s_layout: gl.constexpr):
@@ -221,12 +241,14 @@ if attention_gluon.available():
 
     @gluon.jit
     def _probs(scores, lse_row, qk_scale, start_m, my_keys, CAUSAL: gl.constexpr, s_layout: gl.constexpr):
-        """P (float32) of this warpgroup's 32 keys for the block of queries from start_m."""
+        """P (float32) of this warpgroup's keys from my_keys (32, or all 64 with ROLES) for the
+        block of queries from start_m."""
         rows: gl.constexpr = gl.SliceLayout(1, s_layout)
         probs = gl.exp2(scores * qk_scale - lse_row.load(rows)[:, None])
         if CAUSAL:  # query i sees keys up to i (aligned top-left, as the other kernels)
             queries = start_m + gl.arange(0, 64, layout=rows)
-            keys = my_keys + gl.arange(0, 32, layout=gl.SliceLayout(0, s_layout))
+            KEYS: gl.constexpr = s_layout.instr_shape[1]
+            keys = my_keys + gl.arange(0, KEYS, layout=gl.SliceLayout(0, s_layout))
             probs = gl.where(queries[:, None] >= keys[None, :], probs, 0.0)
         return probs
 
@@ -256,6 +278,49 @@ if attention_gluon.available():
         probs = _probs(scores, lse_row, qk_scale, start_m, my_keys, CAUSAL, s_layout)
         dprobs = warpgroup_mma_wait(PENDING, deps=(dprobs,))
         _store_tiles(probs, dprobs, delta_row, tiles, slot, phase, WARPGROUP, s_layout)
+
+    @gluon.constexpr_function
+    def _score_keys(roles):
+        """Keys a warpgroup's score product covers: all 64 with ROLES (warpgroup 0 S, warpgroup 1
+        dP), else its own 32 (S and dP both)."""
+        return 64 if roles else 32
+
+    @gluon.jit
+    def _score_operands(keys, values, WARPGROUP: gl.constexpr, ROLES: gl.constexpr):
+        """The K and V rows this warpgroup's S and dP products read: all 64 with ROLES, else its 32."""
+        if ROLES:
+            operands = (keys, values)
+        else:
+            operands = (keys.slice(WARPGROUP * 32, 32, dim=0), values.slice(WARPGROUP * 32, 32, dim=0))
+        return operands
+
+    @gluon.jit
+    def _publish_probs(probs, tiles, probs_full, slot, phase):
+        """ROLES, warpgroup 0: the block's whole Pᵀ into the slot's tile once both warpgroups'
+        products have read it two blocks ago; then arrivals on probs_full (for warpgroup 1's dS)
+        and on the tiles' "full" barrier."""
+        probs_t, dscores_t, full, empty = tiles
+        mbarrier.wait(empty.index(slot), phase ^ 1)
+        probs_t.index(slot).permute((1, 0)).store(probs.to(probs_t.dtype))
+        fence_async_shared()
+        gl.thread_barrier()  # every lane's stores before the arrivals
+        mbarrier.arrive(probs_full.index(slot), count=1)
+        mbarrier.arrive(full.index(slot), count=1)
+
+    @gluon.jit
+    def _publish_dscores(dprobs, delta_row, tiles, probs_full, slot, phase, s_layout: gl.constexpr):
+        """ROLES, warpgroup 1: dS = P∘(dP − delta), P read back from the Pᵀ tile warpgroup 0
+        wrote (in Q's dtype, as the dV product reads it), into the slot's dSᵀ tile; then an
+        arrival on the tiles' "full" barrier."""
+        probs_t, dscores_t, full, empty = tiles
+        mbarrier.wait(probs_full.index(slot), phase)
+        probs = probs_t.index(slot).permute((1, 0)).load(s_layout).to(gl.float32)
+        dscores = probs * (dprobs - delta_row.load(gl.SliceLayout(1, s_layout))[:, None])
+        mbarrier.wait(empty.index(slot), phase ^ 1)
+        dscores_t.index(slot).permute((1, 0)).store(dscores.to(dscores_t.dtype))
+        fence_async_shared()
+        gl.thread_barrier()
+        mbarrier.arrive(full.index(slot), count=1)
 
     @gluon.constexpr_function
     def _gradient_columns(gradient, warpgroup, columns):
@@ -335,19 +400,24 @@ if attention_gluon.available():
 
     @gluon.jit
     def _summing_step(dk, dv, i, next_start_m, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, tiles,
-                      barriers, dq_parts, qk_scale, my_keys, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-                      CAUSAL: gl.constexpr, HAS_NEXT: gl.constexpr, COLUMNS: gl.constexpr,
-                      s_layout: gl.constexpr, KV_EACH_BLOCK: gl.constexpr):
+                      barriers, dq_parts, qk_scale, my_keys, probs_full, WARPGROUP: gl.constexpr,
+                      HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, HAS_NEXT: gl.constexpr, COLUMNS: gl.constexpr,
+                      s_layout: gl.constexpr, KV_EACH_BLOCK: gl.constexpr, ROLES: gl.constexpr):
         """Block i's dV, dK and this warpgroup's share of its dQ columns (64-column chunks, each
         added by a TMA reduce-add: at 256 the two of its 128 columns; on fewer, chunk WARPGROUP,
         and chunk 2 in every second block, the warpgroups taking turns), and with HAS_NEXT block i + 1's
-        P and dS published. dO has one slot here (shared memory holds the dQ staging instead), so
-        dV's product goes first and its slot is handed back as soon as that is done: the next dO
-        then loads while the next S, dK and dQ's products run."""
+        P and dS published (with ROLES, warpgroup 0 its P, warpgroup 1 its dS). dO has one slot
+        here (shared memory holds the dQ staging instead), so dV's product goes first and its slot
+        is handed back as soon as that is done: the next dO then loads while the next S, dK and
+        dQ's products run."""
         probs_t, dscores_t, tiles_full, tiles_empty = tiles
         kv_bars, q_full, q_empty, do_full, do_empty, _, _ = barriers
         DV: gl.constexpr = _gradient_columns("dv", WARPGROUP, COLUMNS)
         DK: gl.constexpr = _gradient_columns("dk", WARPGROUP, COLUMNS)
+        # Whether this warpgroup computes the next block's S (issued early, under this block's
+        # products) and its dP (once the next dO is in, after them)
+        NEXT_S: gl.constexpr = HAS_NEXT and (not ROLES or WARPGROUP == 0)
+        NEXT_DP: gl.constexpr = HAS_NEXT and (not ROLES or WARPGROUP == 1)
         # dQ's 64-column chunks: two a warpgroup on more than 192 columns, else one each and the
         # third in turns; the first at CHUNK * WARPGROUP
         CHUNK: gl.constexpr = 128 if COLUMNS > 192 else 64
@@ -364,8 +434,7 @@ if attention_gluon.available():
         else:
             kv_slot = 0
         keys = _tile(k_smem, kv_slot, 64, HEAD_DIM)
-        my_k = keys.slice(WARPGROUP * 32, 32, dim=0)
-        my_v = _tile(v_smem, kv_slot, 64, HEAD_DIM).slice(WARPGROUP * 32, 32, dim=0)
+        score_k, score_v = _score_operands(keys, _tile(v_smem, kv_slot, 64, HEAD_DIM), WARPGROUP, ROLES)
         q = _tile(q_smem, slot, 64, HEAD_DIM)
         do = _tile(do_smem, 0, 64, HEAD_DIM)
         chunk_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -376,17 +445,20 @@ if attention_gluon.available():
         if HAS_NEXT:
             next_slot = (i + 1) % 2
             next_phase = ((i + 1) // 2) & 1
+        if NEXT_S:
             mbarrier.wait(q_full.index(next_slot), next_phase)
-            scores = _scores_product(_tile(q_smem, next_slot, 64, HEAD_DIM), my_k, COLUMNS, s_layout)
+            scores = _scores_product(_tile(q_smem, next_slot, 64, HEAD_DIM), score_k, COLUMNS, s_layout)
         dk = _accumulate(dk, dscores_t.index(slot), q, DK)
         dscores = dscores_t.index(slot).permute((1, 0))
         first = warpgroup_mma(dscores, keys.slice(WARPGROUP * CHUNK, 64, dim=1), zero_chunk, use_acc=False,
                               is_async=True)
-        dv = _wait_for(dv, (_score_groups(COLUMNS) if HAS_NEXT else 0) + len(DK) + 1)
+        dv = _wait_for(dv, (_score_groups(COLUMNS) if NEXT_S else 0) + len(DK) + 1)
         mbarrier.arrive(do_empty.index(0), count=1)
-        if HAS_NEXT:
+        if NEXT_S:
             scores = warpgroup_mma_wait(len(DK) + 1, deps=(scores,))  # after it: dK's parts, the first dQ chunk
             probs = _probs(scores, lse_smem.index(next_slot), qk_scale, next_start_m, my_keys, CAUSAL, s_layout)
+            if ROLES:  # out at once, for warpgroup 1's dS
+                _publish_probs(probs, tiles, probs_full, next_slot, next_phase)
         dk, first = _wait_for_both(dk, (first,))
         _reduce_dq(first[0], dq_parts, WARPGROUP * CHUNK)
         if COLUMNS > 192:
@@ -396,32 +468,39 @@ if attention_gluon.available():
         else:
             mbarrier.arrive(tiles_empty.index(slot), count=1)
             mbarrier.arrive(q_empty.index(slot), count=1)
-        if HAS_NEXT:
+        if NEXT_DP:
             mbarrier.wait(do_full.index(0), (i + 1) & 1)
-            dprobs = _scores_product(do, my_v, COLUMNS, s_layout)
+            dprobs = _scores_product(do, score_v, COLUMNS, s_layout)
             dprobs = warpgroup_mma_wait(0, deps=(dprobs,))
-            _store_tiles(probs, dprobs, delta_smem.index(next_slot), tiles, next_slot, next_phase, WARPGROUP,
-                         s_layout)
+            if ROLES:
+                _publish_dscores(dprobs, delta_smem.index(next_slot), tiles, probs_full, next_slot, next_phase,
+                                 s_layout)
+            else:
+                _store_tiles(probs, dprobs, delta_smem.index(next_slot), tiles, next_slot, next_phase, WARPGROUP,
+                             s_layout)
         return dk, dv
 
     @gluon.jit
     def _wide_consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                        CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr, WALK: gl.constexpr, COLUMNS: gl.constexpr,
-                       SPLIT: gl.constexpr, KV_EACH_BLOCK: gl.constexpr):
+                       SPLIT: gl.constexpr, KV_EACH_BLOCK: gl.constexpr, ROLES: gl.constexpr):
         q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, tile_pair, dq_smem = buffers
-        probs_t, dscores_t = tile_pair
+        probs_t, dscores_t, probs_full = tile_pair
         kv_bars, q_full, q_empty, do_full, do_empty, tiles_full, tiles_empty = barriers
         batch, walk_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
         kv_head = walk_head // SPLIT  # walk_head: this program's part of its KV head's query heads
+        gl.static_assert(ATOMIC_DQ or not ROLES, "score roles only summing dQ")
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, 32, 16])
+                                                           instr_shape=[16, _score_keys(ROLES), 16])
         tiles = (probs_t, dscores_t, tiles_full, tiles_empty)
         keys = _tile(k_smem, 0, 64, HEAD_DIM)
         values = _tile(v_smem, 0, 64, HEAD_DIM)
-        my_k = keys.slice(WARPGROUP * 32, 32, dim=0)
-        my_v = values.slice(WARPGROUP * 32, 32, dim=0)
-        my_keys = start_n + WARPGROUP * 32
+        my_k, my_v = _score_operands(keys, values, WARPGROUP, ROLES)
+        if ROLES:
+            my_keys = start_n
+        else:
+            my_keys = start_n + WARPGROUP * 32
         if WARPGROUP == 0:
             mbarrier.expect(kv_bars.index(0), 2 * k_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(k_desc, [batch, kv_head, start_n, 0], kv_bars.index(0),
@@ -438,24 +517,38 @@ if attention_gluon.available():
         if blocks > 0:
             # Block 0's P and dS; then each step issues block i + 1's scores before block i's
             # products, and publishes i + 1 while those run.
-            mbarrier.wait(q_full.index(0), 0)
-            mbarrier.wait(do_full.index(0), 0)
-            q = _tile(q_smem, 0, 64, HEAD_DIM)
-            do = _tile(do_smem, 0, 64, HEAD_DIM)
-            scores, dprobs = _issue_scores(q, do, my_k, my_v, COLUMNS, s_layout)
-            _publish(scores, dprobs, lse_smem.index(0), delta_smem.index(0), qk_scale,
-                     _block(0, scalars, WALK)[1], my_keys, tiles, 0, 0, WARPGROUP, CAUSAL, 0, COLUMNS, s_layout)
+            if not ROLES:
+                mbarrier.wait(q_full.index(0), 0)
+                mbarrier.wait(do_full.index(0), 0)
+                q = _tile(q_smem, 0, 64, HEAD_DIM)
+                do = _tile(do_smem, 0, 64, HEAD_DIM)
+                scores, dprobs = _issue_scores(q, do, my_k, my_v, COLUMNS, s_layout)
+                _publish(scores, dprobs, lse_smem.index(0), delta_smem.index(0), qk_scale,
+                         _block(0, scalars, WALK)[1], my_keys, tiles, 0, 0, WARPGROUP, CAUSAL, 0, COLUMNS, s_layout)
+            elif WARPGROUP == 0:
+                mbarrier.wait(q_full.index(0), 0)
+                q = _tile(q_smem, 0, 64, HEAD_DIM)
+                scores = warpgroup_mma_wait(0, deps=(_scores_product(q, my_k, COLUMNS, s_layout),))
+                probs = _probs(scores, lse_smem.index(0), qk_scale, _block(0, scalars, WALK)[1], my_keys, CAUSAL,
+                               s_layout)
+                _publish_probs(probs, tiles, probs_full, 0, 0)
+            else:
+                mbarrier.wait(do_full.index(0), 0)
+                do = _tile(do_smem, 0, 64, HEAD_DIM)
+                dprobs = warpgroup_mma_wait(0, deps=(_scores_product(do, my_v, COLUMNS, s_layout),))
+                _publish_dscores(dprobs, delta_smem.index(0), tiles, probs_full, 0, 0, s_layout)
             last = blocks - 1
             if ATOMIC_DQ:
                 for i in range(last):
                     dk, dv = _summing_step(dk, dv, i, _block(i + 1, scalars, WALK)[1], k_smem, v_smem,
                                            q_smem, do_smem, lse_smem, delta_smem, tiles, barriers,
                                            _dq_parts(i, dq_smem, dq_desc, scalars, WARPGROUP, WALK), qk_scale, my_keys,
-                                           WARPGROUP, HEAD_DIM, CAUSAL, True, COLUMNS, s_layout, KV_EACH_BLOCK)
+                                           probs_full, WARPGROUP, HEAD_DIM, CAUSAL, True, COLUMNS, s_layout,
+                                           KV_EACH_BLOCK, ROLES)
                 dk, dv = _summing_step(dk, dv, last, 0, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem,
                                        tiles, barriers, _dq_parts(last, dq_smem, dq_desc, scalars, WARPGROUP, WALK),
-                                       qk_scale, my_keys, WARPGROUP, HEAD_DIM, CAUSAL, False, COLUMNS, s_layout,
-                                       KV_EACH_BLOCK)
+                                       qk_scale, my_keys, probs_full, WARPGROUP, HEAD_DIM, CAUSAL, False, COLUMNS,
+                                       s_layout, KV_EACH_BLOCK, ROLES)
             else:
                 for i in range(last):
                     slot = i % 2
@@ -539,9 +632,9 @@ if attention_gluon.available():
     @gluon.jit
     def _wide_second_consumer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
                               ATOMIC_DQ: gl.constexpr, WALK: gl.constexpr, COLUMNS: gl.constexpr,
-                              SPLIT: gl.constexpr, KV_EACH_BLOCK: gl.constexpr):
+                              SPLIT: gl.constexpr, KV_EACH_BLOCK: gl.constexpr, ROLES: gl.constexpr):
         _wide_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK, COLUMNS, SPLIT,
-                       KV_EACH_BLOCK)
+                       KV_EACH_BLOCK, ROLES)
 
     @gluon.jit
     def _attention_backward_dkdv_wide_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA,
@@ -549,7 +642,8 @@ if attention_gluon.available():
                                              softmax_scale, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
                                              ATOMIC_DQ: gl.constexpr, HEAD_GROUP: gl.constexpr,
                                              WALK: gl.constexpr, COLUMNS: gl.constexpr, SPLIT: gl.constexpr,
-                                             KV_EACH_BLOCK: gl.constexpr, num_warps: gl.constexpr):
+                                             KV_EACH_BLOCK: gl.constexpr, ROLES: gl.constexpr,
+                                             num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         # Split (SPLIT > 1), a program walks group / SPLIT of its KV head's query heads: as a
         # program of num_kv_heads * SPLIT KV heads of that many query heads each (walk_head).
@@ -582,6 +676,12 @@ if attention_gluon.available():
         do_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         tiles_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
         tiles_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        if ROLES:  # Pᵀ written (warpgroup 0), for warpgroup 1's dS
+            probs_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            for i in gl.static_range(2):
+                mbarrier.init(probs_full.index(i), count=1)
+        else:  # never touched
+            probs_full = tiles_full
         mbarrier.init(kv_bars.index(0), count=1)
         mbarrier.init(kv_bars.index(1), count=2)
         for i in gl.static_range(2):
@@ -594,15 +694,15 @@ if attention_gluon.available():
 
         # In attention_gluon_backward's order, for its producer (which uses the rings only).
         descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc)
-        buffers = (k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, (probs_t, dscores_t), dq_smem)
+        buffers = (k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, (probs_t, dscores_t, probs_full), dq_smem)
         barriers = (kv_bars, q_full, q_empty, do_full, do_empty, tiles_full, tiles_empty)
         scalars = (batch, walk_head, num_heads, group // SPLIT, seq_q, start_n, first_block, query_blocks, qk_scale,
                    softmax_scale)
         gl.warp_specialize([
             (_wide_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK, COLUMNS,
-                              SPLIT, KV_EACH_BLOCK)),
+                              SPLIT, KV_EACH_BLOCK, ROLES)),
             (_wide_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK, COLUMNS,
-                                     SPLIT, KV_EACH_BLOCK)),
+                                     SPLIT, KV_EACH_BLOCK, ROLES)),
             (attention_gluon_backward._dkdv_producer,
              (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, DO_STAGES, WALK)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer
@@ -642,8 +742,8 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         lse, delta, dq_desc, seq_q, seq_k, num_heads, num_kv_heads, group,
         softmax_scale * attention_gluon.LOG2_E, softmax_scale, HEAD_DIM=WIDTH, CAUSAL=causal,
         ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS, WALK=order,
-        COLUMNS=computed, SPLIT=split, KV_EACH_BLOCK=kv_each_block(computed, split, order), num_warps=4,
-        maxnreg=MAX_REGISTERS)
+        COLUMNS=computed, SPLIT=split, KV_EACH_BLOCK=kv_each_block(computed, split, order),
+        ROLES=SCORE_ROLES and dq_sum is not None, num_warps=4, maxnreg=MAX_REGISTERS)
     if split == 1:
         return dk, dv
     return sum_splits(partials, split, k.dtype)
@@ -696,14 +796,16 @@ def _partials_descriptor(part: torch.Tensor):
 
 
 def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16, walk: int = 0,
-                 columns: int = WIDTH, split: int = 1, each_block: bool | None = None):
+                 columns: int = WIDTH, split: int = 1, each_block: bool | None = None, roles: bool | None = None):
     """The kernel compiled for sm90 without a GPU, as attention_gluon.compile_sm90, computing on
     ``columns`` (160, 192, 224 or 256), each (KV head, 64 keys) over ``split`` programs (splits),
     summing dQ with K's and V's operands worked out in each block where ``each_block`` (None: as
-    kv_each_block routes it)."""
+    kv_each_block routes it) and the score products by warpgroup where ``roles`` (None: as
+    SCORE_ROLES)."""
+    roles = SCORE_ROLES if roles is None else roles
     return attention_gluon_backward.compile_dkdv_kernel(
         _attention_backward_dkdv_wide_kernel, WIDTH, causal, atomic_dq, dtype, DQ_CHUNK, LONGEST_FIRST_HEADS,
-        walk=walk, columns=columns, split=split,
+        walk=walk, columns=columns, split=split, roles=roles and atomic_dq,
         kv_each_block=kv_each_block(columns, split, walk) if each_block is None else each_block,
         partials=f"tensordesc<fp32[1, 1, {BLOCK_N}, 64], {_partials_layout()!r}>" if split > 1 else None)
 

@@ -489,6 +489,39 @@ def test_gpu_wide_walks_match_float32_reference(walk, causal, monkeypatch):
         assert _relative_error(sums.view(q.shape), _float32_grads(q, k, v, grad, causal)[0]) < 3e-2
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim, causal, heads, kv_heads, seq, dtype, walk", [
+    (256, True, 8, 1, 777, torch.bfloat16, None), (256, False, 4, 2, 1024, torch.float16, None),
+    (256, True, 8, 1, 777, torch.bfloat16, 4), (216, True, 4, 4, 777, torch.bfloat16, None),
+    (176, False, 8, 2, 555, torch.bfloat16, None), (144, True, 4, 1, 300, torch.float16, None),
+    (200, True, 2, 1, 64, torch.bfloat16, None), (160, False, 2, 2, 130, torch.bfloat16, None)])
+def test_gpu_wide_score_roles_match_float32_reference(head_dim, causal, heads, kv_heads, seq, dtype, walk,
+                                                      monkeypatch):
+    """The wide kernel summing dQ with its score products by warpgroup (SCORE_ROLES: warpgroup 0 S
+    and P, warpgroup 1 dP and dS from P read back) on every column count (160, 192, 224, 256), split
+    (causal GQA 8:1) and walking chunks: dK, dV and the summed dQ against float32, and close to the
+    kernel's by keys (dS from P in Q's dtype rather than float32: not bitwise)."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    from gpudoctor.kernels import attention_gluon_backward_wide
+
+    monkeypatch.setattr(attention_gluon_backward_wide, "WALK", walk)
+    q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq, seq, head_dim, causal, dtype,
+                                                          head_dim + seq)
+    expected = _float32_grads(q, k, v, grad, causal)
+    tolerance = {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype]
+    results = []
+    for roles in (False, True):
+        monkeypatch.setattr(attention_gluon_backward_wide, "SCORE_ROLES", roles)
+        sums = attention_gluon_backward.dq_sum_buffer(q)
+        dk, dv = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums)
+        results.append((sums.view(q.shape), dk, dv))
+    for ours, by_keys, reference in zip(results[1], results[0], expected):
+        error = _relative_error(ours, reference)
+        assert error < tolerance, error
+        assert ((ours.float() - by_keys.float()).norm() / reference.norm()).item() < tolerance / 2
+
+
 @pytest.mark.parametrize("causal, group, seq_k, expected", [
     (True, 8, 8192, 4), (True, 16, 16384, 4), (True, 8, 4096, 0), (True, 4, 16384, 0), (False, 8, 16384, 0),
     (True, 1, 16384, 0)])
@@ -559,9 +592,11 @@ def test_split_sums_run_in_split_order(device):
 def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch):
     """Causal grouped-query calls split by query heads (attention_gluon_backward_wide.splits): dK
     and dV against float32 (as _check) and the
-    unsplit kernel's, bitwise the same run to run (the splits are summed in a fixed order), and dQ
-    summed by the kernel against float32; GQA 8:1, 16:1 and 4:1 on 256, 224, 192 and 160 columns, ragged
-    and whole lengths, both dtypes (causal calls have q and k of one length: flash_attention)."""
+    unsplit kernel's, bitwise the same run to run (the splits are summed in a fixed order) and as
+    the kernel summing dQ by keys computes them, close to it by warpgroup (SCORE_ROLES: dS from P
+    in Q's dtype), and dQ summed by the kernel against float32; GQA 8:1, 16:1 and 4:1 on 256, 224,
+    192 and 160 columns, ragged and whole lengths, both dtypes (causal calls have q and k of one
+    length: flash_attention)."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     from gpudoctor.kernels import attention_gluon_backward_wide
@@ -581,16 +616,20 @@ def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch
         assert attention_gluon_backward_wide.splits(True, group, seq_k) == group // heads_per_program
         split = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
         again = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
-        sums = attention_gluon_backward.dq_sum_buffer(q)
-        summing = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale, sums)
+        summing = []
+        for roles in (False, True):
+            monkeypatch.setattr(attention_gluon_backward_wide, "SCORE_ROLES", roles)
+            sums = attention_gluon_backward.dq_sum_buffer(q)
+            summing.append(attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale, sums))
+            assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
         tolerance = {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype]
-        for ours, reference, expected, other, with_dq in zip(split, unsplit, (expected_dk, expected_dv), again,
-                                                             summing):
+        for ours, reference, expected, other, by_keys, by_roles in zip(split, unsplit, (expected_dk, expected_dv),
+                                                                       again, *summing):
             assert ours.shape == reference.shape and ours.dtype == reference.dtype and ours.is_contiguous()
             assert _relative_error(ours, expected) < tolerance
-            assert ((ours.float() - reference.float()).norm() / expected.norm()).item() < tolerance / 2
-            assert torch.equal(ours, other) and torch.equal(ours, with_dq)
-        assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
+            for close in (reference, by_roles):
+                assert ((ours.float() - close.float()).norm() / expected.norm()).item() < tolerance / 2
+            assert torch.equal(ours, other) and torch.equal(ours, by_keys)
 
 
 @pytest.mark.gpu
