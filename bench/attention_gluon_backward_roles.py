@@ -2,7 +2,8 @@
 (each warpgroup S and dP for 32 keys: "by-keys", as before the thirty-second session) or by
 warpgroup ("roles": warpgroup 0 S and P for all 64 keys, warpgroup 1 dP and dS;
 attention_gluon_backward_wide.SCORE_ROLES; "roles-each" with K's and V's operands worked out in
-each block everywhere, HOISTED_KV False). "by-keys-again" repeats "by-keys" in the same turns:
+each block everywhere, HOISTED_KV False; "det-by-keys" and "det-roles" with dQ from the Triton
+dQ kernel, the route of deterministic=True). "by-keys-again" repeats "by-keys" in the same turns:
 how far two identical settings land apart is the run's noise. Forward+backward through
 flash_attention (deterministic=False), cuDNN beside them, on Hopper; the settings take turns
 (attention_ab's loop). The forward is the same in every setting.
@@ -34,21 +35,31 @@ SHAPES = (
     ("hd192-s1024-c", 16, 32, 32, 1024, 192, True, "bf16"),
     ("hd144-s2048-c", 8, 32, 32, 2048, 144, True, "bf16"),
 )
-# (SCORE_ROLES, HOISTED_KV) by setting; "roles-each": K's and V's operands worked out in each block
-# everywhere (kv_each_block's rule was measured by keys)
-SETTINGS = {"by-keys": (False, None), "roles": (True, None), "roles-each": (True, False),
-            "by-keys-again": (False, None)}
+# (SCORE_ROLES, HOISTED_KV, whether the kernel sums dQ) by setting; "roles-each": K's and V's
+# operands worked out in each block everywhere (kv_each_block's rule was measured by keys);
+# "det-*": dQ from the Triton dQ kernel (attention.GLUON_SUMMED_DQ_BUCKETS empty), the route
+# deterministic=True takes at these head dims
+SETTINGS = {"by-keys": (False, None, True), "roles": (True, None, True), "roles-each": (True, False, True),
+            "by-keys-again": (False, None, True), "det-by-keys": (False, None, False),
+            "det-roles": (True, None, False)}
 
 
 def main(argv=None) -> int:
     def make_apply():
-        from gpudoctor.kernels import attention_gluon_backward_wide
+        from gpudoctor.kernels import attention, attention_gluon_backward_wide
 
-        shipped = (attention_gluon_backward_wide.SCORE_ROLES, attention_gluon_backward_wide.HOISTED_KV)
+        wide = attention_gluon_backward_wide
+        shipped = (wide.SCORE_ROLES, wide.HOISTED_KV, attention.GLUON_SUMMED_DQ_BUCKETS)
 
         def apply(label):  # None: as shipped
-            wide = attention_gluon_backward_wide
-            wide.SCORE_ROLES, wide.HOISTED_KV = shipped if label is None else SETTINGS[label]
+            if label is None:
+                wide.SCORE_ROLES, wide.HOISTED_KV, buckets = shipped
+            else:
+                wide.SCORE_ROLES, wide.HOISTED_KV, summed = SETTINGS[label]
+                buckets = shipped[2] if summed else ()
+            if attention.GLUON_SUMMED_DQ_BUCKETS != buckets:
+                attention.GLUON_SUMMED_DQ_BUCKETS = buckets
+                attention._select_config.cache_clear()  # it remembers each head_dim's routing
 
         return apply
 

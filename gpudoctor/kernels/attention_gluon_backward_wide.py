@@ -11,8 +11,8 @@ columns):
 
 - scores: warpgroup w computes S and dP for its 32 keys and a block of 64 queries (Q·Kᵀ,
   dO·Vᵀ, 16 registers each), then P = exp2(S·scale − lse) and dS = P∘(dP − delta), and stores
-  Pᵀ and dSᵀ into its half of two shared [64 keys x 64 queries] tiles; or, summing dQ
-  (SCORE_ROLES), split by warpgroup instead: warpgroup 0 computes S for all 64 keys (32
+  Pᵀ and dSᵀ into its half of two shared [64 keys x 64 queries] tiles; or (SCORE_ROLES,
+  shipped) split by warpgroup instead: warpgroup 0 computes S for all 64 keys (32
   registers) and stores Pᵀ, warpgroup 1 dP, reads P back from that tile and stores dSᵀ, so each
   score product reads Q or dO once instead of twice (a third fewer shared-memory bytes there);
 - once both halves are there ("full" barrier), it accumulates dV[:, its 128 columns] += Pᵀ·dO
@@ -32,9 +32,8 @@ and the result is reproducible run to run (no atomics); or, with ``dq_sum``, fro
   KB of shared memory are full, so the staging tiles take dO's second slot: dO has one, its
   product (dV's) goes first in a block and the slot is handed back when it is done, so the next dO
   loads while the block's other products run. The next block's dP is issued once the dQ chunks are
-  on their way. dK and dV are the same each run (dQ's last bits vary); by keys they are
-  bit-identical to the kernel's without dQ, by warpgroup (SCORE_ROLES, shipped) close to them
-  (dS from P in Q's dtype; GPU tests).
+  on their way. dK and dV are bit-identical to the kernel's without dQ (GPU tests on the H200),
+  dQ's last bits vary run to run.
 
 With several query heads a KV head, a program walks every head's blocks; causal calls of 8 or
 more heads a KV head from 8192 keys walk them in chunks of 16 blocks, each head's part in turn
@@ -163,7 +162,7 @@ SPLIT: int | None = None  # query heads a split program walks in every causal gr
 HOISTED_KV: bool | None = None
 
 
-# Summing dQ, the score products by warpgroup instead of by keys (ROLES): warpgroup 0 computes S
+# The score products by warpgroup instead of by keys (ROLES): warpgroup 0 computes S
 # and P for all 64 keys, warpgroup 1 dP and dS (P read back from the Pᵀ tile), each a [64 x 64]
 # product reading Q or dO once and K or V whole, where by keys each warpgroup reads all of Q and
 # dO for 32 keys: the score products read a third fewer shared-memory bytes (128 KB a block at 256
@@ -173,7 +172,8 @@ HOISTED_KV: bool | None = None
 # 1; by keys -> roles): 1.9-11.2 % faster in all 12 calls, 512-16384 keys, 160-256 columns, split,
 # chunked walk (hd232 causal GQA 8:1 s4096 11175 -> 9881, 0.95 -> 1.07x cuDNN; hd240 s4096 not
 # causal 0.95 -> 1.05; hd168 GQA 4:1 s8192 -10.7 %; hd248 causal GQA 8:1 s16384 -1.9 %, 0.95 ->
-# 0.97). False: by keys (benches' A/B; the kernel without dQ, the Triton dQ's, always is).
+# 0.97); run 2 alike (1.8-12.1 %). Without dQ (the Triton dQ kernel's, deterministic=True) the
+# same (run 3). False: by keys (benches' A/B).
 SCORE_ROLES = True
 
 
@@ -490,7 +490,6 @@ if attention_gluon.available():
         kv_bars, q_full, q_empty, do_full, do_empty, tiles_full, tiles_empty = barriers
         batch, walk_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
         kv_head = walk_head // SPLIT  # walk_head: this program's part of its KV head's query heads
-        gl.static_assert(ATOMIC_DQ or not ROLES, "score roles only summing dQ")
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, _score_keys(ROLES), 16])
         tiles = (probs_t, dscores_t, tiles_full, tiles_empty)
@@ -557,15 +556,32 @@ if attention_gluon.available():
                     next_phase = ((i + 1) // 2) & 1
                     next_q = _tile(q_smem, next_slot, 64, HEAD_DIM)
                     next_do = _tile(do_smem, next_slot, 64, HEAD_DIM)
-                    mbarrier.wait(q_full.index(next_slot), next_phase)
-                    mbarrier.wait(do_full.index(next_slot), next_phase)
-                    scores, dprobs = _issue_scores(next_q, next_do, my_k, my_v, COLUMNS, s_layout)
+                    if not ROLES:
+                        mbarrier.wait(q_full.index(next_slot), next_phase)
+                        mbarrier.wait(do_full.index(next_slot), next_phase)
+                        scores, dprobs = _issue_scores(next_q, next_do, my_k, my_v, COLUMNS, s_layout)
+                    elif WARPGROUP == 0:
+                        mbarrier.wait(q_full.index(next_slot), next_phase)
+                        scores = _scores_product(next_q, my_k, COLUMNS, s_layout)
+                    else:
+                        mbarrier.wait(do_full.index(next_slot), next_phase)
+                        dprobs = _scores_product(next_do, my_v, COLUMNS, s_layout)
                     dk, dv = _issue_products(dk, dv, _tile(q_smem, slot, 64, HEAD_DIM),
                                              _tile(do_smem, slot, 64, HEAD_DIM), tiles, slot, phase, WARPGROUP,
                                              COLUMNS)
-                    _publish(scores, dprobs, lse_smem.index(next_slot), delta_smem.index(next_slot), qk_scale,
-                             _block(i + 1, scalars, WALK)[1], my_keys, tiles, next_slot, next_phase,
-                             WARPGROUP, CAUSAL, len(DK) + len(DV), COLUMNS, s_layout)
+                    if not ROLES:
+                        _publish(scores, dprobs, lse_smem.index(next_slot), delta_smem.index(next_slot), qk_scale,
+                                 _block(i + 1, scalars, WALK)[1], my_keys, tiles, next_slot, next_phase,
+                                 WARPGROUP, CAUSAL, len(DK) + len(DV), COLUMNS, s_layout)
+                    elif WARPGROUP == 0:  # S waited for while this block's products run
+                        scores = warpgroup_mma_wait(len(DK) + len(DV), deps=(scores,))
+                        _publish_probs(_probs(scores, lse_smem.index(next_slot), qk_scale,
+                                              _block(i + 1, scalars, WALK)[1], my_keys, CAUSAL, s_layout),
+                                       tiles, probs_full, next_slot, next_phase)
+                    else:
+                        dprobs = warpgroup_mma_wait(len(DK) + len(DV), deps=(dprobs,))
+                        _publish_dscores(dprobs, delta_smem.index(next_slot), tiles, probs_full, next_slot,
+                                         next_phase, s_layout)
                     dk, dv = _wait_for_both(dk, dv)
                     mbarrier.arrive(tiles_empty.index(slot), count=1)
                     mbarrier.arrive(q_empty.index(slot), count=1)
@@ -743,7 +759,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         softmax_scale * attention_gluon.LOG2_E, softmax_scale, HEAD_DIM=WIDTH, CAUSAL=causal,
         ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS, WALK=order,
         COLUMNS=computed, SPLIT=split, KV_EACH_BLOCK=kv_each_block(computed, split, order),
-        ROLES=SCORE_ROLES and dq_sum is not None, num_warps=4, maxnreg=MAX_REGISTERS)
+        ROLES=SCORE_ROLES, num_warps=4, maxnreg=MAX_REGISTERS)
     if split == 1:
         return dk, dv
     return sum_splits(partials, split, k.dtype)
@@ -805,7 +821,7 @@ def compile_sm90(causal: bool, atomic_dq: bool = False, dtype: torch.dtype = tor
     roles = SCORE_ROLES if roles is None else roles
     return attention_gluon_backward.compile_dkdv_kernel(
         _attention_backward_dkdv_wide_kernel, WIDTH, causal, atomic_dq, dtype, DQ_CHUNK, LONGEST_FIRST_HEADS,
-        walk=walk, columns=columns, split=split, roles=roles and atomic_dq,
+        walk=walk, columns=columns, split=split, roles=roles,
         kv_each_block=kv_each_block(columns, split, walk) if each_block is None else each_block,
         partials=f"tensordesc<fp32[1, 1, {BLOCK_N}, 64], {_partials_layout()!r}>" if split > 1 else None)
 

@@ -122,7 +122,7 @@ def test_summing_dq_compiles_for_sm90_within_shared_memory(case, compiled_sm90):
 @pytest.mark.parametrize("case", WIDE_CASES, ids=lambda case: "-".join(map(str, case)))
 def test_wide_kernel_compiles_for_sm90_without_local_memory(case, compiled_sm90):
     """Width 256: dK and dV split by columns between the warpgroups (64 + 64 registers each) and
-    the scores by keys, so nothing spills; Pᵀ/dSᵀ tiles beside the rings within 227 KB. Summing
+    the scores by warpgroup (S in one, dP in the other: 32 registers), so nothing spills; Pᵀ/dSᵀ tiles beside the rings within 227 KB. Summing
     dQ, ptxas spills scalars (indices, addresses) in the loops, measured on the H200 with them
     (docs/benchmarks.md, twelfth session), but never the accumulators: no local access wider
     than 64 bits."""
@@ -135,20 +135,24 @@ def test_wide_kernel_compiles_for_sm90_without_local_memory(case, compiled_sm90)
     assert row["tma_stores"] == (2 if split == 1 else {256: 8, 224: 8, 192: 6, 160: 6}[columns]), row["tma_stores"]
     if atomic_dq:
         assert not [line for line in row["local_in_loop"] if ".128" in line], row["local_in_loop"]
-        # measured: at 256 columns K's and V's operands hoisted 58 causal, 23 not; worked out in
-        # each block (attention_gluon_backward_wide.kv_each_block) in the chunked walk 16, split
-        # 27 (hoisted 64 and 152), on 224 and 192 none (175, 64); on 160 hoisted, split 6
-        assert len(set(row["local_in_loop"])) <= (27 if split > 1 else 58), row["local_in_loop"]
+        # measured with the score products by warpgroup (SCORE_ROLES; by keys: 58, 23, 16, 27, 0,
+        # 0, 6): at 256 columns K's and V's operands hoisted 12 causal, 4 not; worked out in each
+        # block (attention_gluon_backward_wide.kv_each_block) in the chunked walk and split none; on
+        # 224 and 192 none; on 160 hoisted, split 4
+        assert len(set(row["local_in_loop"])) <= (4 if split > 1 else 12), row["local_in_loop"]
     else:
         assert row["local_in_loop"] == [], row["local_in_loop"]
     assert row["warps"] == 12
     assert ["inc", "240"] in row["setmaxnreg"] and ["dec", "24"] in row["setmaxnreg"]
-    # The next block's S waited for while later products run: its dP and this block's dV and dK
-    # (3 pending), or summing dQ, this block's dK and first dQ chunk (2). On 192 or 160 columns a
-    # score product is two (128 + 64 or 32 columns): S waited for with 2 + 2 pending, or summing
-    # dQ, 2. On 224 three (128 + 64 + 32), and a warpgroup's dK or dV two parts (64 + 32): S
-    # waited for with 3 + 3 pending, dP with 3, or summing dQ, 3 (dK's two parts and the chunk).
-    pending = {256: {"3", "2"}, 224: {"6", "3"}, 192: {"4", "2"}, 160: {"4", "2"}}[columns]
+    # The score products by warpgroup (SCORE_ROLES): the next block's S (warpgroup 0) or dP
+    # (warpgroup 1) waited for while this block's dK and dV run (2 pending; on 224 columns a
+    # warpgroup's dK or dV is two parts, 64 + 32: 3); summing dQ, S while this block's dK and first
+    # dQ chunk run (2; on 224 3 in warpgroup 0, dK's two parts and the chunk), and dV with S's
+    # wgmma groups (1 at 256, 2 on 160 or 192 columns, 3 on 224: column_parts), dK and the chunk
+    # (3 at 256, 4 on 192 and 160, 6 on 224).
+    pending = ({256: {"3", "2"}, 224: {"6", "3"}, 192: {"4", "2"}, 160: {"4", "2"}} if atomic_dq
+               else {256: {"2"}, 224: {"3"}, 192: {"2"}, 160: {"2"}})[columns]
+    assert attention_gluon_backward.attention_gluon_backward_wide.SCORE_ROLES
     assert pending <= set(row["waits"]), row["waits"]
     assert row["shared"] <= 232448
 
@@ -591,12 +595,12 @@ def test_split_sums_run_in_split_order(device):
 @pytest.mark.parametrize("heads_per_program", [4, 1])  # as shipped; every head its own program
 def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch):
     """Causal grouped-query calls split by query heads (attention_gluon_backward_wide.splits): dK
-    and dV against float32 (as _check) and the
-    unsplit kernel's, bitwise the same run to run (the splits are summed in a fixed order) and as
-    the kernel summing dQ by keys computes them, close to it by warpgroup (SCORE_ROLES: dS from P
-    in Q's dtype), and dQ summed by the kernel against float32; GQA 8:1, 16:1 and 4:1 on 256, 224,
-    192 and 160 columns, ragged and whole lengths, both dtypes (causal calls have q and k of one
-    length: flash_attention)."""
+    and dV against float32 (as _check) and the unsplit kernel's, bitwise the same run to run (the
+    splits are summed in a fixed order) and as the kernel summing dQ computes them, and dQ summed
+    by the kernel against float32; GQA 8:1, 16:1 and 4:1 on 256, 224, 192 and 160 columns, ragged
+    and whole lengths, both dtypes (causal calls have q and k of one length: flash_attention); with
+    the score products by keys and by warpgroup (SCORE_ROLES), close to each other (by warpgroup dS
+    comes from P in Q's dtype)."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     from gpudoctor.kernels import attention_gluon_backward_wide
@@ -608,28 +612,30 @@ def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch
         q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq_q, seq_k, head_dim, True, dtype,
                                                               seq_q + head_dim)
         expected_dq, expected_dk, expected_dv = _float32_grads(q, k, v, grad, True)
-        monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT", None)
-        monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT_MIN_GROUP", 1 << 30)
-        unsplit = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
-        monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT", heads_per_program)
+        tolerance = {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype]
         group = heads // kv_heads
-        assert attention_gluon_backward_wide.splits(True, group, seq_k) == group // heads_per_program
-        split = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
-        again = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
-        summing = []
+        splits = []
         for roles in (False, True):
             monkeypatch.setattr(attention_gluon_backward_wide, "SCORE_ROLES", roles)
+            monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT", None)
+            monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT_MIN_GROUP", 1 << 30)
+            unsplit = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
+            monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT", heads_per_program)
+            assert attention_gluon_backward_wide.splits(True, group, seq_k) == group // heads_per_program
+            split = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
+            again = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
             sums = attention_gluon_backward.dq_sum_buffer(q)
-            summing.append(attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale, sums))
+            summing = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale, sums)
             assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
-        tolerance = {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype]
-        for ours, reference, expected, other, by_keys, by_roles in zip(split, unsplit, (expected_dk, expected_dv),
-                                                                       again, *summing):
-            assert ours.shape == reference.shape and ours.dtype == reference.dtype and ours.is_contiguous()
-            assert _relative_error(ours, expected) < tolerance
-            for close in (reference, by_roles):
-                assert ((ours.float() - close.float()).norm() / expected.norm()).item() < tolerance / 2
-            assert torch.equal(ours, other) and torch.equal(ours, by_keys)
+            for ours, reference, expected, other, with_dq in zip(split, unsplit, (expected_dk, expected_dv), again,
+                                                                 summing):
+                assert ours.shape == reference.shape and ours.dtype == reference.dtype and ours.is_contiguous()
+                assert _relative_error(ours, expected) < tolerance
+                assert ((ours.float() - reference.float()).norm() / expected.norm()).item() < tolerance / 2
+                assert torch.equal(ours, other) and torch.equal(ours, with_dq)
+            splits.append(split)
+        for by_keys, by_roles, expected in zip(*splits, (expected_dk, expected_dv)):
+            assert ((by_roles.float() - by_keys.float()).norm() / expected.norm()).item() < tolerance / 2
 
 
 @pytest.mark.gpu
