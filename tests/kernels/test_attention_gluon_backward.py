@@ -122,10 +122,10 @@ def test_summing_dq_compiles_for_sm90_within_shared_memory(case, compiled_sm90):
 @pytest.mark.parametrize("case", WIDE_CASES, ids=lambda case: "-".join(map(str, case)))
 def test_wide_kernel_compiles_for_sm90_without_local_memory(case, compiled_sm90):
     """Width 256: dK and dV split by columns between the warpgroups (64 + 64 registers each) and
-    the scores by warpgroup (S in one, dP in the other: 32 registers), so nothing spills; Pᵀ/dSᵀ tiles beside the rings within 227 KB. Summing
-    dQ, ptxas spills scalars (indices, addresses) in the loops, measured on the H200 with them
-    (docs/benchmarks.md, twelfth session), but never the accumulators: no local access wider
-    than 64 bits."""
+    the scores by warpgroup (S in one, dP in the other: 32 registers), so nothing spills; Pᵀ/dSᵀ
+    tiles beside the rings within 227 KB. Summing dQ, ptxas spills scalars (indices, addresses)
+    in the loops, measured on the H200 with them (docs/benchmarks.md, twelfth session), but never
+    the accumulators: no local access wider than 64 bits."""
     width, causal, atomic_dq, _, columns, split = case
     row = compiled_sm90[tuple(case)]
     assert row["wide_local"] == [], row["wide_local"]
