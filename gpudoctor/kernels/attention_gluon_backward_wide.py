@@ -168,12 +168,14 @@ HOISTED_KV: bool | None = None
 # dO for 32 keys: the score products read a third fewer shared-memory bytes (128 KB a block at 256
 # columns against 192). dS is then P∘(dP − delta) with P in Q's dtype (as the dV product reads it)
 # rather than float32. Measured on the H200 (thirty-second session,
-# bench/attention_gluon_backward_roles.py, forward+backward device µs, settings taking turns, run
-# 1; by keys -> roles): 1.9-11.2 % faster in all 12 calls, 512-16384 keys, 160-256 columns, split,
-# chunked walk (hd232 causal GQA 8:1 s4096 11175 -> 9881, 0.95 -> 1.07x cuDNN; hd240 s4096 not
-# causal 0.95 -> 1.05; hd168 GQA 4:1 s8192 -10.7 %; hd248 causal GQA 8:1 s16384 -1.9 %, 0.95 ->
-# 0.97); run 2 alike (1.8-12.1 %). Without dQ (the Triton dQ kernel's, deterministic=True) the
-# same (run 3). False: by keys (benches' A/B).
+# bench/attention_gluon_backward_roles.py, forward+backward device µs, settings taking turns, runs
+# 1-3; by keys -> roles): summing dQ, faster in all 12 calls in all three runs, 512-16384 keys,
+# 160-256 columns, split, chunked walk: run 1 1.5-11.6 %, run 2 1.2-11.6 %, run 3 0.8-14.4 % (hd232
+# causal GQA 8:1 s4096 11175 -> 9881, -11.6 % in each run, 0.95 -> 1.07x cuDNN; hd240 s4096 not
+# causal 0.95 -> 1.05; hd168 GQA 4:1 s8192 -10.5 / -10.9 / -11.5 %; hd248 causal GQA 8:1 s16384
+# -1.5 / -1.2 / -0.8 %); with the Triton dQ instead (deterministic=True) 0.7-16.1 % (run 3; hd248
+# causal GQA 8:1 s16384 47407 -> 39787). Two identical settings were up to 2.3 % apart (runs 1-2).
+# False: by keys (benches' A/B).
 SCORE_ROLES = True
 
 
