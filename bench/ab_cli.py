@@ -1,8 +1,9 @@
 """The command line the Gluon A/B benches share (attention_gluon_kv_stages, _pingpong, _schedule,
 _short_diagonal, _persistent, _backward_walk, _backward_columns, _backward_narrow, _backward_split,
-_softmax, _key_blocks): the parser's first options and the refusal of names that are not known, and the
-whole main of those that only switch module settings (run_settings). Without torch, so that a
-wrong name is refused before torch loads."""
+_backward_roles, _softmax, _key_blocks): the parser's first options and the refusal of names that
+are not known, the whole main of those that only switch module settings (run_settings), and the
+switch of a routing table (set_routing). Without torch, so that a wrong name is refused before
+torch loads."""
 
 from __future__ import annotations
 
@@ -53,3 +54,11 @@ def run_settings(doc: str, shapes, settings, make_apply, argv=None) -> int:
     compare_settings(shapes, list(args.settings), make_apply(), args.rounds, backward=not args.no_backward,
                      out=args.out, only=args.shapes)
     return 0
+
+
+def set_routing(attention, name: str, value) -> None:
+    """Sets the attention module's routing table ``name`` (GLUON_SUMMED_DQ_HEAD_DIMS, ...) to
+    ``value``, forgetting the routing _select_config remembered for each head_dim where it changes."""
+    if getattr(attention, name) != value:
+        setattr(attention, name, value)
+        attention._select_config.cache_clear()

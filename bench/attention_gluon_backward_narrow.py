@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from ab_cli import run_settings
+from ab_cli import run_settings, set_routing
 
 # (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28-2^29 scores (16384 tokens x
 # 32 query heads), the thirtieth session's forward shapes at head_dim 72-96 and the matrix's
@@ -71,9 +71,7 @@ def main(argv=None) -> int:
                 summed = tuple(sorted({*shipped[1], 80} if hd80 else set(shipped[1]) - {80}))
             attention_gluon_backward.NARROW_COLUMNS = narrow
             attention_gluon_backward.NARROW_CAUSAL_ONLY = causal_only
-            if attention.GLUON_SUMMED_DQ_HEAD_DIMS != summed:
-                attention.GLUON_SUMMED_DQ_HEAD_DIMS = summed
-                attention._select_config.cache_clear()  # it remembers each head_dim's routing
+            set_routing(attention, "GLUON_SUMMED_DQ_HEAD_DIMS", summed)
 
         return apply
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from ab_cli import run_settings
+from ab_cli import run_settings, set_routing
 
 # (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28-2^29 scores (16384 tokens x
 # 32 query heads), the matrix's (bench/attention_matrix.py) forward+backward cells under 0.96x in
@@ -57,9 +57,7 @@ def main(argv=None) -> int:
             else:
                 wide.SCORE_ROLES, wide.HOISTED_KV, summed = SETTINGS[label]
                 buckets = shipped[2] if summed else ()
-            if attention.GLUON_SUMMED_DQ_BUCKETS != buckets:
-                attention.GLUON_SUMMED_DQ_BUCKETS = buckets
-                attention._select_config.cache_clear()  # it remembers each head_dim's routing
+            set_routing(attention, "GLUON_SUMMED_DQ_BUCKETS", buckets)
 
         return apply
 
