@@ -7,7 +7,7 @@ their whole dK and dV, which at width 256 is 256 float32 registers per thread be
 else (and the Triton dK/dV kernel spills 288 bytes per thread there, docs/benchmarks.md). Here a
 program owns 64 key rows of one KV head and its two consumer warpgroups split the work the other
 way (FlashAttention-3's hd256 configuration: the score products split by keys, dK/dV by
-columns):
+columns; since the thirty-second session the score products by role, SCORE_ROLES):
 
 - scores: warpgroup w computes S and dP for its 32 keys and a block of 64 queries (Q·Kᵀ,
   dO·Vᵀ, 16 registers each), then P = exp2(S·scale − lse) and dS = P∘(dP − delta), and stores
@@ -15,13 +15,16 @@ columns):
   shipped) split by warpgroup instead: warpgroup 0 computes S for all 64 keys (32
   registers) and stores Pᵀ, warpgroup 1 dP, reads P back from that tile and stores dSᵀ, so each
   score product reads Q or dO once instead of twice (a third fewer shared-memory bytes there);
-- once both halves are there ("full" barrier), it accumulates dV[:, its 128 columns] += Pᵀ·dO
+- once both halves (or P and dS) are there ("full" barrier), it accumulates dV[:, its 128 columns] += Pᵀ·dO
   and dK[:, its 128 columns] += dSᵀ·Q (64 + 64 registers), reading both tiles from shared memory
   (on 160 or 192 columns: warpgroup 0 dV's first 128 and dK's last 32 or 64, warpgroup 1 the
   other way round).
 
-The next block's S and dP are issued before this block's dV and dK products, so a warpgroup's
-exponentials run while its own products do. Tiles and Q/dO slots are two-slot rings; a slot is
+The next block's S and dP (by role: warpgroup 0's S; summing dQ, warpgroup 1's dP only once
+the next dO is in, after them) are issued before this block's dV and dK products, so the
+exponentials run while the products do; warpgroup 1 reads Q and warpgroup 0 dO only after the
+other has waited for them (their "full" barriers) and published through the tiles' "full"
+barrier. Tiles and Q/dO slots are two-slot rings; a slot is
 reused once both warpgroups have arrived on its "empty" barrier. The producer warp is
 attention_gluon_backward's (Q, dO, lse and delta per block). dQ comes from the Triton dQ kernel,
 and the result is reproducible run to run (no atomics); or, with ``dq_sum``, from this kernel:
@@ -66,7 +69,7 @@ if attention_gluon.available():  # Gluon's Hopper modules, as attention_gluon im
     )
 
 WIDTH = attention_gluon_backward.WIDE_WIDTH
-BLOCK_N = 64  # key rows per program: 32 per consumer warpgroup for the scores
+BLOCK_N = 64  # key rows per program: 32 per consumer warpgroup for the scores by keys, 64 by role
 BLOCK_M = 64  # query rows per block of the inner loop
 DQ_CHUNK = 64  # dQ columns per TMA reduce-add: two chunks of a warpgroup's 128
 MAX_REGISTERS = attention_gluon_backward.MAX_REGISTERS
@@ -595,7 +598,8 @@ if attention_gluon.available():
                 mbarrier.arrive(tiles_empty.index(last % 2), count=1)
                 mbarrier.arrive(q_empty.index(last % 2), count=1)
                 mbarrier.arrive(do_empty.index(last % 2), count=1)
-            # Both warpgroups' scores read all of K and V: wait for the other's last products
+            # Both warpgroups' scores read K and V (by role, one K, the other V), and both store
+            # into them: wait for the other's last products
             # (its last scores came before them) before K's and V's slots take dK and dV, or Q's
             # the split's partial sums. (The dQ chunks read only this warpgroup's columns of K.)
             mbarrier.wait(tiles_empty.index(last % 2), (last // 2) & 1)
@@ -682,7 +686,8 @@ if attention_gluon.available():
             dq_smem = gl.allocate_shared_memory(gl.float32, [2, 64, 64], dq_desc.layout)
         else:  # never touched
             dq_smem = lse_smem
-        # Pᵀ and dSᵀ of a block, [64 keys x 64 queries], rows 32w.. written by warpgroup w.
+        # Pᵀ and dSᵀ of a block, [64 keys x 64 queries], rows 32w.. written by warpgroup w (by role:
+        # Pᵀ by warpgroup 0, dSᵀ by warpgroup 1).
         tile_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], dtype)
         probs_t = gl.allocate_shared_memory(dtype, [2, 64, 64], tile_layout)
         dscores_t = gl.allocate_shared_memory(dtype, [2, 64, 64], tile_layout)

@@ -127,6 +127,7 @@ def test_wide_kernel_compiles_for_sm90_without_local_memory(case, compiled_sm90)
     in the loops, measured on the H200 with them (docs/benchmarks.md, twelfth session), but never
     the accumulators: no local access wider than 64 bits."""
     width, causal, atomic_dq, _, columns, split = case
+    assert attention_gluon_backward.attention_gluon_backward_wide.SCORE_ROLES  # the bounds below are by role
     row = compiled_sm90[tuple(case)]
     assert row["wide_local"] == [], row["wide_local"]
     # dK and dV: one TMA store each of the whole rows (the first warpgroup, split 1), or split
@@ -152,7 +153,6 @@ def test_wide_kernel_compiles_for_sm90_without_local_memory(case, compiled_sm90)
     # (3 at 256, 4 on 192 and 160, 6 on 224).
     pending = ({256: {"3", "2"}, 224: {"6", "3"}, 192: {"4", "2"}, 160: {"4", "2"}} if atomic_dq
                else {256: {"2"}, 224: {"3"}, 192: {"2"}, 160: {"2"}})[columns]
-    assert attention_gluon_backward.attention_gluon_backward_wide.SCORE_ROLES
     assert pending <= set(row["waits"]), row["waits"]
     assert row["shared"] <= 232448
 
@@ -520,10 +520,11 @@ def test_gpu_wide_score_roles_match_float32_reference(head_dim, causal, heads, k
         sums = attention_gluon_backward.dq_sum_buffer(q)
         dk, dv = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums)
         results.append((sums.view(q.shape), dk, dv))
-    for ours, by_keys, reference in zip(results[1], results[0], expected):
+    # dQ (first) within the suite's bound for summed dQ, 3e-2 in both dtypes
+    for ours, by_keys, reference, bound in zip(results[1], results[0], expected, (3e-2, tolerance, tolerance)):
         error = _relative_error(ours, reference)
-        assert error < tolerance, error
-        assert ((ours.float() - by_keys.float()).norm() / reference.norm()).item() < tolerance / 2
+        assert error < bound, error
+        assert ((ours.float() - by_keys.float()).norm() / reference.norm()).item() < bound / 2
 
 
 @pytest.mark.parametrize("causal, group, seq_k, expected", [
