@@ -327,6 +327,26 @@ if attention_gluon.available():
         gl.thread_barrier()
         mbarrier.arrive(full.index(slot), count=1)
 
+    @gluon.jit
+    def _publish_next(issued, block, scalars, lse_row, delta_row, my_keys, tiles, probs_full, slot, phase,
+                      WARPGROUP: gl.constexpr, CAUSAL: gl.constexpr, PENDING: gl.constexpr, COLUMNS: gl.constexpr,
+                      s_layout: gl.constexpr, ROLES: gl.constexpr, WALK: gl.constexpr):
+        """The next block's issued score products (by keys (S, dP), by role (S,) in warpgroup 0 and
+        (dP,) in warpgroup 1), waited for (PENDING later products may stay running) and published
+        into the slot's tiles: by keys P and dS (_publish), by role P (warpgroup 0) or dS
+        (warpgroup 1). ``block``: the program's block index of those queries."""
+        batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
+        if not ROLES:
+            _publish(issued[0], issued[1], lse_row, delta_row, qk_scale, _block(block, scalars, WALK)[1], my_keys,
+                     tiles, slot, phase, WARPGROUP, CAUSAL, PENDING, COLUMNS, s_layout)
+        elif WARPGROUP == 0:
+            scores = warpgroup_mma_wait(PENDING, deps=issued)
+            _publish_probs(_probs(scores, lse_row, qk_scale, _block(block, scalars, WALK)[1], my_keys, CAUSAL,
+                                  s_layout), tiles, probs_full, slot, phase)
+        else:
+            dprobs = warpgroup_mma_wait(PENDING, deps=issued)
+            _publish_dscores(dprobs, delta_row, tiles, probs_full, slot, phase, s_layout)
+
     @gluon.constexpr_function
     def _gradient_columns(gradient, warpgroup, columns):
         """The (first column, width) parts of dV (gradient "dv") or dK ("dk") that this warpgroup
@@ -524,23 +544,16 @@ if attention_gluon.available():
             if not ROLES:
                 mbarrier.wait(q_full.index(0), 0)
                 mbarrier.wait(do_full.index(0), 0)
-                q = _tile(q_smem, 0, 64, HEAD_DIM)
-                do = _tile(do_smem, 0, 64, HEAD_DIM)
-                scores, dprobs = _issue_scores(q, do, my_k, my_v, COLUMNS, s_layout)
-                _publish(scores, dprobs, lse_smem.index(0), delta_smem.index(0), qk_scale,
-                         _block(0, scalars, WALK)[1], my_keys, tiles, 0, 0, WARPGROUP, CAUSAL, 0, COLUMNS, s_layout)
+                issued = _issue_scores(_tile(q_smem, 0, 64, HEAD_DIM), _tile(do_smem, 0, 64, HEAD_DIM), my_k, my_v,
+                                       COLUMNS, s_layout)
             elif WARPGROUP == 0:
                 mbarrier.wait(q_full.index(0), 0)
-                q = _tile(q_smem, 0, 64, HEAD_DIM)
-                scores = warpgroup_mma_wait(0, deps=(_scores_product(q, my_k, COLUMNS, s_layout),))
-                probs = _probs(scores, lse_smem.index(0), qk_scale, _block(0, scalars, WALK)[1], my_keys, CAUSAL,
-                               s_layout)
-                _publish_probs(probs, tiles, probs_full, 0, 0)
+                issued = (_scores_product(_tile(q_smem, 0, 64, HEAD_DIM), my_k, COLUMNS, s_layout),)
             else:
                 mbarrier.wait(do_full.index(0), 0)
-                do = _tile(do_smem, 0, 64, HEAD_DIM)
-                dprobs = warpgroup_mma_wait(0, deps=(_scores_product(do, my_v, COLUMNS, s_layout),))
-                _publish_dscores(dprobs, delta_smem.index(0), tiles, probs_full, 0, 0, s_layout)
+                issued = (_scores_product(_tile(do_smem, 0, 64, HEAD_DIM), my_v, COLUMNS, s_layout),)
+            _publish_next(issued, 0, scalars, lse_smem.index(0), delta_smem.index(0), my_keys, tiles, probs_full, 0, 0,
+                          WARPGROUP, CAUSAL, 0, COLUMNS, s_layout, ROLES, WALK)
             last = blocks - 1
             if ATOMIC_DQ:
                 for i in range(last):
@@ -564,29 +577,19 @@ if attention_gluon.available():
                     if not ROLES:
                         mbarrier.wait(q_full.index(next_slot), next_phase)
                         mbarrier.wait(do_full.index(next_slot), next_phase)
-                        scores, dprobs = _issue_scores(next_q, next_do, my_k, my_v, COLUMNS, s_layout)
+                        issued = _issue_scores(next_q, next_do, my_k, my_v, COLUMNS, s_layout)
                     elif WARPGROUP == 0:
                         mbarrier.wait(q_full.index(next_slot), next_phase)
-                        scores = _scores_product(next_q, my_k, COLUMNS, s_layout)
+                        issued = (_scores_product(next_q, my_k, COLUMNS, s_layout),)
                     else:
                         mbarrier.wait(do_full.index(next_slot), next_phase)
-                        dprobs = _scores_product(next_do, my_v, COLUMNS, s_layout)
+                        issued = (_scores_product(next_do, my_v, COLUMNS, s_layout),)
                     dk, dv = _issue_products(dk, dv, _tile(q_smem, slot, 64, HEAD_DIM),
                                              _tile(do_smem, slot, 64, HEAD_DIM), tiles, slot, phase, WARPGROUP,
                                              COLUMNS)
-                    if not ROLES:
-                        _publish(scores, dprobs, lse_smem.index(next_slot), delta_smem.index(next_slot), qk_scale,
-                                 _block(i + 1, scalars, WALK)[1], my_keys, tiles, next_slot, next_phase,
-                                 WARPGROUP, CAUSAL, len(DK) + len(DV), COLUMNS, s_layout)
-                    elif WARPGROUP == 0:  # S waited for while this block's products run
-                        scores = warpgroup_mma_wait(len(DK) + len(DV), deps=(scores,))
-                        _publish_probs(_probs(scores, lse_smem.index(next_slot), qk_scale,
-                                              _block(i + 1, scalars, WALK)[1], my_keys, CAUSAL, s_layout),
-                                       tiles, probs_full, next_slot, next_phase)
-                    else:
-                        dprobs = warpgroup_mma_wait(len(DK) + len(DV), deps=(dprobs,))
-                        _publish_dscores(dprobs, delta_smem.index(next_slot), tiles, probs_full, next_slot,
-                                         next_phase, s_layout)
+                    _publish_next(issued, i + 1, scalars, lse_smem.index(next_slot), delta_smem.index(next_slot),
+                                  my_keys, tiles, probs_full, next_slot, next_phase, WARPGROUP, CAUSAL,
+                                  len(DK) + len(DV), COLUMNS, s_layout, ROLES, WALK)
                     dk, dv = _wait_for_both(dk, dv)
                     mbarrier.arrive(tiles_empty.index(slot), count=1)
                     mbarrier.arrive(q_empty.index(slot), count=1)

@@ -318,10 +318,11 @@ def _dkdv_inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, causal, dtype, 
     return q, k, v, grad, scale, out, lse, delta, config
 
 
-def _dkdv_under_settings(settings, apply, head_dim, causal, heads, kv_heads, seq, dtype):
+def _settings_change_no_bit(settings, apply, head_dim, causal, heads, kv_heads, seq, dtype):
     """For each of ``settings`` (``apply(setting)`` puts it in place), backward_dkdv's (dK, dV) with
-    the Triton dQ and summing dQ, in the settings' order, for one seeded call of 2 x ``heads``
-    query heads: both dK/dV pairs of the summing call and its summed dQ checked against float32."""
+    the Triton dQ and summing dQ for one seeded call of 2 x ``heads`` query heads: the summing
+    call's dK/dV and summed dQ checked against float32, and every setting's dK and dV, both
+    calls', bitwise those of the first setting."""
     q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq, seq, head_dim, causal, dtype,
                                                           head_dim + seq)
     expected_dq, expected_dk, expected_dv = _float32_grads(q, k, v, grad, causal)
@@ -334,7 +335,9 @@ def _dkdv_under_settings(settings, apply, head_dim, causal, heads, kv_heads, seq
         assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
         for ours, expected in zip(results[-1][1], (expected_dk, expected_dv)):
             assert _relative_error(ours, expected) < 3e-2
-    return results
+    for setting, result in zip(settings[1:], results[1:]):
+        for first, other in zip(results[0], result):
+            assert torch.equal(first[0], other[0]) and torch.equal(first[1], other[1]), setting
 
 
 def _float32_grads(q, k, v, grad, causal):
@@ -718,11 +721,9 @@ def test_gpu_narrow_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, hea
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     monkeypatch.setattr(attention_gluon_backward, "NARROW_CAUSAL_ONLY", set())  # 48 columns not causal too
-    results = _dkdv_under_settings(
+    _settings_change_no_bit(
         ({}, {64: 48, 128: 96}), lambda narrow: monkeypatch.setattr(attention_gluon_backward, "NARROW_COLUMNS", narrow),
         head_dim, causal, heads, kv_heads, seq, dtype)
-    for whole, fewer in zip(results[0], results[1]):
-        assert torch.equal(whole[0], fewer[0]) and torch.equal(whole[1], fewer[1])
 
 
 @pytest.mark.parametrize("columns, split, walk, hoisted, expected", [
@@ -757,13 +758,10 @@ def test_gpu_wide_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, heads
         pytest.skip("needs a Hopper GPU")
     from gpudoctor.kernels import attention_gluon_backward_wide
 
-    settings = ((), (192,), (160, 192), (160, 192, 224))
-    results = _dkdv_under_settings(
-        settings, lambda narrow: monkeypatch.setattr(attention_gluon_backward_wide, "NARROW_COLUMNS", narrow),
+    _settings_change_no_bit(
+        ((), (192,), (160, 192), (160, 192, 224)),
+        lambda narrow: monkeypatch.setattr(attention_gluon_backward_wide, "NARROW_COLUMNS", narrow),
         head_dim, causal, heads, kv_heads, seq, dtype)
-    for index, narrow in enumerate(settings[1:], start=1):
-        for wide, fewer in zip(results[0], results[index]):
-            assert torch.equal(wide[0], fewer[0]) and torch.equal(wide[1], fewer[1]), narrow
 
 
 @pytest.mark.gpu
