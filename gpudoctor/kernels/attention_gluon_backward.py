@@ -124,6 +124,14 @@ CONSUMER_REGISTERS = 240
 # 1.839 and 1.436 / 1.190; hd128 s16k (b1 h16) 5.345 / 5.426 and 3.589 / 3.598. The wide kernel
 # keeps the launch order (attention_gluon_backward_wide.LONGEST_FIRST_HEADS).
 LONGEST_FIRST_HEADS = 8
+# Summing dQ, each warpgroup computes its dQ share of block i (_dq_share) in block i + 1's step,
+# after that block's dK product, instead of in block i's own: the share waits for the other
+# warpgroup's half of dSᵀ, which then had a whole block's time to arrive, so the two consumers
+# need not meet at every block (their exponentials can run while the other's products do). dS's
+# two-slot ring already keeps a block's tile until both shares of it are done. dK and dV are
+# unchanged (the same products); dQ's sums come in another order. False: each block's own
+# share in its step (benches' A/B).
+DQ_SHARE_LAG = True
 
 
 @triton.constexpr_function
@@ -330,6 +338,19 @@ if attention_gluon.available():
         _tma_reduce_add(dq_desc, [dq_row, WARPGROUP * COLUMNS], dq_smem)
 
     @gluon.jit
+    def _dq_parts(i, descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, BLOCK_M: gl.constexpr):
+        """What _publish_ds and _dq_share take for the program's block i: its slot of the dS tiles,
+        their barriers and phase, this warpgroup's dQ staging tile, and dQ's first row."""
+        dq_desc = descs[8]
+        k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem = buffers
+        kv_bars, q_full, q_empty, do_full, do_empty, ds_full, ds_empty = barriers
+        batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
+        head, start_m = _walk(i, kv_head, group, first_block, query_blocks, BLOCK_M, 0)
+        slot = i % 2
+        return (ds_smem, slot, ds_full.index(slot), ds_empty.index(slot), (i // 2) & 1, k_smem,
+                dq_smem.index(WARPGROUP), dq_desc, (batch * num_heads + head) * seq_q + start_m, softmax_scale)
+
+    @gluon.jit
     def _causal_mask(probs_t, diagonal, BLOCK_M: gl.constexpr, s_layout: gl.constexpr):
         """Pᵀ ([64 keys x BLOCK_M queries]) with 0 where query i of the block does not see the
         key: past i + diagonal."""
@@ -338,12 +359,15 @@ if attention_gluon.available():
         return gl.where(queries[None, :] + diagonal >= keys[:, None], probs_t, 0.0)
 
     @gluon.jit
-    def _dkdv_block(dk, dv, my_k, my_v, q, do, lse_row, delta_row, qk_scale, dq_parts, diagonal,
+    def _dkdv_block(dk, dv, my_k, my_v, q, do, lse_row, delta_row, qk_scale, dq_parts, diagonal, lagging, lags,
                     WARPGROUP: gl.constexpr, DIAGONAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
-                    s_layout: gl.constexpr, COLUMNS: gl.constexpr):
+                    s_layout: gl.constexpr, COLUMNS: gl.constexpr, LAG: gl.constexpr):
         """dK and dV (their parts: column_parts of COLUMNS) of one warpgroup's 64 key rows plus one
         block of queries' share. DIAGONAL: query i of the block sees its keys up to i + diagonal
-        (causal: the block's first query row less the warpgroup's first key row)."""
+        (causal: the block's first query row less the warpgroup's first key row). Summing dQ, the
+        warpgroup's dQ share of this block (dq_parts), or with LAG of the block before where there
+        is one (``lags``: not in a program's first block; ``lagging``: the program's descriptors,
+        buffers, barriers and scalars, and that block's index, as _dq_parts takes them)."""
         dtype: gl.constexpr = q.dtype
         BLOCK_M: gl.constexpr = q.shape[0]
         PARTS: gl.constexpr = column_parts(0, COLUMNS)
@@ -378,8 +402,13 @@ if attention_gluon.available():
             # dK's A operand as it is, and with the other half dQ's (dS·K) transposed.
             my_ds = _publish_ds(dscores_t.to(dtype), dq_parts, WARPGROUP)
             dk = _accumulate(dk, my_ds, q, PARTS)
-            _dq_share(dq_parts, q.shape[1], WARPGROUP, BLOCK_M)  # waits for every product, dK's and dV's too
-            # Nothing is left running (_dq_share waited for all): this only hands back the values.
+            if not LAG:
+                _dq_share(dq_parts, q.shape[1], WARPGROUP, BLOCK_M)  # waits for every product, dK's and dV's too
+            elif lags:
+                descs, buffers, barriers, scalars, previous = lagging
+                _dq_share(_dq_parts(previous, descs, buffers, barriers, scalars, WARPGROUP, BLOCK_M), q.shape[1],
+                          WARPGROUP, BLOCK_M)  # as above
+            # Nothing is left running where a share waited for all: else this waits.
             waited = warpgroup_mma_wait(0, deps=dk + dv + probs_operands)
         else:
             dk, dscores_operands = _accumulate_registers(dk, dscores_t.to(dtype), q, PARTS)
@@ -388,7 +417,7 @@ if attention_gluon.available():
 
     @gluon.jit
     def _dkdv_consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-                       CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr, COLUMNS: gl.constexpr):
+                       CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr, COLUMNS: gl.constexpr, LAG: gl.constexpr):
         q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem = buffers
         kv_bars, q_full, q_empty, do_full, do_empty, ds_full, ds_empty = barriers
@@ -419,16 +448,18 @@ if attention_gluon.available():
             do = _tile(do_smem, slot, BLOCK_M, HEAD_DIM)
             mbarrier.wait(q_full.index(slot), phase)
             mbarrier.wait(do_full.index(slot), phase)
-            dq_parts = (ds_smem, slot, ds_full.index(slot), ds_empty.index(slot), phase, k_smem,
-                        dq_smem.index(WARPGROUP), dq_desc, (batch * num_heads + head) * seq_q + start_m,
-                        softmax_scale)
+            dq_parts = _dq_parts(i, descs, buffers, barriers, scalars, WARPGROUP, BLOCK_M)
+            # Block i - 1, whose dQ share this step computes with LAG (none in block 0): its parts
+            # are worked out only there, so that they hold no registers through the block.
+            lagging = (descs, buffers, barriers, scalars, i - 1)
+            lags = i > 0
             if CAUSAL and ATOMIC_DQ:
                 # One path for every block (three, as below, would not fit 240 registers): each
                 # block's dQ share needs both warpgroups' dS, so the second warpgroup's first block,
                 # wholly masked, runs too and adds zeros to dK and dV.
                 dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                     qk_scale, dq_parts, start_m - my_start, WARPGROUP, True, True, s_layout,
-                                     COLUMNS)
+                                     qk_scale, dq_parts, start_m - my_start, lagging, lags, WARPGROUP, True, True,
+                                     s_layout, COLUMNS, LAG)
             elif CAUSAL and BLOCK_M == ROWS:
                 # Query blocks as tall as a warpgroup's key rows: a block is either on this
                 # warpgroup's diagonal (start_m == my_start), wholly above its keys (the second
@@ -437,10 +468,12 @@ if attention_gluon.available():
                 # memory in the width-128 loop: compiled for sm90, seventeenth session.)
                 if start_m == my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                         qk_scale, dq_parts, 0, WARPGROUP, True, False, s_layout, COLUMNS)
+                                         qk_scale, dq_parts, 0, lagging, lags, WARPGROUP, True, False, s_layout,
+                                         COLUMNS, LAG)
                 elif start_m > my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                         qk_scale, dq_parts, 0, WARPGROUP, False, False, s_layout, COLUMNS)
+                                         qk_scale, dq_parts, 0, lagging, lags, WARPGROUP, False, False, s_layout,
+                                         COLUMNS, LAG)
             elif CAUSAL:
                 # Taller query blocks (QUERY_ROWS): a block crossing this warpgroup's diagonal
                 # (with 128 rows the program's first, from the second warpgroup's 65th query), or
@@ -448,20 +481,25 @@ if attention_gluon.available():
                 # fewer scalars in the loop than for "the first block, else".)
                 if start_m < my_start + ROWS and start_m + BLOCK_M > my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                         qk_scale, dq_parts, start_m - my_start, WARPGROUP, True, False, s_layout,
-                                         COLUMNS)
+                                         qk_scale, dq_parts, start_m - my_start, lagging, lags, WARPGROUP, True,
+                                         False, s_layout, COLUMNS, LAG)
                 elif start_m >= my_start + ROWS:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                         qk_scale, dq_parts, 0, WARPGROUP, False, False, s_layout, COLUMNS)
+                                         qk_scale, dq_parts, 0, lagging, lags, WARPGROUP, False, False, s_layout,
+                                         COLUMNS, LAG)
             else:
                 dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
-                                     qk_scale, dq_parts, 0, WARPGROUP, False, ATOMIC_DQ, s_layout, COLUMNS)
+                                     qk_scale, dq_parts, 0, lagging, lags, WARPGROUP, False, ATOMIC_DQ, s_layout,
+                                     COLUMNS, LAG)
             mbarrier.arrive(q_empty.index(slot), count=1)
             mbarrier.arrive(do_empty.index(slot), count=1)
 
         # K and V of this warpgroup are read by no product any more: their slots take dK and dV.
         # Summing dQ, the other warpgroup's dQ shares read this K too: wait for its last one.
         blocks = group * query_blocks
+        if ATOMIC_DQ and LAG and blocks > 0:  # the last block's share
+            _dq_share(_dq_parts(blocks - 1, descs, buffers, barriers, scalars, WARPGROUP, BLOCK_M), HEAD_DIM,
+                      WARPGROUP, BLOCK_M)
         if ATOMIC_DQ and blocks > 0:
             mbarrier.wait(ds_empty.index((blocks - 1) % 2), ((blocks - 1) // 2) & 1)
         _store_gradient(my_k, dk, softmax_scale, PARTS)
@@ -473,8 +511,8 @@ if attention_gluon.available():
 
     @gluon.jit
     def _dkdv_second_consumer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
-                              ATOMIC_DQ: gl.constexpr, COLUMNS: gl.constexpr):
-        _dkdv_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS)
+                              ATOMIC_DQ: gl.constexpr, COLUMNS: gl.constexpr, LAG: gl.constexpr):
+        _dkdv_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS, LAG)
 
     @gluon.jit
     def _dkdv_producer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
@@ -519,7 +557,8 @@ if attention_gluon.available():
     def _attention_backward_dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc,
                                            seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale, softmax_scale,
                                            HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
-                                           HEAD_GROUP: gl.constexpr, COLUMNS: gl.constexpr, num_warps: gl.constexpr):
+                                           HEAD_GROUP: gl.constexpr, COLUMNS: gl.constexpr, LAG: gl.constexpr,
+                                           num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         BLOCK_M: gl.constexpr = q_desc.block_type.shape[2]  # query_rows(HEAD_DIM)
         start_n, batch, kv_head, first_block, query_blocks = _program_keys(num_kv_heads, seq_q, 128, CAUSAL,
@@ -568,8 +607,8 @@ if attention_gluon.available():
         scalars = (batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale,
                    softmax_scale)
         gl.warp_specialize([
-            (_dkdv_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS)),
-            (_dkdv_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS)),
+            (_dkdv_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS, LAG)),
+            (_dkdv_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS, LAG)),
             (_dkdv_producer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, 2, 0)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (CONSUMER_REGISTERS)
 
@@ -652,25 +691,28 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         _dq_descriptor(_placeholder(q.device, width) if dq_sum is None else dq_sum, width // 2, rows),
         seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads, softmax_scale * attention_gluon.LOG2_E,
         softmax_scale, HEAD_DIM=width, CAUSAL=causal, ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS,
-        COLUMNS=columns(head_dim, causal), num_warps=4, maxnreg=MAX_REGISTERS)
+        COLUMNS=columns(head_dim, causal), LAG=dq_sum is not None and DQ_SHARE_LAG, num_warps=4,
+        maxnreg=MAX_REGISTERS)
     return dk, dv
 
 
 def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16,
-                 on_columns: int | None = None):
+                 on_columns: int | None = None, lag: bool | None = None):
     """The kernel backward_dkdv runs at this width (computing on ``on_columns`` of it, by default
-    all) compiled for sm90 without a GPU, as attention_gluon.compile_sm90."""
+    all; summing dQ, its shares ``lag``-ging a block behind as DQ_SHARE_LAG says by default)
+    compiled for sm90 without a GPU, as attention_gluon.compile_sm90."""
     if width == WIDE_WIDTH:
         return attention_gluon_backward_wide.compile_sm90(causal, atomic_dq, dtype, columns=on_columns or WIDE_WIDTH)
     return compile_dkdv_kernel(_attention_backward_dkdv_ws_kernel, width, causal, atomic_dq, dtype, width // 2,
-                               LONGEST_FIRST_HEADS, query_rows(width), columns=on_columns or width)
+                               LONGEST_FIRST_HEADS, query_rows(width), columns=on_columns or width,
+                               lag=atomic_dq and (DQ_SHARE_LAG if lag is None else lag))
 
 
 def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype: torch.dtype, dq_columns: int,
                         head_group: int, rows: int = BLOCK_M, walk: int | None = None, columns: int | None = None,
                         split: int | None = None, partials: str | None = None, kv_each_block: bool | None = None,
-                        roles: bool | None = None):
-    """A dK/dV kernel of this module's signature, computing on ``columns`` (or the wide one's, with
+                        roles: bool | None = None, lag: bool | None = None):
+    """A dK/dV kernel of this module's signature, computing on ``columns`` with ``lag`` (or the wide one's, with
     its ``walk``, ``columns``, ``split``, ``kv_each_block`` and ``roles``) compiled for sm90 as backward_dkdv
     launches it: 64-row boxes of K, V, dK and dV at ``width`` (or dK's and dV's descriptors of type
     ``partials``), ``rows``-row boxes of Q and dO, dQ reduce-adds of ``dq_columns``."""
@@ -692,7 +734,7 @@ def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype
                   "num_warps": 4}
     # the constexprs of one kernel or the other (COLUMNS: both), where given
     for constexpr, value in (("WALK", walk), ("COLUMNS", columns), ("SPLIT", split),
-                             ("KV_EACH_BLOCK", kv_each_block), ("ROLES", roles)):
+                             ("KV_EACH_BLOCK", kv_each_block), ("ROLES", roles), ("LAG", lag)):
         if value is not None:
             signature[constexpr] = "constexpr"
             constexprs[constexpr] = value
