@@ -1,10 +1,9 @@
 """The Gluon backward at head_dim 40-128 summing dQ, each warpgroup's dQ share of a block computed
-in the next block's step ("lag": attention_gluon_backward.DQ_SHARE_LAG at widths 64 and 128;
-shipped at 64 only) or in the block's own ("same", as before the thirty-third session).
-"same-again" repeats "same" in the same turns: how far two identical settings land apart is the
-run's noise. Forward+backward through
-flash_attention (deterministic=False), cuDNN beside them, on Hopper; the settings take turns
-(attention_ab's loop). The forward is the same in every setting.
+in the next block's step ("lag": attention_gluon_backward.DQ_SHARE_LAG at widths 64 and 128,
+causal or not; shipped at 64, and at 128 in causal calls) or in the block's own ("same", as
+before the thirty-third session). "same-again" repeats "same" in the same turns: how far two
+identical settings land apart is the run's noise. Forward+backward through flash_attention
+(deterministic=False), cuDNN beside them, on Hopper; the settings take turns (attention_ab's loop). The forward is the same in every setting.
 
     PYTHONPATH=. python3 bench/attention_gluon_backward_lag.py [--rounds 3] [--shapes hd56-s512 ...] [--settings lag same ...] [--out FILE]
 """
@@ -37,7 +36,9 @@ SHAPES = (
     ("hd64-s2048", 8, 32, 32, 2048, 64, False, "bf16"),
     ("hd40-gqa4-s512", 32, 32, 8, 512, 40, False, "bf16"),
 )
-SETTINGS = {"same": (), "lag": (64, 128), "same-again": ()}  # DQ_SHARE_LAG: the widths that lag
+# DQ_SHARE_LAG by setting: "lag" at both widths, causal or not
+LAG_EVERYWHERE = {64: (True, True), 128: (True, True)}
+SETTINGS = {"same": {}, "lag": LAG_EVERYWHERE, "same-again": {}}
 
 
 def main(argv=None) -> int:

@@ -124,21 +124,25 @@ CONSUMER_REGISTERS = 240
 # 1.839 and 1.436 / 1.190; hd128 s16k (b1 h16) 5.345 / 5.426 and 3.589 / 3.598. The wide kernel
 # keeps the launch order (attention_gluon_backward_wide.LONGEST_FIRST_HEADS).
 LONGEST_FIRST_HEADS = 8
-# Summing dQ, at these widths each warpgroup computes its dQ share of block i (_dq_share) in block
-# i + 1's step, after that block's dK product, instead of in block i's own: the share waits for the
-# other warpgroup's half of dSᵀ, which then had a whole block's time to arrive, so the two consumers
-# need not meet at every block. dS's two-slot ring already keeps a block's tile until both shares
-# of it are done. dK and dV are unchanged (the same products, bitwise: GPU test); dQ's sums come in
-# another order. ptxas spills more scalars in the loop (tests/kernels/test_attention_gluon_backward.py).
-# Measured on the H200 (thirty-third session, bench/attention_gluon_backward_lag.py, forward+backward
-# device µs, settings taking turns, runs 1 / 2; same -> lag): at width 64 (head_dim 40-64) faster in
-# every call in both runs, hd48 s4096 not causal -5.2 / -5.8 % (0.99 -> 1.04-1.05x cuDNN), hd40
-# GQA 4:1 s512 -5.7 % (run 2), hd48 GQA 8:1 s1024 -4.8 %, hd56 s512 -2.9 / -4.0 % (0.96-0.99 ->
-# 1.00-1.02), hd64 s2048 -3.6 %, hd64 s16384 -2.3 / -3.6 %, hd40 causal s4096 -1.2 / -3.5 %; at
-# width 128 (head_dim 72-128) within the noise (two identical settings up to 3.7 % apart in run 1):
-# -2.4 to +0.8 %, and hd128 s4096 not causal +0.6 / +1.3 % in both runs, so not there. Empty: each
+# Summing dQ, by width (causal calls, calls not causal): each warpgroup computes its dQ share of
+# block i (_dq_share) in block i + 1's step, after that block's dK product, instead of in block
+# i's own. The share waits for the other warpgroup's half of dSᵀ, which then had a whole block's
+# time to arrive, so the two consumers need not meet at every block. dS's two-slot ring already
+# keeps a block's tile until both shares of it are done. dK and dV are unchanged (the same
+# products, bitwise: GPU test); dQ's sums come in another order. ptxas spills more scalars in the
+# loop (tests/kernels/test_attention_gluon_backward.py). Measured on the H200 (thirty-third
+# session, bench/attention_gluon_backward_lag.py, forward+backward device µs, settings taking
+# turns, runs 1 / 2 / 5; same -> lag): at width 64 (head_dim 40-64) faster in every call in both
+# runs, hd48 s4096 not causal -5.2 / -5.8 % (0.99 -> 1.04-1.05x cuDNN), hd40 GQA 4:1 s512 -5.7 %
+# (run 2), hd48 GQA 8:1 s1024 -4.8 %, hd56 s512 -2.9 / -4.0 % (0.96-0.99 -> 1.00-1.02), hd64
+# s2048 -3.6 %, hd64 s16384 -2.3 / -3.6 %, hd40 causal s4096 -1.2 / -3.5 %. At width 128 (head_dim
+# 72-128) causal a little faster: hd104 s16384 -0.3 / -2.4 / -2.2 %, hd128 GQA 4:1 s8192 -1.9 /
+# -0.8 / -1.5 %, hd128 s512 -1.0 / -0.9 / -0.7 %, hd112 s512 -0.2 / -0.7 / -0.6 %, hd80 GQA 8:1
+# s8192 -1.2 / -0.8 / +0.2 %, hd88 s1024 level; not causal hd128 s4096 +0.6 / +1.3 / +1.2 % slower
+# in all three runs (hd72 GQA 4:1 s8192 -3.0 / +0.8 %, hd120 GQA 8:1 s8192 -2.3 / -1.2 %). Two
+# identical settings were up to 1.6 % apart in runs 2 and 5 (3.7 % in run 1). Empty: each
 # block's share in its own step everywhere (benches' A/B).
-DQ_SHARE_LAG = (64,)
+DQ_SHARE_LAG = {64: (True, True), 128: (True, False)}
 
 
 @triton.constexpr_function
@@ -152,6 +156,11 @@ def column_parts(first, end) -> tuple:
             parts.append((first, width))
             first += width
     return tuple(parts)
+
+
+def lags_dq_share(width: int, causal: bool) -> bool:
+    """Whether the kernel summing dQ at this width computes each dQ share a block late (DQ_SHARE_LAG)."""
+    return DQ_SHARE_LAG.get(width, (False, False))[0 if causal else 1]
 
 
 def columns(head_dim: int, causal: bool) -> int:
@@ -698,7 +707,8 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         _dq_descriptor(_placeholder(q.device, width) if dq_sum is None else dq_sum, width // 2, rows),
         seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads, softmax_scale * attention_gluon.LOG2_E,
         softmax_scale, HEAD_DIM=width, CAUSAL=causal, ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS,
-        COLUMNS=columns(head_dim, causal), LAG=dq_sum is not None and width in DQ_SHARE_LAG, num_warps=4,
+        COLUMNS=columns(head_dim, causal), LAG=dq_sum is not None and lags_dq_share(width, causal),
+        num_warps=4,
         maxnreg=MAX_REGISTERS)
     return dk, dv
 
@@ -712,7 +722,7 @@ def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch
         return attention_gluon_backward_wide.compile_sm90(causal, atomic_dq, dtype, columns=on_columns or WIDE_WIDTH)
     return compile_dkdv_kernel(_attention_backward_dkdv_ws_kernel, width, causal, atomic_dq, dtype, width // 2,
                                LONGEST_FIRST_HEADS, query_rows(width), columns=on_columns or width,
-                               lag=atomic_dq and (width in DQ_SHARE_LAG if lag is None else lag))
+                               lag=atomic_dq and (lags_dq_share(width, causal) if lag is None else lag))
 
 
 def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype: torch.dtype, dq_columns: int,

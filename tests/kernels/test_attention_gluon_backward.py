@@ -64,16 +64,18 @@ ATOMIC_CASES += [(width, causal, True, columns) for width, columns in attention_
 # and dPᵀ per thread. Measured on the H200 with them (docs/benchmarks.md, seventeenth session):
 # the dK/dV kernel up to 22 % faster than with 64-query blocks, these spills included (level at
 # 512 keys summing dQ).
-# Summing dQ at width 64, each dQ share a block late (attention_gluon_backward.DQ_SHARE_LAG,
-# thirty-third session: 19 -> 52 causal, 12 -> 33 not causal, measured faster with them all the
-# same), and a few 64-bit ones (LOCAL_PAIRS_IN_LOOP).
-LOCAL_SCALARS_IN_LOOP = {(64, True, False): 2, (64, True, True): 52, (64, False, True): 33, (128, True, True): 26,
-                         # on 48 of width 64's columns (NARROW_COLUMNS)
-                         (64, True, True, 48): 39, (64, False, True, 48): 7}
-# Distinct 64-bit local accesses inside the loops at width 64 summing dQ (values stored before the
-# loop and read back in it): a pair of scalars each. Never wider, and never as many as an
-# accumulator (Sᵀ and dPᵀ hold 64 registers a thread each, dK and dV 32) would take.
-LOCAL_PAIRS_IN_LOOP = {(64, True, True): 1, (64, False, True): 1, (64, True, True, 48): 2, (64, False, True, 48): 1}
+# Summing dQ at width 64 and causal at 128, each dQ share a block late
+# (attention_gluon_backward.DQ_SHARE_LAG, thirty-third session: 19 -> 52 at 64 causal, 12 -> 33 not
+# causal, 26 -> 48 at 128 causal, measured faster with them all the same), and a few 64-bit ones
+# (LOCAL_PAIRS_IN_LOOP).
+LOCAL_SCALARS_IN_LOOP = {(64, True, False): 2, (64, True, True): 52, (64, False, True): 33, (128, True, True): 48,
+                         # on 48 of width 64's columns, 96 of 128's (NARROW_COLUMNS)
+                         (64, True, True, 48): 39, (64, False, True, 48): 7, (128, True, True, 96): 21}
+# Distinct 64-bit local accesses inside the loops where the shares lag (values stored before the
+# loop and read back in it, one re-stored at width 128): a pair of scalars each. Never wider, and
+# never as many as an accumulator (Sᵀ, dPᵀ, dK and dV hold 32-64 registers a thread each) would take.
+LOCAL_PAIRS_IN_LOOP = {(64, True, True): 1, (64, False, True): 1, (128, True, True): 3, (64, True, True, 48): 2,
+                       (64, False, True, 48): 1, (128, True, True, 96): 4}
 
 # Width 256: attention_gluon_backward_wide's kernel (backward_dkdv hands it that width), computing on
 # 256, 224, 192 or 160 columns (attention_gluon_backward_wide.columns).
@@ -119,8 +121,9 @@ def test_summing_dq_compiles_for_sm90_within_shared_memory(case, compiled_sm90):
     assert row["shared"] <= 232448
     # dK, dV and the dQ share stay in registers; ptxas reloads scalars inside the loop
     # (LOCAL_SCALARS_IN_LOOP; at width 128, causal, 9 since the causal programs run heaviest first,
-    # LONGEST_FIRST_HEADS, 26 since the causal mask is skipped where no key is masked). The loops
-    # are not counted here: the barrier waits between the products leave more label-to-branch spans.
+    # LONGEST_FIRST_HEADS, 26 since the causal mask is skipped where no key is masked, 48 since the
+    # dQ shares lag a block). The loops are not counted here: the barrier waits between the
+    # products leave more label-to-branch spans.
     local = set(row["local_in_loop"])
     assert len(local) <= LOCAL_SCALARS_IN_LOOP.get(tuple(case), 0), row["local_in_loop"]
     assert not [line for line in local if ".128" in line], row["local_in_loop"]
@@ -807,12 +810,22 @@ def test_gpu_wide_kernel_kv_each_block_changes_no_bit(head_dim, causal, heads, k
 def test_gpu_dq_share_a_block_late_changes_no_bit_of_dk_dv(head_dim, causal, heads, kv_heads, seq, dtype,
                                                            monkeypatch):
     """Summing dQ, each warpgroup's dQ share of a block computed in the next block's step
-    (DQ_SHARE_LAG: shipped at width 64, measured at 128 too) or in its own: dK and dV come from the
+    (DQ_SHARE_LAG: shipped at width 64 and causal at 128) or in its own: dK and dV come from the
     same products, bitwise the same with the Triton dQ and summing; the summed dQ (each share once,
     the last block's after the loop) against float32. Widths 64 and 128, on fewer columns too, one
     block a program (64 keys), ragged lengths, GQA."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     _settings_change_no_bit(
-        ((64, 128), ()), lambda widths: monkeypatch.setattr(attention_gluon_backward, "DQ_SHARE_LAG", widths),
+        ({64: (True, True), 128: (True, True)}, {}),
+        lambda lag: monkeypatch.setattr(attention_gluon_backward, "DQ_SHARE_LAG", lag),
         head_dim, causal, heads, kv_heads, seq, dtype)
+
+
+@pytest.mark.parametrize("width, causal, expected", [(64, True, True), (64, False, True), (128, True, True),
+                                                      (128, False, False), (32, True, False), (256, True, False)])
+def test_dq_shares_lag_where_measured_faster(width, causal, expected):
+    """Summing dQ, the shares lag a block at width 64 and in causal calls at 128 (DQ_SHARE_LAG's
+    runs: not causal at 128 was slower at hd128 s4096 in three runs); not at widths that do not
+    sum dQ here (32) or run the wide kernel (256)."""
+    assert attention_gluon_backward.lags_dq_share(width, causal) is expected
