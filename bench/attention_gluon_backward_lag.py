@@ -3,7 +3,8 @@ in the next block's step ("lag": attention_gluon_backward.DQ_SHARE_LAG at widths
 causal or not; shipped at 64, and at 128 in causal calls) or in the block's own ("same", as
 before the thirty-third session). "same-again" repeats "same" in the same turns: how far two
 identical settings land apart is the run's noise. Forward+backward through flash_attention
-(deterministic=False), cuDNN beside them, on Hopper; the settings take turns (attention_ab's loop). The forward is the same in every setting.
+(deterministic=False), cuDNN beside them, on Hopper; the settings take turns (attention_ab's
+loop). The forward is the same in every setting.
 
     PYTHONPATH=. python3 bench/attention_gluon_backward_lag.py [--rounds 3] [--shapes hd56-s512 ...] [--settings lag same ...] [--out FILE]
 """
