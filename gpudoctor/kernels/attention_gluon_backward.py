@@ -20,8 +20,9 @@ delta comes from a Triton kernel (attention.py) run first, dQ from the Triton dQ
 into one shared [128 keys x the block's queries] tile per block (dK's A operand then comes from
 there, not registers), and once both halves are there computes half of dQ's columns over all 128
 keys and adds them by one TMA reduce-add. The two consumers then meet at every block (the tile's
-"full"/"empty" barriers) instead of running independently. Loads and stores use
-attention_gluon's 4-D TMA descriptors: rows past a sequence's end are zero-filled (their lse is
+"full"/"empty" barriers) instead of running independently; where DQ_SHARE_LAG says, a block's
+share is computed in the next block's step, so that each finds the other's half already there.
+Loads and stores use attention_gluon's 4-D TMA descriptors: rows past a sequence's end are zero-filled (their lse is
 read as +inf, so their Pᵀ is 0) and dK/dV rows past seq_k are clipped on store.
 """
 
@@ -708,8 +709,7 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads, softmax_scale * attention_gluon.LOG2_E,
         softmax_scale, HEAD_DIM=width, CAUSAL=causal, ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS,
         COLUMNS=columns(head_dim, causal), LAG=dq_sum is not None and lags_dq_share(width, causal),
-        num_warps=4,
-        maxnreg=MAX_REGISTERS)
+        num_warps=4, maxnreg=MAX_REGISTERS)
     return dk, dv
 
 
