@@ -22,8 +22,9 @@ there, not registers), and once both halves are there computes half of dQ's colu
 keys and adds them by one TMA reduce-add. The two consumers then meet at every block (the tile's
 "full"/"empty" barriers) instead of running independently; where DQ_SHARE_LAG says, a block's
 share is computed in the next block's step, so that each finds the other's half already there.
-Loads and stores use attention_gluon's 4-D TMA descriptors: rows past a sequence's end are zero-filled (their lse is
-read as +inf, so their Pᵀ is 0) and dK/dV rows past seq_k are clipped on store.
+Loads and stores use attention_gluon's 4-D TMA descriptors: rows past a sequence's end are
+zero-filled (their lse is read as +inf, so their Pᵀ is 0) and dK/dV rows past seq_k are clipped on
+store.
 """
 
 from __future__ import annotations
