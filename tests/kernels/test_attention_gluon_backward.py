@@ -58,16 +58,16 @@ COMPILE_CASES += [(width, causal, False, columns) for width, columns in attentio
 ATOMIC_CASES += [(width, causal, True, columns) for width, columns in attention_gluon_backward.NARROW_COLUMNS.items()
                  for causal in (True, False)]
 
-# Distinct 32-bit local-memory accesses (spilled scalars: indices, addresses, barrier phases)
-# inside the main loops, read from the SASS; none elsewhere, and never an accumulator (a 64- or
-# 128-bit access). Width 64 runs 128-query blocks (QUERY_ROWS): 64 + 64 float32 registers of Sᵀ
+# Distinct local-memory accesses (spilled scalars: indices, addresses, barrier phases) inside the
+# main loops, read from the SASS; none elsewhere, never a 128-bit one, and 64-bit ones only as
+# LOCAL_PAIRS_IN_LOOP allows (no accumulator). Width 64 runs 128-query blocks (QUERY_ROWS): 64 + 64 float32 registers of Sᵀ
 # and dPᵀ per thread. Measured on the H200 with them (docs/benchmarks.md, seventeenth session):
 # the dK/dV kernel up to 22 % faster than with 64-query blocks, these spills included (level at
 # 512 keys summing dQ).
 # Summing dQ at width 64 and causal at 128, each dQ share a block late
 # (attention_gluon_backward.DQ_SHARE_LAG, thirty-third session: 19 -> 52 at 64 causal, 12 -> 33 not
-# causal, 26 -> 48 at 128 causal, measured faster with them all the same), and a few 64-bit ones
-# (LOCAL_PAIRS_IN_LOOP).
+# causal, 26 -> 48 at 128 causal; on 48 columns 16 -> 39 causal, 5 -> 7 not causal; on 96 causal
+# 0 -> 21; measured faster with them all the same), and a few 64-bit ones (LOCAL_PAIRS_IN_LOOP).
 LOCAL_SCALARS_IN_LOOP = {(64, True, False): 2, (64, True, True): 52, (64, False, True): 33, (128, True, True): 48,
                          # on 48 of width 64's columns, 96 of 128's (NARROW_COLUMNS)
                          (64, True, True, 48): 39, (64, False, True, 48): 7, (128, True, True, 96): 21}
@@ -812,8 +812,9 @@ def test_gpu_dq_share_a_block_late_changes_no_bit_of_dk_dv(head_dim, causal, hea
     """Summing dQ, each warpgroup's dQ share of a block computed in the next block's step
     (DQ_SHARE_LAG: shipped at width 64 and causal at 128) or in its own: dK and dV come from the
     same products, bitwise the same with the Triton dQ and summing; the summed dQ (each share once,
-    the last block's after the loop) against float32. Widths 64 and 128, on fewer columns too, one
-    block a program (64 keys), ragged lengths, GQA."""
+    the last block's after the loop) against float32. Widths 64 and 128, on fewer columns too,
+    programs of one block (the last key programs of hd96 s300 causal) and of a few (64 keys, GQA
+    4:1), ragged lengths, GQA."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     _settings_change_no_bit(
@@ -826,6 +827,6 @@ def test_gpu_dq_share_a_block_late_changes_no_bit_of_dk_dv(head_dim, causal, hea
                                                       (128, False, False), (32, True, False), (256, True, False)])
 def test_dq_shares_lag_where_measured_faster(width, causal, expected):
     """Summing dQ, the shares lag a block at width 64 and in causal calls at 128 (DQ_SHARE_LAG's
-    runs: not causal at 128 was slower at hd128 s4096 in three runs); not at widths that do not
-    sum dQ here (32) or run the wide kernel (256)."""
+    runs: not causal at 128 was slower at hd128 s4096 in three runs); not at width 32 (which
+    flash_attention's routing never has sum dQ: not measured) or 256 (the wide kernel)."""
     assert attention_gluon_backward.lags_dq_share(width, causal) is expected
