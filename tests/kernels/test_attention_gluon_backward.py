@@ -60,10 +60,10 @@ ATOMIC_CASES += [(width, causal, True, columns) for width, columns in attention_
 
 # Distinct local-memory accesses (spilled scalars: indices, addresses, barrier phases) inside the
 # main loops, read from the SASS; none elsewhere, never a 128-bit one, and 64-bit ones only as
-# LOCAL_PAIRS_IN_LOOP allows (no accumulator). Width 64 runs 128-query blocks (QUERY_ROWS): 64 + 64 float32 registers of Sᵀ
-# and dPᵀ per thread. Measured on the H200 with them (docs/benchmarks.md, seventeenth session):
-# the dK/dV kernel up to 22 % faster than with 64-query blocks, these spills included (level at
-# 512 keys summing dQ).
+# LOCAL_PAIRS_IN_LOOP allows (no accumulator). Width 64 runs 128-query blocks (QUERY_ROWS): 64 +
+# 64 float32 registers of Sᵀ and dPᵀ per thread. Measured on the H200 with them
+# (docs/benchmarks.md, seventeenth session): the dK/dV kernel up to 22 % faster than with
+# 64-query blocks, these spills included (level at 512 keys summing dQ).
 # Summing dQ at width 64 and causal at 128, each dQ share a block late
 # (attention_gluon_backward.DQ_SHARE_LAG, thirty-third session: 19 -> 52 at 64 causal, 12 -> 33 not
 # causal, 26 -> 48 at 128 causal; on 48 columns 16 -> 39 causal, 5 -> 7 not causal; on 96 causal
