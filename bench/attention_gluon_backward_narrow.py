@@ -1,10 +1,14 @@
-"""The Gluon backward at head_dim 72-96 on 96 of width 128's columns
+"""The Gluon backward at head_dim 72-96 on 96 of width 128's columns and 104-112 on 112
 (attention_gluon_backward.NARROW_COLUMNS) or on all 128; head_dim 80 summing dQ in that kernel
 (attention.GLUON_SUMMED_DQ_HEAD_DIMS) or in the Triton backward's 64 + 16 columns; head_dim 40-48 on
 48 of width 64's columns (32 + 16) or on all 64. Settings: "n96-hd80" (96 columns, hd80 in the
 Gluon kernel: shipped in the thirty-first session until n48), "n96" (96 columns, hd80 in the Triton
 backward), "n128" (as before that session), "n48" (n96-hd80 and 48 columns at width 64 in causal
-calls: shipped since later in that session), "n48-all" (48 columns causal or not).
+calls: shipped from later in that session until n112), "n48-all" (48 columns causal or not),
+"n112" (n48 and head_dim 104-112 on 112 columns: the score products contract over 64 + 32 + 16, dK and
+dV on all 128, attention_gluon_backward.gradient_parts: thirty-fourth session),
+"n112-same" (n112 with each dQ share in its own block at width 128, attention_gluon_backward.DQ_SHARE_LAG,
+for causal calls: ptxas spills more scalars on 112 columns with the lag).
 Forward+backward through flash_attention (deterministic=False: the Gluon kernel sums dQ), cuDNN
 beside them, on Hopper; the settings take turns (attention_ab's loop). The forward is the same in
 every setting (its spread is the noise).
@@ -50,10 +54,25 @@ SHAPES = (
     ("hd40-gqa8-s16384-c", 1, 32, 4, 16384, 40, True, "fp16"),
     ("hd40-s4096-c", 4, 32, 32, 4096, 40, True, "bf16"),
     ("hd48-gqa4-s1024-c", 16, 32, 8, 1024, 48, True, "bf16"),
+    # head_dim 104-112 (n112, n112-same): the matrix's forward+backward cells under 1.00x in the
+    # thirty-first to thirty-third sessions (hd112 s16384 and s4096 GQA 4:1 not causal, s512
+    # causal) and their neighbours
+    ("hd112-gqa4-s16384", 1, 32, 8, 16384, 112, False, "fp16"),
+    ("hd112-gqa4-s4096", 4, 32, 8, 4096, 112, False, "bf16"),
+    ("hd112-s512-c", 32, 32, 32, 512, 112, True, "fp16"),
+    ("hd104-s8192", 2, 32, 32, 8192, 104, False, "bf16"),
+    ("hd104-s16384-c", 1, 32, 32, 16384, 104, True, "bf16"),
+    ("hd112-gqa8-s8192-c", 2, 32, 4, 8192, 112, True, "fp16"),
+    ("hd104-gqa8-s1024", 16, 32, 4, 1024, 104, False, "bf16"),
+    ("hd112-s2048-c", 8, 32, 32, 2048, 112, True, "bf16"),
 )
-# (the narrow kernel's NARROW_COLUMNS, whether head_dim 80 sums dQ in it, NARROW_CAUSAL_ONLY) by setting
-SETTINGS = {"n96-hd80": ({128: 96}, True, {64}), "n96": ({128: 96}, False, {64}), "n128": ({}, False, {64}),
-            "n48": ({64: 48, 128: 96}, True, {64}), "n48-all": ({64: 48, 128: 96}, True, set())}
+# (the narrow kernel's NARROW_COLUMNS, whether head_dim 80 sums dQ in it, NARROW_CAUSAL_ONLY, whether
+# the dQ shares lag at width 128 in causal calls) by setting
+SETTINGS = {"n96-hd80": ({128: (96,)}, True, {64}, True), "n96": ({128: (96,)}, False, {64}, True),
+            "n128": ({}, False, {64}, True), "n48": ({64: (48,), 128: (96,)}, True, {64}, True),
+            "n48-all": ({64: (48,), 128: (96,)}, True, set(), True),
+            "n112": ({64: (48,), 128: (96, 112)}, True, {64}, True),
+            "n112-same": ({64: (48,), 128: (96, 112)}, True, {64}, False)}
 
 
 def main(argv=None) -> int:
@@ -61,16 +80,18 @@ def main(argv=None) -> int:
         from gpudoctor.kernels import attention, attention_gluon_backward
 
         shipped = (attention_gluon_backward.NARROW_COLUMNS, attention.GLUON_SUMMED_DQ_HEAD_DIMS,
-                   attention_gluon_backward.NARROW_CAUSAL_ONLY)
+                   attention_gluon_backward.NARROW_CAUSAL_ONLY, attention_gluon_backward.DQ_SHARE_LAG)
 
         def apply(label):  # None: as shipped
             if label is None:
-                narrow, summed, causal_only = shipped
+                narrow, summed, causal_only, lag = shipped
             else:
-                narrow, hd80, causal_only = SETTINGS[label]
+                narrow, hd80, causal_only, causal_lag = SETTINGS[label]
                 summed = tuple(sorted({*shipped[1], 80} if hd80 else set(shipped[1]) - {80}))
+                lag = {**shipped[3], 128: (causal_lag, shipped[3].get(128, (False, False))[1])}
             attention_gluon_backward.NARROW_COLUMNS = narrow
             attention_gluon_backward.NARROW_CAUSAL_ONLY = causal_only
+            attention_gluon_backward.DQ_SHARE_LAG = lag
             set_routing(attention, "GLUON_SUMMED_DQ_HEAD_DIMS", summed)
 
         return apply

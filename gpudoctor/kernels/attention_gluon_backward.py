@@ -90,10 +90,11 @@ QUERY_ROWS = {64: 128}
 # 256 to attention_gluon_backward_wide. Both kernels can sum dQ.
 WIDTHS = (32, 64, 128)
 WIDE_WIDTH = 256
-# Head dims computed on fewer of a width's columns (columns): 72-96 on 96 of width 128's (the
-# score products contract over 64 + 32 columns, dK and dV are two accumulators a warpgroup, of 64
-# and 32 columns; dQ's shares stay 64 columns each, past head_dim zeros clipped on the
-# reduce-add); 40-48 on 48 of width 64's (32 + 16) in causal calls (NARROW_CAUSAL_ONLY). The loads
+# Head dims computed on fewer of a width's columns (columns: the fewest that hold head_dim): 72-96
+# on 96 of width 128's (the score products contract over 64 + 32 columns, dK and dV are two
+# accumulators a warpgroup, of 64 and 32 columns; dQ's shares stay 64 columns each, past head_dim
+# zeros clipped on the reduce-add); 40-48 on 48 of width 64's (32 + 16) in causal calls
+# (NARROW_CAUSAL_ONLY). The loads
 # and tiles stay at the width, zero-filled past head_dim, so dK and dV are those of the whole
 # width. As the forward's widths 48 and 96 (attention_gluon.SPLIT) and the wide kernel's
 # NARROW_COLUMNS. Measured on the H200 (thirty-first session, bench/attention_gluon_backward_narrow.py,
@@ -104,9 +105,16 @@ WIDE_WIDTH = 256
 # -5.6 %, hd72 causal GQA 8:1 s16384 -2.5 / -4.6 %. 64 -> 48 columns (runs 4 / 5): causal hd48
 # s2048 -3.7 / -2.7 %, hd48 s8192 -2.8 / -3.6 %, hd40 s4096 (run 5) -3.1 %, hd40 GQA 8:1 s16384
 # -1.1 / -0.2 %, hd48 GQA 8:1 s512 level / level, hd48 GQA 4:1 s1024 (run 5) +0.4 %; not causal
-# level (run 4: hd48 s4096 +0.4 %, hd40 GQA 8:1 s8192 and GQA 4:1 s512 -0.1 / -0.3 %). Empty:
-# every head_dim at its width (benches' A/B).
-NARROW_COLUMNS = {64: 48, 128: 96}
+# level (run 4: hd48 s4096 +0.4 %, hd40 GQA 8:1 s8192 and GQA 4:1 s512 -0.1 / -0.3 %). And 104-112
+# on 112 of width 128's (thirty-fourth session): the score products contract over 64 + 32 + 16
+# columns, dK and dV stay whole (gradient_parts). 128 -> 112 (runs 2 / 3, forward+backward device
+# µs, settings taking turns): hd104 causal s16384 -3.9 / -2.6 %, hd112 GQA 4:1 s16384 -2.4 / -0.6 %
+# (0.96 -> 0.99x cuDNN in run 2), hd112 causal s512 -1.8 / -1.5 %, hd112 causal s2048 +0.5 / -2.8 %,
+# hd104 s8192 -3.3 / +0.4 %, hd104 GQA 8:1 s1024 +2.2 / -2.3 %, hd112 causal GQA 8:1 s8192 +0.2 /
+# -1.8 %, hd112 GQA 4:1 s4096 level / -0.7 %: 1.0 / 1.5 % faster on average. With dK and dV on 112
+# too (a third product 16 columns wide, run 1) it was 0.5-4 % slower in five of eight. Empty: every
+# head_dim at its width (benches' A/B).
+NARROW_COLUMNS = {64: (48,), 128: (96, 112)}
 # Widths whose NARROW_COLUMNS only causal calls take (benches' A/B empty it).
 NARROW_CAUSAL_ONLY = {64}
 # As attention_gluon: 12 warps x 32 x 168 fit the SM's 64 K registers; setmaxnreg then moves them
@@ -145,6 +153,20 @@ LONGEST_FIRST_HEADS = 8
 # identical settings were up to 1.6 % apart in runs 2 and 5 (3.7 % in run 1). Empty: each
 # block's share in its own step everywhere (benches' A/B).
 DQ_SHARE_LAG = {64: (True, True), 128: (True, False)}
+# The swizzle of the float32 tile each dQ share is staged in for its TMA reduce-add (also the wide
+# kernel's): None, NVMMASharedLayout's default (128 bytes from width 64 on). A wgmma accumulator stores 8 bytes a lane, 4
+# lanes a row, 8 rows a warp; a half-warp (the unit of a 64-bit shared store) covers 4 rows, whose
+# 32 bytes each this swizzle maps onto the same 4 of its 8 16-byte chunks, so every store takes
+# twice the wavefronts it needs. Nsight Compute (thirty-fourth session, run 2, hd128 s4096 not
+# causal, b4 h32 bf16, the dK/dV kernel's source counters): 135.3 M shared wavefronts of an ideal
+# 68.2 M, 16.7 % of the kernel's (the products' operand reads: 70.5 %). The 32-byte swizzle maps
+# the 4 rows onto distinct chunks (8-column TMA boxes, 8 reduce-adds a share), but measured level
+# (bench/attention_gluon_backward_dq_swizzle.py, forward+backward device µs, 128 / 32 / 128 again
+# taking turns, run 3: 11 of 12 calls at widths 64-256 within the noise, hd128 s4096 not causal
+# 7480 / 7517 / 7436, hd64 s16384 16785 / 16428 / 16836) and ptxas spills more scalars with it
+# in some kernels (the wide one summing dQ at 256 columns, causal: 12 -> 15 in the loop): so the
+# wasted wavefronts are not what bounds these kernels, and the default stays. 32: benches' A/B.
+DQ_SWIZZLE_BYTES: int | None = None
 
 
 @triton.constexpr_function
@@ -160,6 +182,18 @@ def column_parts(first, end) -> tuple:
     return tuple(parts)
 
 
+@triton.constexpr_function
+def gradient_parts(columns, width) -> tuple:
+    """The column parts of dK's and dV's products computing on ``columns`` of ``width``: those of
+    the fewest columns from ``columns`` on that column_parts splits in at most two (on 112 columns
+    all 128: a third product 16 columns wide measured slower than the columns it saves). The
+    score products contract over ``columns`` all the same."""
+    columns = int(columns)
+    while len(column_parts(0, columns)) > 2 and columns < int(width):
+        columns += 16
+    return column_parts(0, columns)
+
+
 def lags_dq_share(width: int, causal: bool) -> bool:
     """Whether the kernel summing dQ at this width computes each dQ share a block late (DQ_SHARE_LAG)."""
     return DQ_SHARE_LAG.get(width, (False, False))[0 if causal else 1]
@@ -167,12 +201,12 @@ def lags_dq_share(width: int, causal: bool) -> bool:
 
 def columns(head_dim: int, causal: bool) -> int:
     """The columns this kernel computes on at this head_dim (its tiles are kernel_width wide): the
-    width's NARROW_COLUMNS where they hold head_dim (and the call is causal where
-    NARROW_CAUSAL_ONLY says), else the width."""
+    fewest of the width's NARROW_COLUMNS that hold head_dim (where the call is causal, if
+    NARROW_CAUSAL_ONLY names the width), else the width."""
     width = attention_gluon.kernel_width(head_dim)
-    narrow = NARROW_COLUMNS.get(width)
-    taken = narrow is not None and head_dim <= narrow and (causal or width not in NARROW_CAUSAL_ONLY)
-    return narrow if taken else width
+    if not causal and width in NARROW_CAUSAL_ONLY:
+        return width
+    return min((narrow for narrow in NARROW_COLUMNS.get(width, ()) if head_dim <= narrow), default=width)
 
 
 if attention_gluon.available():
@@ -380,7 +414,7 @@ if attention_gluon.available():
     def _dkdv_block(dk, dv, my_k, my_v, q, do, lse_row, delta_row, qk_scale, dq_parts, diagonal, lagging, lags,
                     WARPGROUP: gl.constexpr, DIAGONAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
                     s_layout: gl.constexpr, COLUMNS: gl.constexpr, LAG: gl.constexpr):
-        """dK and dV (their parts: column_parts of COLUMNS) of one warpgroup's 64 key rows plus one
+        """dK and dV (their parts: gradient_parts of COLUMNS) of one warpgroup's 64 key rows plus one
         block of queries' share. DIAGONAL: query i of the block sees its keys up to i + diagonal
         (causal: the block's first query row less the warpgroup's first key row). Summing dQ, the
         warpgroup's dQ share of this block (dq_parts), or with LAG of the block before where there
@@ -388,12 +422,13 @@ if attention_gluon.available():
         buffers, barriers and scalars, and that block's index, as _dq_parts takes them)."""
         dtype: gl.constexpr = q.dtype
         BLOCK_M: gl.constexpr = q.shape[0]
-        PARTS: gl.constexpr = column_parts(0, COLUMNS)
+        PARTS: gl.constexpr = gradient_parts(COLUMNS, q.shape[1])
         column_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
         zero_scores = gl.zeros([64, BLOCK_M], gl.float32, s_layout)
         scores_t = _product_over_columns(my_k, q, zero_scores, COLUMNS)
         dprobs_t = _product_over_columns(my_v, do, zero_scores, COLUMNS)
-        scores_t = warpgroup_mma_wait(len(PARTS), deps=(scores_t,))  # dPᵀ's products still run
+        # dPᵀ's products (a wgmma group a part of the columns) still run
+        scores_t = warpgroup_mma_wait(len(column_parts(0, COLUMNS)), deps=(scores_t,))
         probs_t = gl.exp2(scores_t * qk_scale - lse_row.load(column_layout)[None, :])
         if DIAGONAL and ATOMIC_DQ:
             # Summing dQ, causal, every block comes here (_dkdv_consumer), but only those crossing
@@ -444,7 +479,7 @@ if attention_gluon.available():
         BLOCK_M: gl.constexpr = q_desc.block_type.shape[2]
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, BLOCK_M, 16])
-        PARTS: gl.constexpr = column_parts(0, COLUMNS)
+        PARTS: gl.constexpr = gradient_parts(COLUMNS, HEAD_DIM)
 
         my_start = start_n + WARPGROUP * ROWS
         my_k = _tile(k_smem, WARPGROUP, ROWS, HEAD_DIM)
@@ -652,8 +687,10 @@ def query_rows(width: int) -> int:
 @functools.lru_cache(maxsize=None)
 def _dq_layout(rows: int, columns: int):
     # One reduce-add's box: a block's rows of ``columns`` (here a warpgroup's share, half of dQ's
-    # columns: _dq_share; in the wide kernel a 64-column chunk).
-    return gl.NVMMASharedLayout.get_default_for([rows, columns], gl.float32)
+    # columns: _dq_share; in the wide kernel a 64-column chunk), swizzled as DQ_SWIZZLE_BYTES says.
+    if DQ_SWIZZLE_BYTES is None:
+        return gl.NVMMASharedLayout.get_default_for([rows, columns], gl.float32)
+    return gl.NVMMASharedLayout(swizzle_byte_width=DQ_SWIZZLE_BYTES, element_bitwidth=32, rank=2)
 
 
 def _dq_descriptor(dq_sum: torch.Tensor, columns: int, rows: int = BLOCK_M):

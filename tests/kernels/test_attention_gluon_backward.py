@@ -1,5 +1,5 @@
 """The warp-specialized Gluon dK/dV kernels on Hopper (gpudoctor.kernels.attention_gluon_backward,
-on all of its width's columns or on 96 of 128's and 48 of 64's, and attention_gluon_backward_wide at
+on all of its width's columns or on 96 or 112 of 128's and 48 of 64's, and attention_gluon_backward_wide at
 width 256, on 256, 224, 192 or 160 columns).
 
 CPU (CI): the kernels compile for sm90 at every width they run at, with no local-memory traffic
@@ -52,11 +52,11 @@ print(json.dumps(rows))
 COMPILE_CASES = [(width, causal, False) for width in attention_gluon_backward.WIDTHS for causal in (True, False)]
 # With dQ summed in the kernel (gluon_atomic_dq): every width, causal or not.
 ATOMIC_CASES = [(width, causal, True) for width in attention_gluon_backward.WIDTHS for causal in (True, False)]
-# Head dims 72-96 on 96 of width 128's columns, 40-48 on 48 of width 64's (attention_gluon_backward.NARROW_COLUMNS).
-COMPILE_CASES += [(width, causal, False, columns) for width, columns in attention_gluon_backward.NARROW_COLUMNS.items()
-                  for causal in (True, False)]
-ATOMIC_CASES += [(width, causal, True, columns) for width, columns in attention_gluon_backward.NARROW_COLUMNS.items()
-                 for causal in (True, False)]
+# Head dims 72-96 on 96 of width 128's columns, 104-112 on 112, 40-48 on 48 of width 64's
+# (attention_gluon_backward.NARROW_COLUMNS).
+NARROW_CASES = [(width, columns) for width, narrow in attention_gluon_backward.NARROW_COLUMNS.items() for columns in narrow]
+COMPILE_CASES += [(width, causal, False, columns) for width, columns in NARROW_CASES for causal in (True, False)]
+ATOMIC_CASES += [(width, causal, True, columns) for width, columns in NARROW_CASES for causal in (True, False)]
 
 # Distinct local-memory accesses (spilled scalars: indices, addresses, barrier phases) inside the
 # main loops, read from the SASS; none elsewhere, never a 128-bit one, and 64-bit ones only as
@@ -67,15 +67,17 @@ ATOMIC_CASES += [(width, causal, True, columns) for width, columns in attention_
 # Summing dQ at width 64 and causal at 128, each dQ share a block late
 # (attention_gluon_backward.DQ_SHARE_LAG, thirty-third session: 19 -> 52 at 64 causal, 12 -> 33 not
 # causal, 26 -> 48 at 128 causal; on 48 columns 16 -> 39 causal, 5 -> 7 not causal; on 96 causal
-# 0 -> 21; measured faster with them all the same), and a few 64-bit ones (LOCAL_PAIRS_IN_LOOP).
+# 0 -> 21, on 112 causal 16 -> 67; measured faster with them all the same), and a few 64-bit ones
+# (LOCAL_PAIRS_IN_LOOP). On 112 columns not causal 4 without the lag.
 LOCAL_SCALARS_IN_LOOP = {(64, True, False): 2, (64, True, True): 52, (64, False, True): 33, (128, True, True): 48,
-                         # on 48 of width 64's columns, 96 of 128's (NARROW_COLUMNS)
-                         (64, True, True, 48): 39, (64, False, True, 48): 7, (128, True, True, 96): 21}
+                         # on 48 of width 64's columns, 96 and 112 of 128's (NARROW_COLUMNS)
+                         (64, True, True, 48): 39, (64, False, True, 48): 7, (128, True, True, 96): 21,
+                         (128, True, True, 112): 67, (128, False, True, 112): 4}
 # Distinct 64-bit local accesses inside the loops where the shares lag (values stored before the
 # loop and read back in it, one re-stored at width 128): a pair of scalars each. Never wider, and
 # never as many as an accumulator (Sᵀ, dPᵀ, dK and dV hold 32-64 registers a thread each) would take.
 LOCAL_PAIRS_IN_LOOP = {(64, True, True): 1, (64, False, True): 1, (128, True, True): 3, (64, True, True, 48): 2,
-                       (64, False, True, 48): 1, (128, True, True, 96): 4}
+                       (64, False, True, 48): 1, (128, True, True, 96): 4, (128, True, True, 112): 7}
 
 # Width 256: attention_gluon_backward_wide's kernel (backward_dkdv hands it that width), computing on
 # 256, 224, 192 or 160 columns (attention_gluon_backward_wide.columns).
@@ -105,8 +107,11 @@ def test_compiles_for_sm90_without_local_memory_in_the_loop(case, compiled_sm90)
     assert ["inc", "240"] in row["setmaxnreg"] and ["dec", "24"] in row["setmaxnreg"]
     # Sᵀ waited for while dPᵀ still runs, dPᵀ while dV's products run: the overlap it exists for
     # (on fewer columns than the width, a wgmma group a part of the columns), then for all.
+    # On 112 columns dK's and dV's products run on all 128 (gradient_parts): one group each.
     columns = case[3] if len(case) > 3 else case[0]
-    assert row["waits"] == ["0", str(len(attention_gluon_backward.column_parts(0, columns)))], row["waits"]
+    pending = {len(attention_gluon_backward.column_parts(0, columns)),
+               len(attention_gluon_backward.gradient_parts(columns, case[0]))}
+    assert row["waits"] == sorted(map(str, {0} | pending)), row["waits"]
     assert row["shared"] <= 232448  # sm90's 227 KB
 
 
@@ -609,8 +614,12 @@ def test_split_sums_run_in_split_order(device):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("heads, kv_heads, seq_q, seq_k, head_dim, dtype", [
+    (8, 1, 777, 777, 256, torch.bfloat16), (16, 1, 1024, 1024, 192, torch.float16),
+    (8, 1, 513, 513, 216, torch.float16), (8, 2, 300, 300, 160, torch.bfloat16)])
 @pytest.mark.parametrize("heads_per_program", [4, 1])  # as shipped; every head its own program
-def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch):
+def test_gpu_wide_split_matches_float32_reference(heads_per_program, heads, kv_heads, seq_q, seq_k, head_dim, dtype,
+                                                  monkeypatch):
     """Causal grouped-query calls split by query heads (attention_gluon_backward_wide.splits): dK
     and dV against float32 (as _check) and the unsplit kernel's, bitwise the same run to run (the
     splits are summed in a fixed order) and as the kernel summing dQ computes them, and dQ summed
@@ -622,37 +631,33 @@ def test_gpu_wide_split_matches_float32_reference(heads_per_program, monkeypatch
         pytest.skip("needs a Hopper GPU")
     from gpudoctor.kernels import attention_gluon_backward_wide
 
-    for heads, kv_heads, seq_q, seq_k, head_dim, dtype in ((8, 1, 777, 777, 256, torch.bfloat16),
-                                                          (16, 1, 1024, 1024, 192, torch.float16),
-                                                          (8, 1, 513, 513, 216, torch.float16),
-                                                          (8, 2, 300, 300, 160, torch.bfloat16)):
-        q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq_q, seq_k, head_dim, True, dtype,
-                                                              seq_q + head_dim)
-        expected_dq, expected_dk, expected_dv = _float32_grads(q, k, v, grad, True)
-        tolerance = {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype]
-        group = heads // kv_heads
-        splits = []
-        for roles in (False, True):
-            monkeypatch.setattr(attention_gluon_backward_wide, "SCORE_ROLES", roles)
-            monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT", None)
-            monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT_MIN_GROUP", 1 << 30)
-            unsplit = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
-            monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT", heads_per_program)
-            assert attention_gluon_backward_wide.splits(True, group, seq_k) == group // heads_per_program
-            split = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
-            again = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
-            sums = attention_gluon_backward.dq_sum_buffer(q)
-            summing = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale, sums)
-            assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
-            for ours, reference, expected, other, with_dq in zip(split, unsplit, (expected_dk, expected_dv), again,
-                                                                 summing):
-                assert ours.shape == reference.shape and ours.dtype == reference.dtype and ours.is_contiguous()
-                assert _relative_error(ours, expected) < tolerance
-                assert ((ours.float() - reference.float()).norm() / expected.norm()).item() < tolerance / 2
-                assert torch.equal(ours, other) and torch.equal(ours, with_dq)
-            splits.append(split)
-        for by_keys, by_roles, expected in zip(*splits, (expected_dk, expected_dv)):
-            assert ((by_roles.float() - by_keys.float()).norm() / expected.norm()).item() < tolerance / 2
+    q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, seq_q, seq_k, head_dim, True, dtype,
+                                                          seq_q + head_dim)
+    expected_dq, expected_dk, expected_dv = _float32_grads(q, k, v, grad, True)
+    tolerance = {torch.float16: 5e-3, torch.bfloat16: 3e-2}[dtype]
+    group = heads // kv_heads
+    splits = []
+    for roles in (False, True):
+        monkeypatch.setattr(attention_gluon_backward_wide, "SCORE_ROLES", roles)
+        monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT", None)
+        monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT_MIN_GROUP", 1 << 30)
+        unsplit = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
+        monkeypatch.setattr(attention_gluon_backward_wide, "SPLIT", heads_per_program)
+        assert attention_gluon_backward_wide.splits(True, group, seq_k) == group // heads_per_program
+        split = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
+        again = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale)
+        sums = attention_gluon_backward.dq_sum_buffer(q)
+        summing = attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, True, scale, sums)
+        assert _relative_error(sums.view(q.shape), expected_dq) < 3e-2
+        for ours, reference, expected, other, with_dq in zip(split, unsplit, (expected_dk, expected_dv), again,
+                                                             summing):
+            assert ours.shape == reference.shape and ours.dtype == reference.dtype and ours.is_contiguous()
+            assert _relative_error(ours, expected) < tolerance
+            assert ((ours.float() - reference.float()).norm() / expected.norm()).item() < tolerance / 2
+            assert torch.equal(ours, other) and torch.equal(ours, with_dq)
+        splits.append(split)
+    for by_keys, by_roles, expected in zip(*splits, (expected_dk, expected_dv)):
+        assert ((by_roles.float() - by_keys.float()).norm() / expected.norm()).item() < tolerance / 2
 
 
 @pytest.mark.gpu
@@ -700,18 +705,21 @@ def test_wide_kernel_computes_head_dims_on_the_fewest_columns(head_dim, narrow, 
 
 @pytest.mark.parametrize("head_dim, causal, expected", [
     (32, True, 32), (40, True, 48), (48, True, 48), (40, False, 64), (48, False, 64), (56, True, 64), (64, True, 64),
-    (72, False, 96), (80, True, 96), (96, False, 96), (104, True, 128), (128, False, 128)])
+    (72, False, 96), (80, True, 96), (96, False, 96), (104, True, 112), (112, False, 112), (120, True, 128),
+    (128, False, 128)])
 def test_narrow_kernel_computes_head_dims_on_fewer_columns_where_measured_faster(head_dim, causal, expected):
-    """Head dims 72-96 on 96 of width 128's columns in every call, 40-48 on 48 of width 64's in
-    causal calls (not causal: measured level), every other on its width's."""
+    """Head dims 72-96 on 96 of width 128's columns and 104-112 on 112 in every call, 40-48 on 48
+    of width 64's in causal calls (not causal: measured level), every other on its width's."""
     assert attention_gluon_backward.columns(head_dim, causal) == expected
 
 
 @pytest.mark.parametrize("narrow, causal_only, head_dim, causal, expected", [
-    ({}, set(), 80, True, 128), ({}, set(), 40, True, 64), ({64: 48}, set(), 40, False, 48),
-    ({128: 96}, {128}, 96, False, 128), ({128: 96}, {128}, 96, True, 96)])
+    ({}, set(), 80, True, 128), ({}, set(), 40, True, 64), ({64: (48,)}, set(), 40, False, 48),
+    ({128: (96,)}, {128}, 96, False, 128), ({128: (96,)}, {128}, 96, True, 96), ({128: (96,)}, set(), 104, True, 128),
+    ({128: (112, 96)}, set(), 80, False, 96), ({128: (112, 96)}, set(), 104, False, 112)])
 def test_narrow_columns_settings_override(narrow, causal_only, head_dim, causal, expected, monkeypatch):
-    """NARROW_COLUMNS empty: each head_dim on its width; NARROW_CAUSAL_ONLY empty: causal or not."""
+    """NARROW_COLUMNS empty: each head_dim on its width, else on the fewest of its width's columns
+    that hold it; NARROW_CAUSAL_ONLY empty: causal or not."""
     monkeypatch.setattr(attention_gluon_backward, "NARROW_COLUMNS", narrow)
     monkeypatch.setattr(attention_gluon_backward, "NARROW_CAUSAL_ONLY", causal_only)
     assert attention_gluon_backward.columns(head_dim, causal) == expected
@@ -723,11 +731,13 @@ def test_narrow_columns_settings_override(narrow, causal_only, head_dim, causal,
     (80, True, 8, 1, 2048, torch.bfloat16), (72, False, 4, 4, 300, torch.bfloat16),
     (96, False, 8, 1, 555, torch.float16), (80, True, 4, 4, 1000, torch.float16),
     (48, True, 4, 2, 777, torch.bfloat16), (40, False, 8, 1, 1024, torch.float16),
-    (48, False, 4, 4, 300, torch.float16), (40, True, 8, 2, 2048, torch.bfloat16)])
+    (48, False, 4, 4, 300, torch.float16), (40, True, 8, 2, 2048, torch.bfloat16),
+    (112, True, 4, 2, 777, torch.bfloat16), (104, False, 8, 1, 1024, torch.float16),
+    (112, False, 4, 4, 300, torch.float16), (104, True, 8, 2, 2048, torch.bfloat16)])
 def test_gpu_narrow_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, heads, kv_heads, seq, dtype,
                                                            monkeypatch):
-    """Head dims 72-96 on 96 of width 128's columns and 40-48 on 48 of width 64's, causal or not
-    (attention_gluon_backward.NARROW_COLUMNS) against all the width's: the columns left out are
+    """Head dims 72-96 on 96 of width 128's columns, 104-112 on 112 (64 + 32 + 16) and 40-48 on 48
+    of width 64's, causal or not (attention_gluon_backward.NARROW_COLUMNS) against all the width's: the columns left out are
     zeros in every operand and each product's sums run in the same order, so dK and dV are
     bitwise the same, with the Triton dQ and summing dQ (whose last bits vary run to run: against
     float32 there). Ragged and whole lengths, GQA, both dtypes."""
@@ -735,7 +745,7 @@ def test_gpu_narrow_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, hea
         pytest.skip("needs a Hopper GPU")
     monkeypatch.setattr(attention_gluon_backward, "NARROW_CAUSAL_ONLY", set())  # 48 columns not causal too
     _settings_change_no_bit(
-        ({}, {64: 48, 128: 96}), lambda narrow: monkeypatch.setattr(attention_gluon_backward, "NARROW_COLUMNS", narrow),
+        ({}, {64: (48,), 128: (96, 112)}), lambda narrow: monkeypatch.setattr(attention_gluon_backward, "NARROW_COLUMNS", narrow),
         head_dim, causal, heads, kv_heads, seq, dtype)
 
 
