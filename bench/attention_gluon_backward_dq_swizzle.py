@@ -1,10 +1,10 @@
-"""The Gluon backward summing dQ with each dQ share staged for its TMA reduce-add in a float32 tile
-of 32-byte swizzle ("s32") or of 128-byte ("s128", shipped: attention_gluon_backward.DQ_SWIZZLE_BYTES,
-where each of the share's 64-bit stores takes twice the shared-memory wavefronts it needs). "s128-again" repeats "s128" in the same turns: how far
-two identical settings land apart is the run's noise. Widths 64, 128 and 256 (the wide kernel
-stages its dQ chunks alike). Forward+backward through flash_attention (deterministic=False), cuDNN
-beside them, on Hopper; the settings take turns (attention_ab's loop). The forward is the same in
-every setting.
+"""The Gluon backward summing dQ with each dQ share staged for its TMA reduce-add in a float32 tile of
+32-byte swizzle ("s32") or of 128-byte ("s128", shipped: attention_gluon_backward.DQ_SWIZZLE_BYTES,
+where each of the share's 64-bit stores takes twice the shared-memory wavefronts it needs).
+"s128-again" repeats "s128" in the same turns: how far two identical settings land apart is the
+run's noise. Widths 64, 128 and 256 (the wide kernel stages its dQ chunks alike). Forward+backward
+through flash_attention (deterministic=False), cuDNN beside them, on Hopper; the settings take turns
+(attention_ab's loop). The forward is the same in every setting.
 
     PYTHONPATH=. python3 bench/attention_gluon_backward_dq_swizzle.py [--rounds 3] [--shapes hd128-s4096 ...] [--settings s32 s128 ...] [--out FILE]
 """

@@ -112,8 +112,8 @@ WIDE_WIDTH = 256
 # (0.96 -> 0.99x cuDNN in run 2), hd112 causal s512 -1.8 / -1.5 %, hd112 causal s2048 +0.5 / -2.8 %,
 # hd104 s8192 -3.3 / +0.4 %, hd104 GQA 8:1 s1024 +2.2 / -2.3 %, hd112 causal GQA 8:1 s8192 +0.2 /
 # -1.8 %, hd112 GQA 4:1 s4096 level / -0.7 %: 1.0 / 1.5 % faster on average. With dK and dV on 112
-# too (a third product 16 columns wide, run 1) it was 0.5-4 % slower in five of eight. Empty: every
-# head_dim at its width (benches' A/B).
+# too (a third product 16 columns wide, run 1) it was 0.1-4.2 % slower in six of eight. Empty:
+# every head_dim at its width (benches' A/B).
 NARROW_COLUMNS = {64: (48,), 128: (96, 112)}
 # Widths whose NARROW_COLUMNS only causal calls take (benches' A/B empty it).
 NARROW_CAUSAL_ONLY = {64}
@@ -154,18 +154,19 @@ LONGEST_FIRST_HEADS = 8
 # block's share in its own step everywhere (benches' A/B).
 DQ_SHARE_LAG = {64: (True, True), 128: (True, False)}
 # The swizzle of the float32 tile each dQ share is staged in for its TMA reduce-add (also the wide
-# kernel's): None, NVMMASharedLayout's default (128 bytes from width 64 on). A wgmma accumulator stores 8 bytes a lane, 4
-# lanes a row, 8 rows a warp; a half-warp (the unit of a 64-bit shared store) covers 4 rows, whose
-# 32 bytes each this swizzle maps onto the same 4 of its 8 16-byte chunks, so every store takes
-# twice the wavefronts it needs. Nsight Compute (thirty-fourth session, run 2, hd128 s4096 not
-# causal, b4 h32 bf16, the dK/dV kernel's source counters): 135.3 M shared wavefronts of an ideal
-# 68.2 M, 16.7 % of the kernel's (the products' operand reads: 70.5 %). The 32-byte swizzle maps
-# the 4 rows onto distinct chunks (8-column TMA boxes, 8 reduce-adds a share), but measured level
-# (bench/attention_gluon_backward_dq_swizzle.py, forward+backward device µs, 128 / 32 / 128 again
-# taking turns, run 3: 11 of 12 calls at widths 64-256 within the noise, hd128 s4096 not causal
-# 7480 / 7517 / 7436, hd64 s16384 16785 / 16428 / 16836) and ptxas spills more scalars with it
-# in some kernels (the wide one summing dQ at 256 columns, causal: 12 -> 15 in the loop): so the
-# wasted wavefronts are not what bounds these kernels, and the default stays. 32: benches' A/B.
+# kernel's): None, NVMMASharedLayout's default (128 bytes from width 64 on). A wgmma accumulator
+# stores 8 bytes a lane, 4 lanes a row, 8 rows a warp; a half-warp (the unit of a 64-bit shared
+# store) covers 4 rows, whose 32 bytes each this swizzle maps onto the same 4 of its 8 16-byte
+# chunks, so every store takes twice the wavefronts it needs. Nsight Compute (thirty-fourth session,
+# run 2, hd128 s4096 not causal, b4 h32 bf16, the dK/dV kernel's source counters): 135.3 M shared
+# wavefronts of an ideal 68.2 M, 16.7 % of the kernel's (the products' operand reads: 70.5 %). The
+# 32-byte swizzle maps the 4 rows onto distinct chunks (8-column TMA boxes, 8 reduce-adds a share),
+# but measured level (bench/attention_gluon_backward_dq_swizzle.py, forward+backward device µs, 128
+# / 32 / 128 again taking turns, run 3: 11 of 12 calls at widths 64-256 within the noise, hd128
+# s4096 not causal 7480 / 7517 / 7436, hd64 s16384 16785 / 16428 / 16836) and ptxas spills more
+# scalars with it in some kernels (the wide one summing dQ at 256 columns, causal: 12 -> 15 in the
+# loop): so the wasted wavefronts are not what bounds these kernels, and the default stays. 32:
+# benches' A/B.
 DQ_SWIZZLE_BYTES: int | None = None
 
 
