@@ -158,15 +158,16 @@ DQ_SHARE_LAG = {64: (True, True), 128: (True, False)}
 # stores 8 bytes a lane, 4 lanes a row, 8 rows a warp; a half-warp (the unit of a 64-bit shared
 # store) covers 4 rows, whose 32 bytes each this swizzle maps onto the same 4 of its 8 16-byte
 # chunks, so every store takes twice the wavefronts it needs. Nsight Compute (thirty-fourth session,
-# run 2, hd128 s4096 not causal, b4 h32 bf16, the dK/dV kernel's source counters): 135.3 M shared
-# wavefronts of an ideal 68.2 M, 16.7 % of the kernel's (the products' operand reads: 70.5 %). The
-# 32-byte swizzle maps the 4 rows onto distinct chunks (8-column TMA boxes, 8 reduce-adds a share),
-# but measured level (bench/attention_gluon_backward_dq_swizzle.py, forward+backward device µs, 128
-# / 32 / 128 again taking turns, run 3: 11 of 12 calls at widths 64-256 within the noise, hd128
-# s4096 not causal 7480 / 7517 / 7436, hd64 s16384 16785 / 16428 / 16836) and ptxas spills more
-# scalars with it in some kernels (the wide one summing dQ at 256 columns, causal: 12 -> 15 in the
-# loop): so the wasted wavefronts are not what bounds these kernels, and the default stays. 32:
-# benches' A/B.
+# runs 2 and 4, hd128 s4096 not causal, b4 h32 bf16, the dK/dV kernel): 135.3 M shared wavefronts of
+# an ideal 68.2 M, 16.7 % of the kernel's (the products' operand reads: 70.5 %). The 32-byte swizzle
+# maps the 4 rows onto distinct chunks (bank conflicts 68.1 M -> 1.2 M, the kernel's cycles -1.7 %)
+# but needs 8-column TMA boxes, 8 reduce-adds a share instead of 2, and measured slower
+# (bench/attention_gluon_backward_dq_swizzle.py, forward+backward device µs, 128 / 32 / 128 again
+# taking turns, run 6): at width 256 by 8.6-14.8 % (hd256 causal s4096 9224 / 10502 / 9078, hd176
+# GQA 4:1 s8192 27847 / 31118 / 28029), at 64-128 by 0.7-3.6 % in six of nine calls (hd64 s16384
+# 16605 / 17103 / 16422, hd128 causal s512 966 / 991 / 969), 0.9-1.6 % faster at hd48 and hd112
+# (against the two 128s' mean); and ptxas spills more scalars with it
+# in the wide kernel (summing dQ at 256 columns, causal: 12 -> 15 in the loop). 32: benches' A/B.
 DQ_SWIZZLE_BYTES: int | None = None
 
 
@@ -685,13 +686,18 @@ def query_rows(width: int) -> int:
     return QUERY_ROWS.get(width, BLOCK_M)
 
 
-@functools.lru_cache(maxsize=None)
 def _dq_layout(rows: int, columns: int):
     # One reduce-add's box: a block's rows of ``columns`` (here a warpgroup's share, half of dQ's
-    # columns: _dq_share; in the wide kernel a 64-column chunk), swizzled as DQ_SWIZZLE_BYTES says.
-    if DQ_SWIZZLE_BYTES is None:
+    # columns: _dq_share; in the wide kernel a 64-column chunk), swizzled as DQ_SWIZZLE_BYTES says
+    # now (a bench switches it between calls).
+    return _swizzled_dq_layout(rows, columns, DQ_SWIZZLE_BYTES)
+
+
+@functools.lru_cache(maxsize=None)
+def _swizzled_dq_layout(rows: int, columns: int, swizzle: int | None):
+    if swizzle is None:
         return gl.NVMMASharedLayout.get_default_for([rows, columns], gl.float32)
-    return gl.NVMMASharedLayout(swizzle_byte_width=DQ_SWIZZLE_BYTES, element_bitwidth=32, rank=2)
+    return gl.NVMMASharedLayout(swizzle_byte_width=swizzle, element_bitwidth=32, rank=2)
 
 
 def _dq_descriptor(dq_sum: torch.Tensor, columns: int, rows: int = BLOCK_M):

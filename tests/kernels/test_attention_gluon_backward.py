@@ -137,6 +137,16 @@ def test_summing_dq_compiles_for_sm90_within_shared_memory(case, compiled_sm90):
 
 
 @needs_gluon
+def test_dq_staging_layout_follows_the_swizzle_setting(monkeypatch):
+    """The dQ staging tile's layout is the one DQ_SWIZZLE_BYTES says when the descriptor is made,
+    whatever an earlier call cached (bench/attention_gluon_backward_dq_swizzle.py switches it
+    between calls); None: the layout's default, 128 bytes at these tiles."""
+    for swizzle, expected in ((None, 128), (32, 32), (None, 128), (64, 64)):
+        monkeypatch.setattr(attention_gluon_backward, "DQ_SWIZZLE_BYTES", swizzle)
+        assert attention_gluon_backward._dq_layout(64, 64).swizzle_byte_width == expected
+
+
+@needs_gluon
 @pytest.mark.parametrize("case", WIDE_CASES, ids=lambda case: "-".join(map(str, case)))
 def test_wide_kernel_compiles_for_sm90_without_local_memory(case, compiled_sm90):
     """Width 256: dK and dV split by columns between the warpgroups (64 + 64 registers each) and
