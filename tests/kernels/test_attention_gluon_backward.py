@@ -54,7 +54,8 @@ COMPILE_CASES = [(width, causal, False) for width in attention_gluon_backward.WI
 ATOMIC_CASES = [(width, causal, True) for width in attention_gluon_backward.WIDTHS for causal in (True, False)]
 # Head dims 72-96 on 96 of width 128's columns, 104-112 on 112, 40-48 on 48 of width 64's
 # (attention_gluon_backward.NARROW_COLUMNS).
-NARROW_CASES = [(width, columns) for width, narrow in attention_gluon_backward.NARROW_COLUMNS.items() for columns in narrow]
+NARROW_CASES = [(width, columns) for width, narrow in attention_gluon_backward.NARROW_COLUMNS.items()
+                for columns in narrow]
 COMPILE_CASES += [(width, causal, False, columns) for width, columns in NARROW_CASES for causal in (True, False)]
 ATOMIC_CASES += [(width, causal, True, columns) for width, columns in NARROW_CASES for causal in (True, False)]
 
@@ -746,8 +747,9 @@ def test_narrow_columns_settings_override(narrow, causal_only, head_dim, causal,
     (112, False, 4, 4, 300, torch.float16), (104, True, 8, 2, 2048, torch.bfloat16)])
 def test_gpu_narrow_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, heads, kv_heads, seq, dtype,
                                                            monkeypatch):
-    """Head dims 72-96 on 96 of width 128's columns, 104-112 on 112 (64 + 32 + 16) and 40-48 on 48
-    of width 64's, causal or not (attention_gluon_backward.NARROW_COLUMNS) against all the width's: the columns left out are
+    """Head dims 72-96 on 96 of width 128's columns, 104-112 on 112 (the score products over 64 +
+    32 + 16, dK and dV on all 128: gradient_parts) and 40-48 on 48 of width 64's, causal or not
+    (attention_gluon_backward.NARROW_COLUMNS) against all the width's: the columns left out are
     zeros in every operand and each product's sums run in the same order, so dK and dV are
     bitwise the same, with the Triton dQ and summing dQ (whose last bits vary run to run: against
     float32 there). Ragged and whole lengths, GQA, both dtypes."""
@@ -755,7 +757,8 @@ def test_gpu_narrow_kernel_on_fewer_columns_changes_no_bit(head_dim, causal, hea
         pytest.skip("needs a Hopper GPU")
     monkeypatch.setattr(attention_gluon_backward, "NARROW_CAUSAL_ONLY", set())  # 48 columns not causal too
     _settings_change_no_bit(
-        ({}, {64: (48,), 128: (96, 112)}), lambda narrow: monkeypatch.setattr(attention_gluon_backward, "NARROW_COLUMNS", narrow),
+        ({}, {64: (48,), 128: (96, 112)}),
+        lambda narrow: monkeypatch.setattr(attention_gluon_backward, "NARROW_COLUMNS", narrow),
         head_dim, causal, heads, kv_heads, seq, dtype)
 
 
