@@ -2,12 +2,14 @@
 _short_diagonal, _persistent, _backward_walk, _backward_columns, _backward_narrow, _backward_split,
 _backward_roles, _backward_lag, _backward_dq_swizzle, _softmax, _key_blocks): the parser's first
 options and the refusal of names that are not known, the whole main of those that only switch
-module settings (run_settings), and the switch of a routing table (set_routing). Without torch,
-so that a wrong name is refused before torch loads."""
+module settings (run_settings), the settings' switch where each is values of a module's
+attributes (module_settings), and the switch of a routing table (set_routing). Without torch, so
+that a wrong name is refused before torch loads."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 
@@ -62,3 +64,24 @@ def set_routing(attention, name: str, value) -> None:
     if getattr(attention, name) != value:
         setattr(attention, name, value)
         attention._select_config.cache_clear()
+
+
+def module_settings(module: str, names, settings):
+    """run_settings' make_apply where each setting is the values of ``module``'s attributes
+    ``names`` (a tuple; one name: the setting is its value), set as ``settings[label]`` says or,
+    for label None, as shipped (their values when make_apply runs)."""
+    single = isinstance(names, str)
+    names = (names,) if single else tuple(names)
+
+    def make_apply():
+        target = importlib.import_module(module)
+        shipped = tuple(getattr(target, name) for name in names)
+
+        def apply(label):  # None: as shipped
+            values = shipped if label is None else (settings[label],) if single else settings[label]
+            for name, value in zip(names, values, strict=True):
+                setattr(target, name, value)
+
+        return apply
+
+    return make_apply

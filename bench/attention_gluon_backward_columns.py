@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from ab_cli import run_settings
+from ab_cli import module_settings, run_settings
 
 # (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28-2^29 scores (16384 tokens x
 # 32 query heads), where the twenty-second session's matrix (bench/attention_matrix.py) had
@@ -69,17 +69,8 @@ SETTINGS = {"c224": ((160, 192, 224), None), "c160": ((160, 192), None), "c192":
 
 
 def main(argv=None) -> int:
-    def make_apply():
-        from gpudoctor.kernels import attention_gluon_backward_wide
-
-        shipped = (attention_gluon_backward_wide.NARROW_COLUMNS, attention_gluon_backward_wide.HOISTED_KV)
-
-        def apply(label):  # None: as shipped
-            wide = attention_gluon_backward_wide
-            wide.NARROW_COLUMNS, wide.HOISTED_KV = shipped if label is None else SETTINGS[label]
-
-        return apply
-
+    make_apply = module_settings("gpudoctor.kernels.attention_gluon_backward_wide", ("NARROW_COLUMNS", "HOISTED_KV"),
+                                 SETTINGS)
     return run_settings(__doc__, SHAPES, SETTINGS, make_apply, argv)
 
 

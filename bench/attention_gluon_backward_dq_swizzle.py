@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from ab_cli import run_settings
+from ab_cli import module_settings, run_settings
 
 # (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28-2^29 scores (16384 tokens x
 # 32 query heads), the matrix's (bench/attention_matrix.py) forward+backward cells under 1.00x in
@@ -37,16 +37,7 @@ SETTINGS = {"s128": None, "s32": 32, "s128-again": None}
 
 
 def main(argv=None) -> int:
-    def make_apply():
-        from gpudoctor.kernels import attention_gluon_backward
-
-        shipped = attention_gluon_backward.DQ_SWIZZLE_BYTES
-
-        def apply(label):  # None: as shipped
-            attention_gluon_backward.DQ_SWIZZLE_BYTES = shipped if label is None else SETTINGS[label]
-
-        return apply
-
+    make_apply = module_settings("gpudoctor.kernels.attention_gluon_backward", "DQ_SWIZZLE_BYTES", SETTINGS)
     return run_settings(__doc__, SHAPES, SETTINGS, make_apply, argv)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from ab_cli import run_settings
+from ab_cli import module_settings, run_settings
 
 # (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): 2^28-2^29 scores (16384 tokens x
 # 32 query heads), the matrix's (bench/attention_matrix.py) cells at head_dim 40-128 whose backward
@@ -43,16 +43,7 @@ SETTINGS = {"same": {}, "lag": LAG_EVERYWHERE, "same-again": {}}
 
 
 def main(argv=None) -> int:
-    def make_apply():
-        from gpudoctor.kernels import attention_gluon_backward
-
-        shipped = attention_gluon_backward.DQ_SHARE_LAG
-
-        def apply(label):  # None: as shipped
-            attention_gluon_backward.DQ_SHARE_LAG = shipped if label is None else SETTINGS[label]
-
-        return apply
-
+    make_apply = module_settings("gpudoctor.kernels.attention_gluon_backward", "DQ_SHARE_LAG", SETTINGS)
     return run_settings(__doc__, SHAPES, SETTINGS, make_apply, argv)
 
 
