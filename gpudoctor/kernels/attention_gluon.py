@@ -193,6 +193,15 @@ def _exp2_asm(elements: int) -> str:
     return "\n".join(lines)
 
 
+# The forward kernel's integer arguments (all but the pointers, the float and the constexprs),
+# which it takes unspecialized: one compile a constexpr setting whatever the shapes (measured no
+# slower on the H200: docs/benchmarks.md, thirty-fifth session).
+SHAPE_FREE_INTEGERS = (
+    "stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb", "stride_vh",
+    "stride_vs", "stride_ob", "stride_oh", "stride_os", "batch", "seq_q", "seq_k", "num_heads", "num_kv_heads",
+    "head_dim", "items", "head_units", "tail_heads", "query_blocks")
+
+
 if gluon is not None:
     _EXP2_ONE_OF_2 = gl.constexpr(_exp2_asm(2))
     _EXP2_ONE_OF_4 = gl.constexpr(_exp2_asm(4))
@@ -721,7 +730,11 @@ if gluon is not None:
             done += 1
         return it, done
 
-    @gluon.jit
+    # Every integer of the launch is left unspecialized: Triton would otherwise compile the kernel
+    # again for each new class (1, divisible by 16, other) of any stride, size or count, which a
+    # job's changing batch and sequence lengths hit, while the kernel only feeds them to its TMA
+    # descriptors, loop bounds and masks at run time (SHAPE_FREE_INTEGERS).
+    @gluon.jit(do_not_specialize=SHAPE_FREE_INTEGERS)
     def _attention_forward_ws_kernel(Q, K, V, O, LSE, stride_qb, stride_qh, stride_qs, stride_kb, stride_kh,
                                      stride_ks, stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
                                      batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim,
@@ -951,17 +964,9 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
     main, tail = SPLIT.get(width, (width, 0))
 
     pointer = f"*{name}"
-    signature = {"Q": pointer, "K": pointer, "V": pointer, "O": pointer, "LSE": "*fp32"}
-    signature.update({parameter: "i32" for parameter in (
-        "stride_qb", "stride_qh", "stride_qs", "stride_kb", "stride_kh", "stride_ks", "stride_vb", "stride_vh",
-        "stride_vs", "stride_ob", "stride_oh", "stride_os", "batch", "seq_q", "seq_k", "num_heads", "num_kv_heads",
-        "head_dim")})
-    signature.update({"qk_scale": "fp32", "items": "i32", "head_units": "i32",
-                      "tail_heads": "i32", "query_blocks": "i32", "HEAD_DIM": "constexpr",
-                      "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "CHECK_N": "constexpr", "Q_SLOTS": "constexpr",
-                      "TAIL": "constexpr", "SHORT_DIAGONAL": "constexpr", "KV_STAGES": "constexpr",
-                      "PINGPONG": "constexpr", "SIMPLE": "constexpr", "EXP2_POLY": "constexpr", "UNDER_PV": "constexpr",
-                      "num_warps": "constexpr"})
+    types = {"Q": pointer, "K": pointer, "V": pointer, "O": pointer, "LSE": "*fp32", "qk_scale": "fp32",
+             **dict.fromkeys(SHAPE_FREE_INTEGERS, "i32")}
+    signature = {parameter: types.get(parameter, "constexpr") for parameter in _attention_forward_ws_kernel.arg_names}
     keys_a_block = block_n(width, seq_k, causal)
     constexprs = {"HEAD_DIM": main, "BLOCK_N": keys_a_block, "CAUSAL": causal, "CHECK_N": check_n,
                   "Q_SLOTS": q_slots(width), "TAIL": tail,

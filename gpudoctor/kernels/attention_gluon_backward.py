@@ -169,6 +169,10 @@ DQ_SHARE_LAG = {64: (True, True), 128: (True, False)}
 # (against the two 128s' mean); and ptxas spills more scalars with it
 # in the wide kernel (summing dQ at 256 columns, causal: 12 -> 15 in the loop). 32: benches' A/B.
 DQ_SWIZZLE_BYTES: int | None = None
+# The dK/dV kernels' integer arguments (this module's and the wide one's), taken unspecialized as
+# the forward's (attention_gluon.SHAPE_FREE_INTEGERS): one compile a constexpr setting whatever the
+# lengths and head counts (their descriptors carry the tensors' shapes and strides at run time).
+SHAPE_FREE_INTEGERS = ("seq_q", "seq_k", "num_heads", "num_kv_heads", "group")
 
 
 @triton.constexpr_function
@@ -608,7 +612,7 @@ if attention_gluon.available():
             tma.async_copy_global_to_shared(do_desc, [batch, head, start_m, 0], do_full.index(do_slot),
                                             do_smem.index(do_slot))
 
-    @gluon.jit
+    @gluon.jit(do_not_specialize=SHAPE_FREE_INTEGERS)
     def _attention_backward_dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc,
                                            seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale, softmax_scale,
                                            HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
@@ -788,9 +792,7 @@ def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype
     signature = {"q_desc": queries, "k_desc": keys, "v_desc": keys, "do_desc": queries, "dk_desc": keys,
                  "dv_desc": keys, "LSE": "*fp32", "DELTA": "*fp32",
                  "dq_desc": f"tensordesc<fp32[{rows}, {dq_columns}], {_dq_layout(rows, dq_columns)!r}>",
-                 "seq_q": "i32", "seq_k": "i32",
-                 "num_heads": "i32", "num_kv_heads": "i32", "group": "i32", "qk_scale": "fp32",
-                 "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "ATOMIC_DQ": "constexpr",
+                 **dict.fromkeys(SHAPE_FREE_INTEGERS, "i32"), "qk_scale": "fp32", "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "ATOMIC_DQ": "constexpr",
                  "HEAD_GROUP": "constexpr", "num_warps": "constexpr"}
     constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "HEAD_GROUP": head_group,
                   "num_warps": 4}

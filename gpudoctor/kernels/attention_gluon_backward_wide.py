@@ -661,7 +661,7 @@ if attention_gluon.available():
         _wide_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ, WALK, COLUMNS, SPLIT,
                        KV_EACH_BLOCK, ROLES)
 
-    @gluon.jit
+    @gluon.jit(do_not_specialize=attention_gluon_backward.SHAPE_FREE_INTEGERS)
     def _attention_backward_dkdv_wide_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA,
                                              dq_desc, seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale,
                                              softmax_scale, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
