@@ -170,6 +170,20 @@ EXP2_POLY = {}
 # faster), at 192-256 level to 3.5 % slower; causal 2-5 % slower at 512-4096 keys. Empty: the
 # wait before the softmax everywhere, as shipped before.
 SOFTMAX_UNDER_PV_MIN_KEYS = {32: 4096, 48: 4096, 64: 4096}
+# Whether the key loop of causal calls runs the blocks no mask reaches (left of a warpgroup's
+# first row, before a ragged seq_k's last block) apart from the masked ones at a tile's end:
+# ptxas turns the masks' branches into selects over every score of every block (at width 64, 578
+# instructions a key block causal, 740 causal and ragged, 421 with neither). Thirty-fifth
+# session (bench/attention_gluon_masked_last.py, run 7, forward device µs, two parts / one /
+# two again): causal ragged hd64 s1000 122.3 / 151.7 / 121.6, hd96 s1000 182.1 / 190.2 / 181.4,
+# hd128 s1000 188.2 / 198.9 / 189.5, hd192 s2000 394.8 / 439.4 / 395.7; causal whole hd256 s4096
+# 1789 / 1854 / 1842, hd128 GQA 4:1 s8192 1875 / 1903 / 1889, hd128 s4096 967 / 972 / 942, but
+# hd64 s1024 110.7 / 106.3 / 109.1 and hd64 s16384 2478 / 2463 / 2495 (hd48 s2048 level); not
+# causal, ragged: hd128 s1000 level, hd64 s4000 1263 / 1225 / 1253. Bitwise the same output.
+# So: causal calls that are ragged, or from MASKED_BLOCKS_LAST_MIN_WIDTH on. False: one loop,
+# every block through the masks, everywhere (benches' A/B).
+MASKED_BLOCKS_LAST = True
+MASKED_BLOCKS_LAST_MIN_WIDTH = 96
 
 
 def _exp2_asm(elements: int) -> str:
@@ -443,7 +457,8 @@ if gluon is not None:
     def _consumer_tile(descs, buffers, barriers, turns, tile, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                        BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
                        Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
-                       PINGPONG: gl.constexpr, EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr):
+                       PINGPONG: gl.constexpr, EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr,
+                       MASKED_LAST: gl.constexpr):
         """One warpgroup's 64 query rows of one tile; ``tile`` is (batch, head, batch x head,
         first query row, key blocks, key blocks consumed before, tiles done before). With a
         TAIL, the head_dim columns from HEAD_DIM on are a second operand of each product. With
@@ -507,47 +522,68 @@ if gluon is not None:
         mbarrier.arrive(k_empty.index(it % STAGES), count=1)
         probs, row_max, correction, row_sum = _masked_softmax(
             s, 0.0, 0.0, my_start, 0, seq_k, qk_scale, ROWS, BLOCK_N, CAUSAL, CHECK_N, True, s_layout, EXP2_POLY)
-        for j in range(1, blocks - short):
-            slot = (it + j) % STAGES
-            previous = (it + j - 1) % STAGES
-            mbarrier.wait(k_full.index(slot), ((it + j) // STAGES) & 1)
-            _take_turn(turns, turn + j, WARPGROUP, PINGPONG)
-            s = warpgroup_mma(my_q, _tile(k_smem, slot, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
-                              use_acc=False, is_async=True)
-            if TAIL > 0:
-                s = warpgroup_mma(my_q_tail, _tile(k_tail_smem, slot, BLOCK_N, TAIL).permute((1, 0)), s,
-                                  is_async=True)
-            mbarrier.wait(v_full.index(previous), ((it + j - 1) // STAGES) & 1)
-            p = gl.convert_layout(probs.to(dtype), p_layout)
-            acc = warpgroup_mma(p, _tile(v_smem, previous, BLOCK_N, HEAD_DIM), acc, is_async=True)
-            # Q·K_jᵀ was issued first: waiting for all but the P_{j-1}·V_{j-1} product(s) leaves
-            # them on the tensor cores while block j's softmax runs.
-            if TAIL > 0:
-                acc_tail = warpgroup_mma(gl.convert_layout(probs.to(dtype), pt_layout),
-                                         _tile(v_tail_smem, previous, BLOCK_N, TAIL), acc_tail, is_async=True)
-                _end_turn(turns, WARPGROUP, PINGPONG)
-                s = warpgroup_mma_wait(2, deps=(s,))
+        # The masks (CAUSAL: keys right of a row's query; CHECK_N: keys past seq_k) change only a
+        # tile's last blocks, but ptxas turns each into selects over every score of every block (at
+        # width 64 the key loop took 578 instructions a block causal, 740 causal with a ragged last
+        # block, 421 with neither: thirty-fifth session). So where routed (masked_last) the loop runs
+        # in two parts, first the blocks no mask reaches: left of this warpgroup's first row, before
+        # seq_k's partial block.
+        PARTS: gl.constexpr = 2 if MASKED_LAST else 1
+        unmasked = blocks - short
+        if PARTS == 2:
+            if CAUSAL:
+                unmasked = gl.minimum(unmasked, my_start // BLOCK_N)
+            if CHECK_N:
+                unmasked = gl.minimum(unmasked, seq_k // BLOCK_N)
+            unmasked = gl.maximum(unmasked, 1)
+        for part in gl.static_range(PARTS):
+            if part == 0:
+                first = 1
+                end = unmasked
             else:
-                _end_turn(turns, WARPGROUP, PINGPONG)
-                s = warpgroup_mma_wait(1, deps=(s,))
-            if not UNDER_PV:
-                mbarrier.arrive(k_empty.index(slot), count=1)
-            probs, row_max, correction, row_sum = _masked_softmax(
-                s, row_max, row_sum, my_start, j * BLOCK_N, seq_k, qk_scale, ROWS, BLOCK_N, CAUSAL, CHECK_N,
-                False, s_layout, EXP2_POLY)
-            if UNDER_PV:
-                # K_j's slot released after the softmax, under a branch (seq_k > 0: always taken, but
-                # not known to the compilers): ptxas moves a wgmma wait up to the start of its basic
-                # block, so without one the wait for P_{j-1}·V_{j-1} below comes before the exp2s.
-                if seq_k > 0:
+                first = unmasked
+                end = blocks - short
+            for j in range(first, end):
+                slot = (it + j) % STAGES
+                previous = (it + j - 1) % STAGES
+                mbarrier.wait(k_full.index(slot), ((it + j) // STAGES) & 1)
+                _take_turn(turns, turn + j, WARPGROUP, PINGPONG)
+                s = warpgroup_mma(my_q, _tile(k_smem, slot, BLOCK_N, HEAD_DIM).permute((1, 0)), zero_scores,
+                                  use_acc=False, is_async=True)
+                if TAIL > 0:
+                    s = warpgroup_mma(my_q_tail, _tile(k_tail_smem, slot, BLOCK_N, TAIL).permute((1, 0)), s,
+                                      is_async=True)
+                mbarrier.wait(v_full.index(previous), ((it + j - 1) // STAGES) & 1)
+                p = gl.convert_layout(probs.to(dtype), p_layout)
+                acc = warpgroup_mma(p, _tile(v_smem, previous, BLOCK_N, HEAD_DIM), acc, is_async=True)
+                # Q·K_jᵀ was issued first: waiting for all but the P_{j-1}·V_{j-1} product(s) leaves
+                # them on the tensor cores while block j's softmax runs.
+                if TAIL > 0:
+                    acc_tail = warpgroup_mma(gl.convert_layout(probs.to(dtype), pt_layout),
+                                             _tile(v_tail_smem, previous, BLOCK_N, TAIL), acc_tail, is_async=True)
+                    _end_turn(turns, WARPGROUP, PINGPONG)
+                    s = warpgroup_mma_wait(2, deps=(s,))
+                else:
+                    _end_turn(turns, WARPGROUP, PINGPONG)
+                    s = warpgroup_mma_wait(1, deps=(s,))
+                if not UNDER_PV:
                     mbarrier.arrive(k_empty.index(slot), count=1)
-            if TAIL > 0:
-                acc, acc_tail = warpgroup_mma_wait(0, deps=(acc, acc_tail))
-                acc_tail = acc_tail * gl.convert_layout(correction, gl.SliceLayout(1, t_layout))[:, None]
-            else:
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-            mbarrier.arrive(v_empty.index(previous), count=1)
-            acc = acc * gl.convert_layout(correction, o_rows)[:, None]
+                probs, row_max, correction, row_sum = _masked_softmax(
+                    s, row_max, row_sum, my_start, j * BLOCK_N, seq_k, qk_scale, ROWS, BLOCK_N,
+                    CAUSAL and part == PARTS - 1, CHECK_N and part == PARTS - 1, False, s_layout, EXP2_POLY)
+                if UNDER_PV:
+                    # K_j's slot released after the softmax, under a branch (seq_k > 0: always taken, but
+                    # not known to the compilers): ptxas moves a wgmma wait up to the start of its basic
+                    # block, so without one the wait for P_{j-1}·V_{j-1} below comes before the exp2s.
+                    if seq_k > 0:
+                        mbarrier.arrive(k_empty.index(slot), count=1)
+                if TAIL > 0:
+                    acc, acc_tail = warpgroup_mma_wait(0, deps=(acc, acc_tail))
+                    acc_tail = acc_tail * gl.convert_layout(correction, gl.SliceLayout(1, t_layout))[:, None]
+                else:
+                    acc = warpgroup_mma_wait(0, deps=(acc,))
+                mbarrier.arrive(v_empty.index(previous), count=1)
+                acc = acc * gl.convert_layout(correction, o_rows)[:, None]
         last = it + blocks - 1 - short
         half = 0
         if BLOCK_N == 128:
@@ -597,7 +633,7 @@ if gluon is not None:
     def _consumer(io, buffers, barriers, turns, schedule, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
                   BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr,
                   TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr, SIMPLE: gl.constexpr,
-                  EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr):
+                  EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr, MASKED_LAST: gl.constexpr):
         items, head_units, tail_heads, batch_heads, query_blocks, num_heads, kv_group_size = schedule
         Q, K, V, O, LSE, seq_q, seq_k, qk_scale, q_shape, kv_shape, q_strides, k_strides, v_strides, o_strides = io
         o_desc, o_tail_desc = _tma_descriptors(O, q_shape, o_strides, 64, HEAD_DIM, TAIL)
@@ -612,19 +648,21 @@ if gluon is not None:
             for position in range(gl.program_id(0), items, gl.num_programs(0)):
                 it, done = _consumer_item(position, order, heads, descs, buffers, barriers, turns, it, done, WARPGROUP,
                                           HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG,
-                                          SIMPLE, EXP2_POLY, UNDER_PV)
+                                          SIMPLE, EXP2_POLY, UNDER_PV, MASKED_LAST)
         else:
             for round_ in range(0, gl.cdiv(items, gl.num_programs(0))):
                 it, done = _consumer_item(_item_position(round_, order), order, heads, descs, buffers,
                                           barriers, turns, it, done, WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N,
-                                          Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE, EXP2_POLY, UNDER_PV)
+                                          Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE, EXP2_POLY, UNDER_PV,
+                                          MASKED_LAST)
         tma.store_wait(pendings=0)
 
     @gluon.jit
     def _consumer_item(position, order, heads, descs, buffers, barriers, turns, it, done, WARPGROUP: gl.constexpr,
                        HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
                        Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
-                       PINGPONG: gl.constexpr, SIMPLE: gl.constexpr, EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr):
+                       PINGPONG: gl.constexpr, SIMPLE: gl.constexpr, EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr,
+                       MASKED_LAST: gl.constexpr):
         """One warpgroup's part of the item at ``position``: its tiles (_consumer_tile) in turn;
         returns the K/V and Q rings' positions after them."""
         num_heads, kv_group_size, seq_k = heads
@@ -636,7 +674,7 @@ if gluon is not None:
                 seq_k, BLOCK_N, CAUSAL)
             _consumer_tile(descs, buffers, barriers, turns, (batch, head, batch_head, start_m, blocks, it, done),
                            WARPGROUP, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG,
-                           EXP2_POLY, UNDER_PV)
+                           EXP2_POLY, UNDER_PV, MASKED_LAST)
             it += blocks
             done += 1
         return it, done
@@ -645,9 +683,9 @@ if gluon is not None:
     def _second_consumer(io, buffers, barriers, turns, schedule, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
                          CAUSAL: gl.constexpr, CHECK_N: gl.constexpr, Q_SLOTS: gl.constexpr, TAIL: gl.constexpr,
                          SHORT_DIAGONAL: gl.constexpr, PINGPONG: gl.constexpr, SIMPLE: gl.constexpr,
-                         EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr):
+                         EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr, MASKED_LAST: gl.constexpr):
         _consumer(io, buffers, barriers, turns, schedule, 1, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL,
-                  SHORT_DIAGONAL, PINGPONG, SIMPLE, EXP2_POLY, UNDER_PV)
+                  SHORT_DIAGONAL, PINGPONG, SIMPLE, EXP2_POLY, UNDER_PV, MASKED_LAST)
 
     @gluon.jit
     def _load_block(desc, ring, tail_desc, tail_ring, full, empty, index, batch, head, row,
@@ -743,7 +781,8 @@ if gluon is not None:
                                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, CHECK_N: gl.constexpr,
                                      Q_SLOTS: gl.constexpr, TAIL: gl.constexpr, SHORT_DIAGONAL: gl.constexpr,
                                      KV_STAGES: gl.constexpr, PINGPONG: gl.constexpr, SIMPLE: gl.constexpr,
-                                     EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr, num_warps: gl.constexpr):
+                                     EXP2_POLY: gl.constexpr, UNDER_PV: gl.constexpr, MASKED_LAST: gl.constexpr,
+                                     num_warps: gl.constexpr):
         dtype: gl.constexpr = Q.dtype.element_ty
         q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, 64, HEAD_DIM], dtype)
         kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 1, BLOCK_N, HEAD_DIM], dtype)
@@ -790,9 +829,10 @@ if gluon is not None:
                     num_heads // num_kv_heads)
         gl.warp_specialize([
             (_consumer, (io, buffers, barriers, turns, schedule, 0, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS,
-                         TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE, EXP2_POLY, UNDER_PV)),
+                         TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE, EXP2_POLY, UNDER_PV, MASKED_LAST)),
             (_second_consumer, (io, buffers, barriers, turns, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N,
-                                Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE, EXP2_POLY, UNDER_PV)),
+                                Q_SLOTS, TAIL, SHORT_DIAGONAL, PINGPONG, SIMPLE, EXP2_POLY, UNDER_PV,
+                                MASKED_LAST)),
             (_producer, (io, buffers, barriers, schedule, HEAD_DIM, BLOCK_N, CAUSAL, CHECK_N, Q_SLOTS, TAIL, SIMPLE)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (MAX_REGISTERS)
 
@@ -889,6 +929,11 @@ def softmax_under_pv(width: int, seq_k: int, causal: bool) -> bool:
     return not causal and least is not None and seq_k >= least
 
 
+def masked_last(width: int, causal: bool, ragged: bool) -> bool:
+    """Whether the key loop runs the blocks no mask reaches before the masked ones (MASKED_BLOCKS_LAST)."""
+    return MASKED_BLOCKS_LAST and causal and (ragged or width >= MASKED_BLOCKS_LAST_MIN_WIDTH)
+
+
 def work(seq_q: int, seq_k: int, batch_heads: int, causal: bool, programs: int) -> attention_schedule.Schedule:
     """Which tiles each of at most ``programs`` programs runs (attention_schedule)."""
     return attention_schedule.schedule(batch_heads, -(-seq_q // BLOCK_M), -(-seq_k // BLOCK_M), causal, programs)
@@ -933,6 +978,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal, seq_k),
         KV_STAGES=kv_stages(head_dim, seq_k, causal, width), PINGPONG=pingpong(width, seq_k, causal),
         SIMPLE=schedule.simple, EXP2_POLY=EXP2_POLY.get(width, 0), UNDER_PV=softmax_under_pv(width, seq_k, causal),
+        MASKED_LAST=masked_last(width, causal, seq_k % keys_a_block != 0),
         num_warps=4,
         maxnreg=MAX_REGISTERS)
     return out, lse
@@ -975,6 +1021,7 @@ def compile_sm90(width: int, causal: bool, check_n: bool, dtype: torch.dtype = t
                   "PINGPONG": pingpong(width, seq_k, causal) if ping_pong is None else ping_pong,
                   "SIMPLE": simple, "EXP2_POLY": EXP2_POLY.get(width, 0) if exp2_poly is None else exp2_poly,
                   "UNDER_PV": softmax_under_pv(width, seq_k, causal) if under_pv is None else under_pv,
+                  "MASKED_LAST": masked_last(width, causal, check_n),
                   "num_warps": 4}  # head_dim = width
     return compile_for_sm90(_attention_forward_ws_kernel, signature, constexprs, MAX_REGISTERS)
 

@@ -1,0 +1,47 @@
+"""The Gluon forward's key loop with the blocks no mask reaches run apart from the masked ones at
+a tile's end ("last", shipped: attention_gluon.MASKED_BLOCKS_LAST) or every block through the
+causal and ragged-length masks ("every", as before the thirty-fifth session, where ptxas turned
+the masks into selects over every score of every block). "last-again" repeats "last" in the same
+turns: how far two identical settings land apart is the run's noise. Forward and
+forward+backward through flash_attention (deterministic=False), cuDNN beside them, on Hopper; the
+settings take turns (attention_ab's loop). The backward is the same in every setting.
+
+    PYTHONPATH=. python3 bench/attention_gluon_masked_last.py [--rounds 3] [--shapes hd64-s1000-c ...] [--settings last every ...] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ab_cli import module_settings, run_settings
+
+# (name, batch, heads, kv_heads, seq, head_dim, causal, dtype): causal calls at each width, whole
+# and ragged lengths (a job's padded batches), MHA and GQA; ragged calls not causal; and a call
+# with neither mask (the same code in every setting).
+SHAPES = (
+    ("hd64-s1000-c", 8, 32, 32, 1000, 64, True, "bf16"),
+    ("hd64-s1024-c", 8, 32, 32, 1024, 64, True, "bf16"),
+    ("hd48-s2048-c", 8, 32, 32, 2048, 48, True, "bf16"),
+    ("hd96-s1000-c", 8, 32, 32, 1000, 96, True, "fp16"),
+    ("hd128-s1000-c", 8, 32, 32, 1000, 128, True, "bf16"),
+    ("hd128-s4096-c", 4, 32, 32, 4096, 128, True, "bf16"),
+    ("hd128-gqa4-s8192-c", 2, 32, 8, 8192, 128, True, "fp16"),
+    ("hd80-s256-c-train", 4, 32, 32, 256, 80, True, "bf16"),
+    ("hd192-s2000-c", 4, 32, 32, 2000, 192, True, "bf16"),
+    ("hd256-s4096-c", 4, 32, 32, 4096, 256, True, "bf16"),
+    ("hd64-s16384-c", 1, 32, 32, 16384, 64, True, "bf16"),
+    ("hd128-s1000", 8, 32, 32, 1000, 128, False, "bf16"),
+    ("hd64-s4000", 4, 32, 32, 4000, 64, False, "bf16"),
+    ("hd64-s4096", 4, 32, 32, 4096, 64, False, "bf16"),
+)
+# MASKED_BLOCKS_LAST by setting
+SETTINGS = {"last": True, "every": False, "last-again": True}
+
+
+def main(argv=None) -> int:
+    make_apply = module_settings("gpudoctor.kernels.attention_gluon", "MASKED_BLOCKS_LAST", SETTINGS)
+    return run_settings(__doc__, SHAPES, SETTINGS, make_apply, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
