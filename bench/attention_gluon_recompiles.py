@@ -2,8 +2,8 @@
 (dynamic padding: each batch padded to its longest sequence, a multiple of 8, and a smaller last
 batch), shipped ("shape-free": integers unspecialized) and with Triton's default specialization
 ("specialized": attention_gluon_specialization's twins of the same kernels). In a fresh Triton
-cache, each compile counted (Triton's compilation listener) is a real one, with its seconds.
-Forward+backward through flash_attention, head_dim 128, 32 query heads on 8 KV heads, causal,
+cache (removed after), each compile counted (Triton's compilation listener) is a real one, with
+its seconds. Forward+backward through flash_attention, head_dim 128, 32 query heads on 8 KV heads, causal,
 bf16, on Hopper.
 
     PYTHONPATH=. python3 bench/attention_gluon_recompiles.py [--out FILE]
@@ -27,8 +27,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out")
     args = parser.parse_args(argv)
-    # Before any compile: Triton reads the variable at each cache lookup.
-    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpudoctor-recompiles-")
+    # A cache of its own, set before any compile (Triton reads the variable at each lookup) and
+    # removed after.
+    with tempfile.TemporaryDirectory(prefix="gpudoctor-recompiles-") as cache:
+        os.environ["TRITON_CACHE_DIR"] = cache
+        return _measure(args.out)
+
+
+def _measure(out: str | None) -> int:
     from attention_ab import hopper
 
     if not hopper():
@@ -70,7 +76,7 @@ def main(argv=None) -> int:
         report["rows"].append(row)
         print(f"{label:<12} {row['compiles']:>8} {row['compile_s']:>9} {row['wall_s']:>7}  {each}")
     apply(None)
-    write_report(args.out, report)
+    write_report(out, report)
     return 0
 
 

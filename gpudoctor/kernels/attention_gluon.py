@@ -965,6 +965,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     width = forward_width(head_dim, seq_k, causal)
     main, tail = SPLIT.get(width, (width, 0))
     keys_a_block = block_n(width, seq_k, causal)
+    ragged = seq_k % keys_a_block != 0  # the last key block partial
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
     # One program an item where not PERSISTENT: a number of programs no item list reaches.
@@ -974,11 +975,11 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
         batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, schedule.items,
         schedule.head_units, schedule.tail_heads, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=keys_a_block,
-        CAUSAL=causal, CHECK_N=seq_k % keys_a_block != 0,
+        CAUSAL=causal, CHECK_N=ragged,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal, seq_k),
         KV_STAGES=kv_stages(head_dim, seq_k, causal, width), PINGPONG=pingpong(width, seq_k, causal),
         SIMPLE=schedule.simple, EXP2_POLY=EXP2_POLY.get(width, 0), UNDER_PV=softmax_under_pv(width, seq_k, causal),
-        MASKED_LAST=masked_last(width, causal, seq_k % keys_a_block != 0),
+        MASKED_LAST=masked_last(width, causal, ragged),
         num_warps=4,
         maxnreg=MAX_REGISTERS)
     return out, lse
