@@ -22,9 +22,9 @@ with ``deterministic=True`` the backward uses no atomics and is bitwise reproduc
 two fewer matrix products per block pair by summing dQ in float32 inside the dK/dV kernel: the
 Triton kernel's ``atomic_dq`` is off everywhere (measured slower); the Gluon kernel's
 ``gluon_atomic_dq`` is on for Hopper from GLUON_MIN_SEQ keys at GLUON_SUMMED_DQ_HEAD_DIMS (from
-GLUON_MANY_SCORES_MIN_SEQ in calls of GLUON_MANY_SCORES scores, at some head dims from more
-keys: GLUON_MANY_SCORES_MIN_SEQ_AT; from GLUON_WIDE_MIN_SEQ in GLUON_SUMMED_DQ_BUCKETS, or from
-GLUON_MANY_SCORES_MIN_SEQ there too in calls of GLUON_MANY_SCORES), so there
+GLUON_MANY_SCORES_MIN_SEQ in calls of GLUON_MANY_SCORES scores, from more keys at a head_dim
+GLUON_MANY_SCORES_MIN_SEQ_AT lists (none since the thirty-sixth session); from GLUON_WIDE_MIN_SEQ
+in GLUON_SUMMED_DQ_BUCKETS, or from GLUON_MANY_SCORES_MIN_SEQ there too in calls of GLUON_MANY_SCORES), so there
 dQ's last bits vary from run to run. (The training pass's shapes are below both: its eager and compiled paths run the same
 kernels.)
 
@@ -1368,7 +1368,7 @@ GLUON_MIN_SEQ = 2048
 # 1.103 (0.990), hd112 1.343 / 1.203 (1.169), hd128 1.387 / 1.272 (1.236); but not hd64, which the
 # Triton kernels run unpadded and unsplit (0.769-0.774 / 0.794-0.795 (0.773-0.779), not causal
 # 0.930 / 0.982 (0.932)): GLUON_MANY_SCORES_NOT until the seventeenth session, at 1024 keys too
-# (level there, above); from 1024 keys since (GLUON_MANY_SCORES_MIN_SEQ_AT).
+# (level there, above); from 1024 keys then, from 512 since the thirty-sixth (GLUON_MANY_SCORES_MIN_SEQ_AT).
 # From 2^26 since the sixteenth session, by device time (torch.profiler, the sum of a
 # forward+backward's kernels; bench/attention_mid_calls.py --cases routing, H200, b h32 causal
 # bf16, µs, Triton backward / Gluon summing dQ / cuDNN): hd128 b2 s1024 246 / 206 / 210, b4 s1024
@@ -1386,8 +1386,17 @@ GLUON_MANY_SCORES_MIN_SEQ = 512
 # µs, Triton backward / Gluon summing dQ / cuDNN; do_bench ms alike): b8 s1024 causal 477 / 466 /
 # 456 (0.482 / 0.493 / 0.465), not causal 709 / 670 / 644 (0.708 / 0.678 / 0.686); b16 s1024
 # causal 936 / 895 / 885 (0.937 / 0.901 / 0.907), not causal 1494 / 1295 / 1261 (1.482 / 1.318 /
-# 1.315). At 512 keys still slower (b32 s512 causal 623 / 650 / 629).
-GLUON_MANY_SCORES_MIN_SEQ_AT = {64: 1024}
+# 1.315). At 512 keys still slower (b32 s512 causal 623 / 650 / 629). Since the thirty-sixth
+# session hd64 from GLUON_MANY_SCORES_MIN_SEQ too, as every head_dim: the Gluon kernel has gained
+# since, and ragged lengths under 1024 (a job's padded batches) took the Triton backward
+# (bench/attention_gluon_backward_short.py, run 1, H200, forward+backward device µs, settings
+# taking turns, from 1024 / 768 / 512 keys, x cuDNN from 1024 -> 512): b8 s1000 causal 555.0 /
+# 434.0 / 433.5 (0.84 -> 1.08x), not causal 784.7 / 642.9 / 641.0 (0.89 -> 1.08), GQA 4:1 causal
+# fp16 581.9 / 421.7 / 422.7 (0.85 -> 1.17); s896 causal 389.2 / 366.4 / 365.9; b16 s768 causal
+# 587.5 / 560.6 / 557.4, not causal 834.4 / 775.9 / 770.4 (0.93 -> 1.01); s640 causal 441.5 / 440.4
+# / 433.3; fp16 s600 not causal 682.3 / 687.0 / 569.1 (0.88 -> 1.05); b32 s512 causal 616.8 /
+# 616.3 / 612.4 (1.02x either way). Empty: no head_dim waits for more keys (the bench's A/B sets it).
+GLUON_MANY_SCORES_MIN_SEQ_AT: dict[int, int] = {}
 # But the 256 bucket's backward from this many keys: GLUON_BACKWARD_BUCKETS' and
 # GLUON_SUMMED_DQ_BUCKETS' measurements at s1024 above, and forward+backward at s1024 taking
 # turns (twelfth session, --alternate 5, b4 h32, fastest ms, Triton forward / Gluon forward, both

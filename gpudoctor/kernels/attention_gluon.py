@@ -29,8 +29,10 @@ after next once that store has drained.
 Loads and stores go through 4-D TMA descriptors over (batch, heads, seq, head_dim): rows past a
 sequence's end and columns past head_dim are zero-filled on load and clipped on store, so ragged
 lengths and head dims that are not a power of two need no copies; the key columns past seq_k are
-masked in the last block. Each partition makes the descriptors it uses at its start, in the kernel
-(make_tensor_descriptor), so the launch takes plain tensors and integers: built on the host, four
+masked in the last block, but in causal calls with no more queries than keys, where the causal
+mask hides them from every stored row (checks_seq_k). Each partition makes the descriptors it
+uses at its start, in the kernel (make_tensor_descriptor), so the launch takes plain tensors
+and integers: built on the host, four
 descriptors (eight at widths 48, 160 and 192) cost a call about 25 µs more host time than the Triton forward's
 launch (59 against 36 µs on the H200's host), which made the forward host-bound in mid-size calls
 (do_bench 0.21 ms against 0.11 ms of kernel time at hd128, b16 h32 s512), and kept it out of
@@ -180,10 +182,29 @@ SOFTMAX_UNDER_PV_MIN_KEYS = {32: 4096, 48: 4096, 64: 4096}
 # 1789 / 1854 / 1842, hd128 GQA 4:1 s8192 1875 / 1903 / 1889, hd128 s4096 967 / 972 / 942, but
 # hd64 s1024 110.7 / 106.3 / 109.1 and hd64 s16384 2478 / 2463 / 2495 (hd48 s2048 level); not
 # causal, ragged: hd128 s1000 level, hd64 s4000 1263 / 1225 / 1253. Bitwise the same output.
-# So: causal calls that are ragged, or from MASKED_BLOCKS_LAST_MIN_WIDTH on. False: one loop,
-# every block through the masks, everywhere (benches' A/B).
+# So: causal calls that mask a ragged seq_k (since the thirty-sixth session only those with more
+# queries than keys: checks_seq_k), and the other causal calls at MASKED_BLOCKS_LAST_WIDTHS. Those
+# were every width from 96 in the thirty-fifth session, but without the seq_k mask two parts ran
+# slower at width 192 (thirty-sixth session, run 2, forward device µs, two parts / one loop /
+# two parts with the seq_k mask forced on): hd192 causal s4096 1711 / 1487 / 1488, s2048 444 / 394
+# / 415, s2000 435 / 391 / 395, GQA 4:1 s1000 239 / 218 / 227; hd160 s2000 level (360 / 350 /
+# 354), hd128 s2000 level (258 / 257), hd256 s2000 487 / 509 / 486. Run 3 (bench/
+# attention_gluon_masked_last.py, two parts at 256 only / one loop / two parts from 96 / the first
+# again): hd128 s1000 162.1 / 154.8 / 161.5 / 161.4, s4096 948.6 / 961.6 / 960.7 / 950.1, GQA 4:1
+# s8192 level; hd96 s1000 149.8 / 149.3 / 161.4; hd192 s4096 1492 / 1468 / 1624, GQA 8:1 s16384
+# 5547 / 5436 / 6102; hd256 s4096 1764 / 1849 / 1765 / 1729, s2000 484 / 511 / 511 / 504, hd232
+# GQA 8:1 s8192 3570 / 3648 / 3566 / 3552. False: one loop, every block through the masks,
+# everywhere (benches' A/B).
 MASKED_BLOCKS_LAST = True
-MASKED_BLOCKS_LAST_MIN_WIDTH = 96
+MASKED_BLOCKS_LAST_WIDTHS = (256,)
+# Whether causal calls whose queries are no more than their keys (self-attention) skip the mask of
+# the keys past a ragged seq_k (CHECK_N): every query row below seq_q <= seq_k sees keys up to its
+# own index only, so the causal mask hides those keys already; only the rows past seq_q, whose
+# output and log-sum-exp are never stored (clipped by TMA, masked), see them, as zeros (K and V
+# zero-filled by TMA). The key loop then has one mask's selects instead of two (thirty-sixth
+# session, bench/attention_gluon_causal_covers.py). False: masked wherever seq_k is ragged
+# (benches' A/B).
+CAUSAL_MASK_COVERS_SEQ_K = True
 
 
 def _exp2_asm(elements: int) -> str:
@@ -929,9 +950,17 @@ def softmax_under_pv(width: int, seq_k: int, causal: bool) -> bool:
     return not causal and least is not None and seq_k >= least
 
 
-def masked_last(width: int, causal: bool, ragged: bool) -> bool:
-    """Whether the key loop runs the blocks no mask reaches before the masked ones (MASKED_BLOCKS_LAST)."""
-    return MASKED_BLOCKS_LAST and causal and (ragged or width >= MASKED_BLOCKS_LAST_MIN_WIDTH)
+def checks_seq_k(seq_q: int, seq_k: int, keys_a_block: int, causal: bool) -> bool:
+    """Whether the kernel masks the keys past seq_k (CHECK_N): where the last key block is partial,
+    unless the causal mask hides them from every stored row (CAUSAL_MASK_COVERS_SEQ_K)."""
+    ragged = seq_k % keys_a_block != 0
+    return ragged and not (CAUSAL_MASK_COVERS_SEQ_K and causal and seq_q <= seq_k)
+
+
+def masked_last(width: int, causal: bool, check_n: bool) -> bool:
+    """Whether the key loop runs the blocks no mask reaches before the masked ones (MASKED_BLOCKS_LAST);
+    ``check_n``: the kernel masks the keys past seq_k (checks_seq_k)."""
+    return MASKED_BLOCKS_LAST and causal and (check_n or width in MASKED_BLOCKS_LAST_WIDTHS)
 
 
 def work(seq_q: int, seq_k: int, batch_heads: int, causal: bool, programs: int) -> attention_schedule.Schedule:
@@ -965,7 +994,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     width = forward_width(head_dim, seq_k, causal)
     main, tail = SPLIT.get(width, (width, 0))
     keys_a_block = block_n(width, seq_k, causal)
-    ragged = seq_k % keys_a_block != 0  # the last key block partial
+    check_n = checks_seq_k(seq_q, seq_k, keys_a_block, causal)
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
     # One program an item where not PERSISTENT: a number of programs no item list reaches.
@@ -975,11 +1004,11 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
         batch, seq_q, seq_k, num_heads, num_kv_heads, head_dim, softmax_scale * LOG2_E, schedule.items,
         schedule.head_units, schedule.tail_heads, -(-seq_q // BLOCK_M), HEAD_DIM=main, BLOCK_N=keys_a_block,
-        CAUSAL=causal, CHECK_N=ragged,
+        CAUSAL=causal, CHECK_N=check_n,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal, seq_k),
         KV_STAGES=kv_stages(head_dim, seq_k, causal, width), PINGPONG=pingpong(width, seq_k, causal),
         SIMPLE=schedule.simple, EXP2_POLY=EXP2_POLY.get(width, 0), UNDER_PV=softmax_under_pv(width, seq_k, causal),
-        MASKED_LAST=masked_last(width, causal, ragged),
+        MASKED_LAST=masked_last(width, causal, check_n),
         num_warps=4,
         maxnreg=MAX_REGISTERS)
     return out, lse

@@ -572,6 +572,57 @@ def test_gpu_unmasked_blocks_first_change_no_bit(head_dim, batch, kv_heads, seq_
         _check_forward(q, k, v, causal, 3e-2)
 
 
+def test_unmasked_blocks_first_where_measured_faster():
+    # Thirty-fifth session: causal with the seq_k mask at every width measured (hd64-192 ragged);
+    # thirty-sixth: without it at width 256 only (two parts slower at 192, at 96-128 short lengths).
+    for width in (64, 96, 128, 192, 256):
+        assert attention_gluon.masked_last(width, True, True)
+        assert not attention_gluon.masked_last(width, False, True)
+    assert attention_gluon.masked_last(256, True, False)
+    assert not any(attention_gluon.masked_last(width, True, False) for width in (32, 48, 64, 96, 128, 160, 192))
+
+
+@pytest.mark.parametrize("seq_q, seq_k, keys_a_block, causal, checked", [
+    (1000, 1000, 128, True, False),  # self-attention, ragged: the causal mask hides the keys past seq_k
+    (300, 1111, 64, True, False),  # fewer queries than keys: so it does
+    (1111, 300, 128, True, True),  # more queries than keys: rows from 300 on see every key
+    (1000, 1000, 128, False, True),  # not causal: every row sees every key
+    (1024, 1024, 128, True, False), (1024, 1024, 128, False, False), (1024, 1000, 64, True, True),
+], ids=lambda value: str(value))
+def test_the_causal_mask_covers_keys_past_seq_k_where_no_stored_row_sees_them(seq_q, seq_k, keys_a_block, causal,
+                                                                               checked, monkeypatch):
+    assert attention_gluon.checks_seq_k(seq_q, seq_k, keys_a_block, causal) is checked
+    monkeypatch.setattr(attention_gluon, "CAUSAL_MASK_COVERS_SEQ_K", False)  # as before: wherever ragged
+    assert attention_gluon.checks_seq_k(seq_q, seq_k, keys_a_block, causal) is (seq_k % keys_a_block != 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch, kv_heads, seq_q, seq_k", [
+    (2, 8, 1000, 1000), (4, 32, 777, 777), (2, 8, 2000, 2000), (8, 32, 200, 200), (1, 8, 300, 1111),
+    (2, 8, 1111, 300)], ids=lambda value: str(value))
+@pytest.mark.parametrize("head_dim", [40, 64, 96, 128, 160, 256])
+def test_gpu_causal_calls_unmasked_past_seq_k_change_no_bit(head_dim, batch, kv_heads, seq_q, seq_k, monkeypatch):
+    """Causal calls whose keys end in a partial block and outnumber no query skip the mask of the
+    keys past seq_k (attention_gluon.checks_seq_k): the output and log-sum-exp are bitwise those
+    with it, and the float32 reference's (top-left causal, as the kernel's). Ragged self-attention
+    with one-block tiles and 64- or 128-key blocks, fewer queries than keys, a tail operand (width
+    160), and more queries than keys, where the mask stays (the same kernel in both settings)."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim + 13)
+    scale = head_dim ** -0.5
+    keys_a_block = attention_gluon.block_n(attention_gluon.forward_width(head_dim, seq_k, True), seq_k, True)
+    monkeypatch.setattr(attention_gluon, "CAUSAL_MASK_COVERS_SEQ_K", False)
+    masked = attention_gluon.attention_forward(q, k, v, True, scale)
+    assert attention_gluon.checks_seq_k(seq_q, seq_k, keys_a_block, True)
+    monkeypatch.setattr(attention_gluon, "CAUSAL_MASK_COVERS_SEQ_K", True)
+    out, lse = attention_gluon.attention_forward(q, k, v, True, scale)
+    assert attention_gluon.checks_seq_k(seq_q, seq_k, keys_a_block, True) is (seq_q > seq_k)
+    assert torch.equal(masked[0], out) and torch.equal(masked[1], lse)
+    expected = reference_attention(q, k, v, causal=True, dtype=torch.float32)
+    assert ((out.float() - expected).norm() / expected.norm()).item() < 3e-2
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch, kv_heads, seq_q, seq_k", [
     (4, 32, 512, 512), (2, 8, 1000, 1000), (8, 32, 200, 200), (16, 32, 64, 64), (2, 8, 1111, 300),

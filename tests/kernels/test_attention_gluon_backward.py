@@ -204,10 +204,13 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
     assert not select_config((9, 0), 48, 1024, 1 * 32 * 1024 * 1024).gluon_atomic_dq
     # but where the pointer kernels would pad head_dim, from 256 keys (UNPADDED_GLUON_MIN_SEQ)
     assert select_config((9, 0), 40, 1024, 1 * 32 * 1024 * 1024).gluon_atomic_dq
-    # hd64 from 1024 keys only (GLUON_MANY_SCORES_MIN_SEQ_AT); below, and in the one-launch
-    # backward's calls with gradients, not.
+    # hd64 from 512 keys in many scores too, as every head_dim (GLUON_MANY_SCORES_MIN_SEQ_AT empty
+    # since the thirty-sixth session: a ragged 1000 took the Triton backward, 0.84x cuDNN); in the
+    # one-launch backward's calls with gradients and in fewer scores, not.
     assert select_config((9, 0), 64, 1024, 16 * 32 * 1024 * 1024).gluon_atomic_dq
-    assert not select_config((9, 0), 64, 512, 32 * 32 * 512 * 512).gluon_atomic_dq
+    assert select_config((9, 0), 64, 1000, 8 * 32 * 1000 * 1000, backward=True).gluon_atomic_dq
+    assert select_config((9, 0), 64, 512, 32 * 32 * 512 * 512).gluon_atomic_dq
+    assert not select_config((9, 0), 64, 1000, 2 * 32 * 1000 * 1000).gluon_atomic_dq
     assert select_config((9, 0), 48, 512, 32 * 32 * 512 * 512).gluon_atomic_dq
     assert select_config((9, 0), 64, 1024, 4 * 32 * 1024 * 1024, backward=True).fused_backward
     assert not select_config((9, 0), 96, 4096).gluon_backward  # measured slower than the split kernels
@@ -234,8 +237,9 @@ def test_selected_on_hopper_for_long_sequences_in_the_measured_bucket():
 def test_summing_dq_selected_on_hopper_at_the_measured_head_dims(head_dim, summed):
     """deterministic=False runs a kernel summing dQ where it was measured faster end to end
     (hd40, 64, 72, 88, 96, 112, 128 from 2048 keys, or from 512 in calls of 2^26 scores, hd64 from
-    1024 there; hd136-256 from 1024, or from 512 in calls of 2^26 scores since the eighteenth
-    session) and at the head dims of the same kernel widths between them, in calls of every size from
+    1024 there until the thirty-sixth session; hd136-256 from 1024, or from 512 in calls of 2^26
+    scores since the eighteenth session) and at the head dims of the same kernel widths between
+    them, in calls of every size from
     256 keys where the pointer kernels would pad head_dim (twenty-eighth session) and from head_dim 96
     in calls of 2^24 scores or more (twenty-ninth); hd80 too since the kernel computes it on 96
     columns (thirty-first session; level or slower at width 128); not hd32 (unmeasured)."""
@@ -255,7 +259,7 @@ def test_summing_dq_selected_on_hopper_at_the_measured_head_dims(head_dim, summe
     assert (select_config((9, 0), head_dim, 1024, 8 * 1024 * 1024).gluon_atomic_dq
             == (summed and (head_dim > 128 or padded)))  # at 1024 keys the 256 bucket's: GLUON_WIDE_MIN_SEQ
     for scores in (8 * 32 * 512 * 512, 32 * 32 * 512 * 512):
-        assert select_config((9, 0), head_dim, 512, scores).gluon_atomic_dq == (summed and head_dim != 64)
+        assert select_config((9, 0), head_dim, 512, scores).gluon_atomic_dq == summed
     assert (select_config((9, 0), head_dim, 512, 6 * 32 * 512 * 512).gluon_atomic_dq
             == (summed and (padded or head_dim >= 128)))
     assert not select_config((8, 9), head_dim, 4096).gluon_atomic_dq
