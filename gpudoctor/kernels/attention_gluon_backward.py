@@ -134,6 +134,24 @@ CONSUMER_REGISTERS = 240
 # 1.839 and 1.436 / 1.190; hd128 s16k (b1 h16) 5.345 / 5.426 and 3.589 / 3.598. The wide kernel
 # keeps the launch order (attention_gluon_backward_wide.LONGEST_FIRST_HEADS).
 LONGEST_FIRST_HEADS = 8
+# The order of a program's query blocks in grouped-query calls (_walk's, which the wide kernel's
+# walk routes too): each query head's blocks in turn (0), but in causal calls of CHUNKED_WALK_MIN_GROUP
+# or more query heads a KV head from CHUNKED_WALK_MIN_KEYS keys at CHUNKED_WALK_WIDTHS, chunks of 8
+# blocks, each head's part of a chunk in turn (CHUNKED_WALK: 3), so that the programs running at once
+# read fewer distinct Q and dO rows. Measured on the H200 (thirty-sixth session,
+# bench/attention_gluon_backward_narrow_walk.py, run 6, forward+backward device µs, settings taking
+# turns; walk 0 / 1 / 3 / 4 / 5 / 0 again): hd128 causal GQA 8:1 s2048 2405 / 2296 / 2248 / 2301 /
+# 2443 / 2356, s4096 fp16 4403 / 4428 / 4145 / 4122 / 4144 / 4246, s8000 7541 / 7661 / 7332 / 7518 /
+# 7486 / 7418, s16384 15138 / 15607 / 14712 / 14793 / 14977 / 15097; but not at width 64 (hd64
+# causal GQA 8:1 s8192 4569 / 4584 / 4573 / 4615 / 4719 / 4443, s16384 fp16 8843 / 9009 / 9065 /
+# 8989 / 9041 / 8874), GQA 4:1 (hd128 causal s16384 14401 / 15393 / 14672 / 14696 / 15108 / 14428)
+# or not causal (hd128 GQA 8:1 s8192 14182 / 14585 / 14345 / 14382 / 14623 / 14235). None: as
+# routed (walk); a number: that order in every grouped-query call (benches' A/B, tests).
+WALK: int | None = None
+CHUNKED_WALK = 3
+CHUNKED_WALK_MIN_GROUP = 8
+CHUNKED_WALK_MIN_KEYS = 2048
+CHUNKED_WALK_WIDTHS = (128,)
 # Summing dQ, by width (causal calls, calls not causal): each warpgroup computes its dQ share of
 # block i (_dq_share) in block i + 1's step, after that block's dK product, instead of in block
 # i's own. The share waits for the other warpgroup's half of dSᵀ, which then had a whole block's
@@ -198,6 +216,18 @@ def gradient_parts(columns, width) -> tuple:
     while len(column_parts(0, columns)) > 2 and columns < int(width):
         columns += 16
     return column_parts(0, columns)
+
+
+def walk(width: int, causal: bool, group: int, seq_k: int) -> int:
+    """The block order (_walk) at this kernel width of a call with ``group`` query heads per KV head
+    (one head: they are all the same, and 0 is the plainest)."""
+    if group == 1:
+        return 0
+    if WALK is not None:
+        return WALK
+    chunked = (causal and width in CHUNKED_WALK_WIDTHS and group >= CHUNKED_WALK_MIN_GROUP
+               and seq_k >= CHUNKED_WALK_MIN_KEYS)
+    return CHUNKED_WALK if chunked else 0
 
 
 def lags_dq_share(width: int, causal: bool) -> bool:
@@ -396,14 +426,15 @@ if attention_gluon.available():
         _tma_reduce_add(dq_desc, [dq_row, WARPGROUP * COLUMNS], dq_smem)
 
     @gluon.jit
-    def _dq_parts(i, descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, BLOCK_M: gl.constexpr):
+    def _dq_parts(i, descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, BLOCK_M: gl.constexpr,
+                  WALK: gl.constexpr):
         """What _publish_ds and _dq_share take for the program's block i: its slot of the dS tiles,
         their barriers and phase, this warpgroup's dQ staging tile, and dQ's first row."""
         dq_desc = descs[8]
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem = buffers
         kv_bars, q_full, q_empty, do_full, do_empty, ds_full, ds_empty = barriers
         batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale, softmax_scale = scalars
-        head, start_m = _walk(i, kv_head, group, first_block, query_blocks, BLOCK_M, 0)
+        head, start_m = _walk(i, kv_head, group, first_block, query_blocks, BLOCK_M, WALK)
         slot = i % 2
         return (ds_smem, slot, ds_full.index(slot), ds_empty.index(slot), (i // 2) & 1, k_smem,
                 dq_smem.index(WARPGROUP), dq_desc, (batch * num_heads + head) * seq_q + start_m, softmax_scale)
@@ -419,7 +450,7 @@ if attention_gluon.available():
     @gluon.jit
     def _dkdv_block(dk, dv, my_k, my_v, q, do, lse_row, delta_row, qk_scale, dq_parts, diagonal, lagging, lags,
                     WARPGROUP: gl.constexpr, DIAGONAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
-                    s_layout: gl.constexpr, COLUMNS: gl.constexpr, LAG: gl.constexpr):
+                    s_layout: gl.constexpr, COLUMNS: gl.constexpr, LAG: gl.constexpr, WALK: gl.constexpr):
         """dK and dV (their parts: gradient_parts of COLUMNS) of one warpgroup's 64 key rows plus one
         block of queries' share. DIAGONAL: query i of the block sees its keys up to i + diagonal
         (causal: the block's first query row less the warpgroup's first key row). Summing dQ, the
@@ -465,7 +496,7 @@ if attention_gluon.available():
                 _dq_share(dq_parts, q.shape[1], WARPGROUP, BLOCK_M)  # waits for every product, dK's and dV's too
             elif lags:
                 descs, buffers, barriers, scalars, previous = lagging
-                _dq_share(_dq_parts(previous, descs, buffers, barriers, scalars, WARPGROUP, BLOCK_M), q.shape[1],
+                _dq_share(_dq_parts(previous, descs, buffers, barriers, scalars, WARPGROUP, BLOCK_M, WALK), q.shape[1],
                           WARPGROUP, BLOCK_M)  # as above
             # Nothing is left running where a share waited for all: else this waits.
             waited = warpgroup_mma_wait(0, deps=dk + dv + probs_operands)
@@ -476,7 +507,8 @@ if attention_gluon.available():
 
     @gluon.jit
     def _dkdv_consumer(descs, buffers, barriers, scalars, WARPGROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-                       CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr, COLUMNS: gl.constexpr, LAG: gl.constexpr):
+                       CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr, COLUMNS: gl.constexpr, LAG: gl.constexpr,
+                       WALK: gl.constexpr):
         q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, LSE, DELTA, dq_desc = descs
         k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem = buffers
         kv_bars, q_full, q_empty, do_full, do_empty, ds_full, ds_empty = barriers
@@ -502,12 +534,12 @@ if attention_gluon.available():
         for i in range(group * query_blocks):
             slot = i % 2
             phase = (i // 2) & 1
-            head, start_m = _walk(i, kv_head, group, first_block, query_blocks, BLOCK_M, 0)
+            head, start_m = _walk(i, kv_head, group, first_block, query_blocks, BLOCK_M, WALK)
             q = _tile(q_smem, slot, BLOCK_M, HEAD_DIM)
             do = _tile(do_smem, slot, BLOCK_M, HEAD_DIM)
             mbarrier.wait(q_full.index(slot), phase)
             mbarrier.wait(do_full.index(slot), phase)
-            dq_parts = _dq_parts(i, descs, buffers, barriers, scalars, WARPGROUP, BLOCK_M)
+            dq_parts = _dq_parts(i, descs, buffers, barriers, scalars, WARPGROUP, BLOCK_M, WALK)
             # Block i - 1, whose dQ share this step computes with LAG (none in block 0): its parts
             # are worked out only there, so that they hold no registers through the block.
             lagging = (descs, buffers, barriers, scalars, i - 1)
@@ -518,7 +550,7 @@ if attention_gluon.available():
                 # wholly masked, runs too and adds zeros to dK and dV.
                 dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
                                      qk_scale, dq_parts, start_m - my_start, lagging, lags, WARPGROUP, True, True,
-                                     s_layout, COLUMNS, LAG)
+                                     s_layout, COLUMNS, LAG, WALK)
             elif CAUSAL and BLOCK_M == ROWS:
                 # Query blocks as tall as a warpgroup's key rows: a block is either on this
                 # warpgroup's diagonal (start_m == my_start), wholly above its keys (the second
@@ -528,11 +560,11 @@ if attention_gluon.available():
                 if start_m == my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
                                          qk_scale, dq_parts, 0, lagging, lags, WARPGROUP, True, False, s_layout,
-                                         COLUMNS, LAG)
+                                         COLUMNS, LAG, WALK)
                 elif start_m > my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
                                          qk_scale, dq_parts, 0, lagging, lags, WARPGROUP, False, False, s_layout,
-                                         COLUMNS, LAG)
+                                         COLUMNS, LAG, WALK)
             elif CAUSAL:
                 # Taller query blocks (QUERY_ROWS): a block crossing this warpgroup's diagonal
                 # (with 128 rows the program's first, from the second warpgroup's 65th query), or
@@ -541,15 +573,15 @@ if attention_gluon.available():
                 if start_m < my_start + ROWS and start_m + BLOCK_M > my_start:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
                                          qk_scale, dq_parts, start_m - my_start, lagging, lags, WARPGROUP, True,
-                                         False, s_layout, COLUMNS, LAG)
+                                         False, s_layout, COLUMNS, LAG, WALK)
                 elif start_m >= my_start + ROWS:
                     dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
                                          qk_scale, dq_parts, 0, lagging, lags, WARPGROUP, False, False, s_layout,
-                                         COLUMNS, LAG)
+                                         COLUMNS, LAG, WALK)
             else:
                 dk, dv = _dkdv_block(dk, dv, my_k, my_v, q, do, lse_smem.index(slot), delta_smem.index(slot),
                                      qk_scale, dq_parts, 0, lagging, lags, WARPGROUP, False, ATOMIC_DQ, s_layout,
-                                     COLUMNS, LAG)
+                                     COLUMNS, LAG, WALK)
             mbarrier.arrive(q_empty.index(slot), count=1)
             mbarrier.arrive(do_empty.index(slot), count=1)
 
@@ -557,7 +589,7 @@ if attention_gluon.available():
         # Summing dQ, the other warpgroup's dQ shares read this K too: wait for its last one.
         blocks = group * query_blocks
         if ATOMIC_DQ and LAG and blocks > 0:  # the last block's share
-            _dq_share(_dq_parts(blocks - 1, descs, buffers, barriers, scalars, WARPGROUP, BLOCK_M), HEAD_DIM,
+            _dq_share(_dq_parts(blocks - 1, descs, buffers, barriers, scalars, WARPGROUP, BLOCK_M, WALK), HEAD_DIM,
                       WARPGROUP, BLOCK_M)
         if ATOMIC_DQ and blocks > 0:
             mbarrier.wait(ds_empty.index((blocks - 1) % 2), ((blocks - 1) // 2) & 1)
@@ -570,8 +602,9 @@ if attention_gluon.available():
 
     @gluon.jit
     def _dkdv_second_consumer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
-                              ATOMIC_DQ: gl.constexpr, COLUMNS: gl.constexpr, LAG: gl.constexpr):
-        _dkdv_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS, LAG)
+                              ATOMIC_DQ: gl.constexpr, COLUMNS: gl.constexpr, LAG: gl.constexpr,
+                              WALK: gl.constexpr):
+        _dkdv_consumer(descs, buffers, barriers, scalars, 1, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS, LAG, WALK)
 
     @gluon.jit
     def _dkdv_producer(descs, buffers, barriers, scalars, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
@@ -617,7 +650,7 @@ if attention_gluon.available():
                                            seq_q, seq_k, num_heads, num_kv_heads, group, qk_scale, softmax_scale,
                                            HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, ATOMIC_DQ: gl.constexpr,
                                            HEAD_GROUP: gl.constexpr, COLUMNS: gl.constexpr, LAG: gl.constexpr,
-                                           num_warps: gl.constexpr):
+                                           WALK: gl.constexpr, num_warps: gl.constexpr):
         dtype: gl.constexpr = q_desc.dtype
         BLOCK_M: gl.constexpr = q_desc.block_type.shape[2]  # query_rows(HEAD_DIM)
         start_n, batch, kv_head, first_block, query_blocks = _program_keys(num_kv_heads, seq_q, 128, CAUSAL,
@@ -666,9 +699,11 @@ if attention_gluon.available():
         scalars = (batch, kv_head, num_heads, group, seq_q, start_n, first_block, query_blocks, qk_scale,
                    softmax_scale)
         gl.warp_specialize([
-            (_dkdv_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS, LAG)),
-            (_dkdv_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS, LAG)),
-            (_dkdv_producer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, 2, 0)),
+            (_dkdv_consumer, (descs, buffers, barriers, scalars, 0, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS, LAG,
+                              WALK)),
+            (_dkdv_second_consumer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, COLUMNS, LAG,
+                                     WALK)),
+            (_dkdv_producer, (descs, buffers, barriers, scalars, HEAD_DIM, CAUSAL, ATOMIC_DQ, 2, WALK)),
         ], [4, 1], [240, 24])  # registers of the second consumer and the producer (CONSUMER_REGISTERS)
 
 
@@ -758,20 +793,21 @@ def backward_dkdv(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: t
         seq_q, seq_k, num_heads, num_kv_heads, num_heads // num_kv_heads, softmax_scale * attention_gluon.LOG2_E,
         softmax_scale, HEAD_DIM=width, CAUSAL=causal, ATOMIC_DQ=dq_sum is not None, HEAD_GROUP=LONGEST_FIRST_HEADS,
         COLUMNS=columns(head_dim, causal), LAG=dq_sum is not None and lags_dq_share(width, causal),
-        num_warps=4, maxnreg=MAX_REGISTERS)
+        WALK=walk(width, causal, num_heads // num_kv_heads, seq_k), num_warps=4, maxnreg=MAX_REGISTERS)
     return dk, dv
 
 
 def compile_sm90(width: int, causal: bool, atomic_dq: bool = False, dtype: torch.dtype = torch.bfloat16,
-                 on_columns: int | None = None, lag: bool | None = None):
+                 on_columns: int | None = None, lag: bool | None = None, walk: int = 0):
     """The kernel backward_dkdv runs at this width (computing on ``on_columns`` of it, by default
-    all; summing dQ, its shares ``lag``-ging a block behind where DQ_SHARE_LAG says by default)
-    compiled for sm90 without a GPU, as attention_gluon.compile_sm90."""
+    all; summing dQ, its shares ``lag``-ging a block behind where DQ_SHARE_LAG says by default;
+    query blocks in ``walk``'s order, _walk) compiled for sm90 without a GPU, as
+    attention_gluon.compile_sm90."""
     if width == WIDE_WIDTH:
         return attention_gluon_backward_wide.compile_sm90(causal, atomic_dq, dtype, columns=on_columns or WIDE_WIDTH)
     return compile_dkdv_kernel(_attention_backward_dkdv_ws_kernel, width, causal, atomic_dq, dtype, width // 2,
                                LONGEST_FIRST_HEADS, query_rows(width), columns=on_columns or width,
-                               lag=atomic_dq and (lags_dq_share(width, causal) if lag is None else lag))
+                               lag=atomic_dq and (lags_dq_share(width, causal) if lag is None else lag), walk=walk)
 
 
 def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype: torch.dtype, dq_columns: int,

@@ -508,6 +508,36 @@ def test_gpu_causal_order_changes_no_bits(head_dim, monkeypatch):
         assert _relative_error(ours, expected) < 3e-2
 
 
+def test_chunked_walk_where_measured_faster():
+    # Thirty-sixth session: chunks of 8 blocks faster in causal GQA 8:1 calls at width 128 from 2048
+    # keys; not at width 64, GQA 4:1 or not causal.
+    walk = attention_gluon_backward.walk
+    assert walk(128, True, 8, 2048) == walk(128, True, 16, 16384) == attention_gluon_backward.CHUNKED_WALK == 3
+    assert walk(128, True, 8, 1024) == walk(64, True, 8, 8192) == walk(128, True, 4, 16384) == 0
+    assert walk(128, False, 8, 8192) == walk(128, True, 1, 8192) == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("walk", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_gpu_walks_match_float32_reference(walk, causal, monkeypatch):
+    """Each block order of the dK/dV kernel at widths 64 and 128 (attention_gluon_backward.WALK),
+    on all columns and on fewer (hd96, hd48 causal), GQA 8:1 and 4:1, ragged length: dK and dV (as
+    _check), and dQ summed by the kernel, a share a block late where routed, against float32."""
+    if not hopper():
+        pytest.skip("needs a Hopper GPU")
+    monkeypatch.setattr(attention_gluon_backward, "WALK", walk)
+    for heads, kv_heads, head_dim in ((8, 1, 128), (8, 2, 64), (8, 1, 96), (8, 2, 48)):
+        assert attention_gluon_backward.walk(attention_gluon.kernel_width(head_dim), causal, heads // kv_heads,
+                                             777) == walk
+        _check(2, heads, kv_heads, 777, 777, head_dim, causal, torch.bfloat16)
+        q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, 777, 777, head_dim, causal,
+                                                              torch.bfloat16, 3)
+        sums = attention_gluon_backward.dq_sum_buffer(q)
+        attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums)
+        assert _relative_error(sums.view(q.shape), _float32_grads(q, k, v, grad, causal)[0]) < 3e-2
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("walk", [0, 1, 2, 3, 4, 5])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
