@@ -145,8 +145,12 @@ LONGEST_FIRST_HEADS = 8
 # 7486 / 7418, s16384 15138 / 15607 / 14712 / 14793 / 14977 / 15097; but not at width 64 (hd64
 # causal GQA 8:1 s8192 4569 / 4584 / 4573 / 4615 / 4719 / 4443, s16384 fp16 8843 / 9009 / 9065 /
 # 8989 / 9041 / 8874), GQA 4:1 (hd128 causal s16384 14401 / 15393 / 14672 / 14696 / 15108 / 14428)
-# or not causal (hd128 GQA 8:1 s8192 14182 / 14585 / 14345 / 14382 / 14623 / 14235). None: as
-# routed (walk); a number: that order in every grouped-query call (benches' A/B, tests).
+# or not causal (hd128 GQA 8:1 s8192 14182 / 14585 / 14345 / 14382 / 14623 / 14235). Run 7 (walk 0
+# / 3 / as routed / 0 again): hd128 causal GQA 8:1 s4096 fp16 4481 / 4096 / 4146 / 4545, s8000 7580
+# / 7198 / 7419 / 7500, GQA 16:1 s4096 4542 / 4021 / 4046 / 4481, hd96 GQA 8:1 s8192 6851 / 6520 /
+# 6637 / 6728, hd112 GQA 8:1 s4096 fp16 4133 / 4025 / 4065 / 4213, hd80 GQA 8:1 s16384 12580 /
+# 12392 / 12361 / 12470. None: as routed (walk); a number: that order in every grouped-query call
+# (benches' A/B, tests).
 WALK: int | None = None
 CHUNKED_WALK = 3
 CHUNKED_WALK_MIN_GROUP = 8
