@@ -517,6 +517,17 @@ def test_chunked_walk_where_measured_faster():
     assert walk(128, False, 8, 8192) == walk(128, True, 1, 8192) == 0
 
 
+def _check_with_summed_dq(heads, kv_heads, head_dim, causal):
+    """dK and dV (as _check), and dQ summed by the kernel, against float32: batch 2, 777 queries and
+    keys, bf16."""
+    _check(2, heads, kv_heads, 777, 777, head_dim, causal, torch.bfloat16)
+    q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, 777, 777, head_dim, causal,
+                                                          torch.bfloat16, 3)
+    sums = attention_gluon_backward.dq_sum_buffer(q)
+    attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums)
+    assert _relative_error(sums.view(q.shape), _float32_grads(q, k, v, grad, causal)[0]) < 3e-2
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("walk", [0, 1, 2, 3, 4, 5])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
@@ -530,12 +541,7 @@ def test_gpu_walks_match_float32_reference(walk, causal, monkeypatch):
     for heads, kv_heads, head_dim in ((8, 1, 128), (8, 2, 64), (8, 1, 96), (8, 2, 48)):
         assert attention_gluon_backward.walk(attention_gluon.kernel_width(head_dim), causal, heads // kv_heads,
                                              777) == walk
-        _check(2, heads, kv_heads, 777, 777, head_dim, causal, torch.bfloat16)
-        q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, 777, 777, head_dim, causal,
-                                                              torch.bfloat16, 3)
-        sums = attention_gluon_backward.dq_sum_buffer(q)
-        attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums)
-        assert _relative_error(sums.view(q.shape), _float32_grads(q, k, v, grad, causal)[0]) < 3e-2
+        _check_with_summed_dq(heads, kv_heads, head_dim, causal)
 
 
 @pytest.mark.gpu
@@ -551,12 +557,7 @@ def test_gpu_wide_walks_match_float32_reference(walk, causal, monkeypatch):
     monkeypatch.setattr(attention_gluon_backward_wide, "WALK", walk)
     for heads, kv_heads, head_dim in ((8, 1, 256), (8, 2, 192)):
         assert attention_gluon_backward_wide.walk(causal, heads // kv_heads, 777) == walk
-        _check(2, heads, kv_heads, 777, 777, head_dim, causal, torch.bfloat16)
-        q, k, v, grad, scale, _, lse, delta, _ = _dkdv_inputs(2, heads, kv_heads, 777, 777, head_dim, causal,
-                                                              torch.bfloat16, 3)
-        sums = attention_gluon_backward.dq_sum_buffer(q)
-        attention_gluon_backward.backward_dkdv(grad, q, k, v, lse, delta, causal, scale, sums)
-        assert _relative_error(sums.view(q.shape), _float32_grads(q, k, v, grad, causal)[0]) < 3e-2
+        _check_with_summed_dq(heads, kv_heads, head_dim, causal)
 
 
 @pytest.mark.gpu
