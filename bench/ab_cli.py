@@ -4,7 +4,8 @@ _backward_roles, _backward_lag, _backward_dq_swizzle, _backward_short, _backward
 _softmax, _key_blocks, _masked_last, _causal_covers, _specialization): the parser's first options
 and the refusal of names that are not known, the whole main of those that only switch module
 settings (run_settings), the settings' switch where each is values of a module's attributes
-(module_settings), and the switch of a routing table (set_routing). Without torch, so that a wrong name is refused before torch loads."""
+(module_settings), and the switch of a routing table (set_routing). Without torch, so that a
+wrong name is refused before torch loads."""
 
 from __future__ import annotations
 

@@ -818,10 +818,11 @@ def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype
                         head_group: int, rows: int = BLOCK_M, walk: int | None = None, columns: int | None = None,
                         split: int | None = None, partials: str | None = None, kv_each_block: bool | None = None,
                         roles: bool | None = None, lag: bool | None = None):
-    """A dK/dV kernel of this module's signature, computing on ``columns`` with ``lag`` (or the wide one's, with
-    its ``walk``, ``columns``, ``split``, ``kv_each_block`` and ``roles``) compiled for sm90 as backward_dkdv
-    launches it: 64-row boxes of K, V, dK and dV at ``width`` (or dK's and dV's descriptors of type
-    ``partials``), ``rows``-row boxes of Q and dO, dQ reduce-adds of ``dq_columns``."""
+    """A dK/dV kernel, this module's (computing on ``columns``, with ``lag`` and ``walk``) or the wide
+    one's (with its ``walk``, ``columns``, ``split``, ``kv_each_block`` and ``roles``), compiled for
+    sm90 as backward_dkdv launches it: 64-row boxes of K, V, dK and dV at ``width`` (or dK's and
+    dV's descriptors of type ``partials``), ``rows``-row boxes of Q and dO, dQ reduce-adds of
+    ``dq_columns``. Every argument not typed here is a constexpr (the kernel's own argument names)."""
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
 
     def block(box_rows: int) -> str:
@@ -829,21 +830,18 @@ def compile_dkdv_kernel(kernel, width: int, causal: bool, atomic_dq: bool, dtype
                 f"{attention_gluon._shared_layout(box_rows, width, dtype)!r}>")
 
     keys, queries = block(64), block(rows)
-    signature = {"q_desc": queries, "k_desc": keys, "v_desc": keys, "do_desc": queries, "dk_desc": keys,
-                 "dv_desc": keys, "LSE": "*fp32", "DELTA": "*fp32",
-                 "dq_desc": f"tensordesc<fp32[{rows}, {dq_columns}], {_dq_layout(rows, dq_columns)!r}>",
-                 **dict.fromkeys(SHAPE_FREE_INTEGERS, "i32"), "qk_scale": "fp32", "softmax_scale": "fp32", "HEAD_DIM": "constexpr", "CAUSAL": "constexpr", "ATOMIC_DQ": "constexpr",
-                 "HEAD_GROUP": "constexpr", "num_warps": "constexpr"}
+    types = {"q_desc": queries, "k_desc": keys, "v_desc": keys, "do_desc": queries, "dk_desc": partials or keys,
+             "dv_desc": partials or keys, "LSE": "*fp32", "DELTA": "*fp32",
+             "dq_desc": f"tensordesc<fp32[{rows}, {dq_columns}], {_dq_layout(rows, dq_columns)!r}>",
+             **dict.fromkeys(SHAPE_FREE_INTEGERS, "i32"), "qk_scale": "fp32", "softmax_scale": "fp32"}
+    signature = {parameter: types.get(parameter, "constexpr") for parameter in kernel.arg_names}
     constexprs = {"HEAD_DIM": width, "CAUSAL": causal, "ATOMIC_DQ": atomic_dq, "HEAD_GROUP": head_group,
                   "num_warps": 4}
     # the constexprs of one kernel or the other (COLUMNS: both), where given
     for constexpr, value in (("WALK", walk), ("COLUMNS", columns), ("SPLIT", split),
                              ("KV_EACH_BLOCK", kv_each_block), ("ROLES", roles), ("LAG", lag)):
         if value is not None:
-            signature[constexpr] = "constexpr"
             constexprs[constexpr] = value
-    if partials is not None:
-        signature["dk_desc"] = signature["dv_desc"] = partials
     return attention_gluon.compile_for_sm90(kernel, signature, constexprs, MAX_REGISTERS)
 
 

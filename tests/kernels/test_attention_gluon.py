@@ -556,9 +556,10 @@ def test_gpu_ping_pong_changes_no_bit(head_dim, batch, kv_heads, seq_q, seq_k, c
 def test_gpu_unmasked_blocks_first_change_no_bit(head_dim, batch, kv_heads, seq_q, seq_k, causal, monkeypatch):
     """The key loop in two parts, the blocks no mask reaches first (attention_gluon.masked_last),
     gives the output and log-sum-exp bitwise of one loop through the masks: causal, ragged and
-    whole (at width 64 whole: one loop in both settings), one-block tiles, keys shorter and longer
-    than the queries, a tail operand (width 160), the first consumer's half and whole skipped
-    blocks. A part's bound counted wrong hangs or skips a mask."""
+    whole, one-block tiles, keys shorter and longer than the queries, a tail operand (width 160),
+    the first consumer's half and whole skipped blocks. Two parts run where routed: at width 256,
+    and with the seq_k mask (more queries than keys, 1111 and 300) at every width; elsewhere both
+    settings run one loop. A part's bound counted wrong hangs or skips a mask."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
     q, k, v = gpu_inputs(batch, 32, kv_heads, seq_q, seq_k, head_dim, torch.bfloat16, seq_q + head_dim + 11)
