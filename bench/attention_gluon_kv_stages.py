@@ -30,6 +30,15 @@ SHAPES = (
     ("hd64-gqa8-s4096-c", 4, 32, 4, 4096, 64, True, "bf16"),
     ("hd64-s512-c-fp16", 32, 32, 32, 512, 64, True, "fp16"),
     ("hd64-s16384-c", 1, 32, 32, 16384, 64, True, "bf16"),
+    # thirty-seventh session: not causal past 1024 keys, with the softmax under the last P·V there
+    # now (attention_gluon.softmax_under_pv), which releases each K slot later
+    ("hd64-s2048", 8, 32, 32, 2048, 64, False, "bf16"),
+    ("hd64-s3072", 5, 32, 32, 3072, 64, False, "bf16"),
+    ("hd48-s2048", 8, 32, 32, 2048, 48, False, "bf16"),
+    ("hd56-gqa4-s2048", 8, 32, 8, 2048, 56, False, "fp16"),
+    ("hd32-s2048", 8, 32, 32, 2048, 32, False, "bf16"),
+    ("hd64-gqa8-s8192", 2, 32, 4, 8192, 64, False, "bf16"),
+    ("hd64-s16384", 1, 32, 32, 16384, 64, False, "bf16"),
 )
 # KV_STAGES at every length: two slots (shipped before), three, four at widths 32-64.
 SETTINGS = {"kv2": {}, "kv3": {32: 3, 48: 3, 64: 3}, "kv4": {32: 4, 48: 4, 64: 4}}

@@ -25,6 +25,7 @@ SHAPES = (
     ("hd48-gqa8-s512-c", 32, 32, 4, 512, 48, True, "bf16"),
     ("hd40-s512", 32, 32, 32, 512, 40, False, "fp16"),
     ("hd48-s1024", 16, 32, 32, 1024, 48, False, "bf16"),
+    ("hd40-s1024", 16, 32, 32, 1024, 40, False, "bf16"),
     ("hd40-gqa4-s2048", 8, 32, 8, 2048, 40, False, "bf16"),
     ("hd48-s2048-fp16", 8, 32, 32, 2048, 48, False, "fp16"),
     ("hd40-s3072", 4, 32, 32, 3072, 40, False, "bf16"),
@@ -74,8 +75,8 @@ def main(argv=None) -> int:
 
         shipped = dict(attention_gluon.SPLIT_MIN_KEYS), attention_gluon.softmax_under_pv
 
-        def under_pv_at_48(width, seq_k, causal):
-            return width == 48 or shipped[1](width, seq_k, causal)
+        def under_pv_at_48(width, seq_k, causal, head_dim=None):
+            return width == 48 or shipped[1](width, seq_k, causal, head_dim)
 
         def apply(label):  # None: the shipped routing
             routes = dict(shipped[0])

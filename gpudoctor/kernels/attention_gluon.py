@@ -169,9 +169,18 @@ EXP2_POLY = {}
 # 1.18, hd48 s4096 0.93 -> 0.97, hd56 GQA 4:1 s8192 0.95 -> 0.99, hd64 s4096 0.95-0.97 -> 0.98,
 # hd64 s16384 0.96 -> 1.00, hd64 GQA 8:1 s8192 0.97 -> 0.99), but at 512 keys level (hd32, hd64)
 # or 11 % slower (hd40); at width 128 -3 to +6 % (hd72 GQA 4:1 s2048 slower, hd128 s4096
-# faster), at 192-256 level to 3.5 % slower; causal 2-5 % slower at 512-4096 keys. Empty: the
-# wait before the softmax everywhere, as shipped before.
-SOFTMAX_UNDER_PV_MIN_KEYS = {32: 4096, 48: 4096, 64: 4096}
+# faster), at 192-256 level to 3.5 % slower; causal 2-5 % slower at 512-4096 keys. The lengths
+# between were measured in the thirty-seventh session (same bench, run 2, device µs, wait first /
+# under P·V / wait first again): hd64 s1536 489 / 458 / 478, s2048 649 / 629 / 660, s3072 914 /
+# 880 / 922, s1024 340 / 334 / 331, GQA 8:1 s1024 326 / 327 / 328; hd56 s1024 358 / 347 / 352,
+# s512 fp16 195 / 188 / 191, GQA 4:1 s2048 665 / 664 / 656; hd48 s2048 651 / 621 / 645, GQA 8:1
+# s1024 fp16 337 / 328 / 335; hd32 s1024 fp16 280 / 264 / 282, s2048 540 / 497 / 541; but hd40
+# (width 64 below 4096 keys) s1024 332 / 363 / 335 and GQA 4:1 s2048 fp16 665 / 689 / 653. So
+# from 1024 keys at widths 32 and 64, and at width 64 from SOFTMAX_UNDER_PV_MIN_HEAD_DIM (hd40
+# is also the head_dim where a third K/V slot lost: KV_STAGES_MIN_HEAD_DIM). Empty: the wait
+# before the softmax everywhere, as shipped before the twenty-third session.
+SOFTMAX_UNDER_PV_MIN_KEYS = {32: 1024, 48: 4096, 64: 1024}
+SOFTMAX_UNDER_PV_MIN_HEAD_DIM = {64: 48}
 # Whether the key loop of causal calls runs the blocks no mask reaches (left of a warpgroup's
 # first row, before a ragged seq_k's last block) apart from the masked ones at a tile's end:
 # ptxas turns the masks' branches into selects over every score of every block (at width 64, 578
@@ -944,10 +953,13 @@ def pingpong(width: int, seq_k: int, causal: bool) -> bool:
     return least is not None and seq_k >= least
 
 
-def softmax_under_pv(width: int, seq_k: int, causal: bool) -> bool:
-    """Whether the key loop's softmax runs under the last block's P·V (SOFTMAX_UNDER_PV_MIN_KEYS)."""
+def softmax_under_pv(width: int, seq_k: int, causal: bool, head_dim: int | None = None) -> bool:
+    """Whether the key loop's softmax runs under the last block's P·V (SOFTMAX_UNDER_PV_MIN_KEYS,
+    SOFTMAX_UNDER_PV_MIN_HEAD_DIM) in a call of ``head_dim`` (None: ``width``) at ``width``."""
     least = SOFTMAX_UNDER_PV_MIN_KEYS.get(width)
-    return not causal and least is not None and seq_k >= least
+    narrowest = SOFTMAX_UNDER_PV_MIN_HEAD_DIM.get(width, 0)
+    return (not causal and least is not None and seq_k >= least
+            and (width if head_dim is None else head_dim) >= narrowest)
 
 
 def checks_seq_k(seq_q: int, seq_k: int, keys_a_block: int, causal: bool) -> bool:
@@ -1007,7 +1019,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
         CAUSAL=causal, CHECK_N=check_n,
         Q_SLOTS=q_slots(width), TAIL=tail, SHORT_DIAGONAL=short_diagonal(width, seq_q, causal, seq_k),
         KV_STAGES=kv_stages(head_dim, seq_k, causal, width), PINGPONG=pingpong(width, seq_k, causal),
-        SIMPLE=schedule.simple, EXP2_POLY=EXP2_POLY.get(width, 0), UNDER_PV=softmax_under_pv(width, seq_k, causal),
+        SIMPLE=schedule.simple, EXP2_POLY=EXP2_POLY.get(width, 0),
+        UNDER_PV=softmax_under_pv(width, seq_k, causal, head_dim),
         MASKED_LAST=masked_last(width, causal, check_n),
         num_warps=4,
         maxnreg=MAX_REGISTERS)
