@@ -43,6 +43,14 @@ SHAPES = (
     ("hd128-s16384-c", 1, 32, 32, 16384, 128, True, "bf16"),
     ("hd96-s512-c", 32, 32, 32, 512, 96, True, "bf16"),
     ("hd80-s1024-c", 16, 32, 32, 1024, 80, True, "bf16"),
+    # thirty-seventh session: width 64 not causal past 1024 keys, with the softmax under the last
+    # P·V there now (attention_gluon.softmax_under_pv)
+    ("hd64-s2048", 8, 32, 32, 2048, 64, False, "bf16"),
+    ("hd56-gqa4-s2048", 8, 32, 8, 2048, 56, False, "fp16"),
+    ("hd64-s4096", 4, 32, 32, 4096, 64, False, "bf16"),
+    ("hd48-gqa8-s8192", 2, 32, 4, 8192, 48, False, "bf16"),
+    ("hd64-s16384", 1, 32, 32, 16384, 64, False, "bf16"),
+    ("hd32-s2048", 8, 32, 32, 2048, 32, False, "bf16"),
 )
 SETTINGS = ("plain", "pingpong")
 

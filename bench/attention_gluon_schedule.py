@@ -1,7 +1,8 @@
 """The persistent Gluon forward's causal schedule (attention_schedule): the head part's units
 alone ("units": the heads the head part cannot group aside) against units and a tail of single
 tiles, largest first ("tail"), at even and odd numbers of query blocks alike (shipped: the tail at
-odd ones, attention_schedule.TAIL), and optionally the kernels of earlier commits (--before
+odd ones, attention_schedule.TAIL, and at even ones where attention_gluon.EVEN_TAIL_MIN_KEYS routes
+it), and optionally the kernels of earlier commits (--before
 FILE ...: those commits' gpudoctor/kernels/attention_gluon.py, each a setting named by its file's
 stem; before this schedule, causal units put the middle block of an odd count alone), cuDNN
 beside them, on Hopper; the settings take turns (attention_ab's loop).
@@ -35,6 +36,26 @@ SHAPES = (
     ("hd128-s1152-c", 8, 32, 32, 1152, 128, True, "bf16"),
     ("hd80-train-pass", 4, 32, 32, 256, 80, True, "bf16"),
     ("hd64-s512", 32, 32, 32, 512, 64, False, "bf16"),
+    # thirty-seventh session: even numbers of query blocks from 2048 keys, where run 9 had the tail
+    # faster (hd64 s16384 5 %)
+    ("hd128-s16384-c", 1, 32, 32, 16384, 128, True, "bf16"),
+    ("hd64-s8192-c", 2, 32, 32, 8192, 64, True, "fp16"),
+    ("hd128-s8192-c", 2, 32, 32, 8192, 128, True, "bf16"),
+    ("hd64-gqa8-s16384-c", 1, 32, 4, 16384, 64, True, "bf16"),
+    ("hd128-gqa4-s16384-c", 1, 32, 8, 16384, 128, True, "fp16"),
+    ("hd96-s16384-c", 1, 32, 32, 16384, 96, True, "bf16"),
+    ("hd256-s16384-c", 1, 32, 32, 16384, 256, True, "bf16"),
+    ("hd192-s8192-c", 2, 32, 32, 8192, 192, True, "bf16"),
+    ("hd40-s8192-c", 2, 32, 32, 8192, 40, True, "bf16"),
+    ("hd48-s4096-c", 4, 32, 32, 4096, 48, True, "fp16"),
+    ("hd160-gqa8-s4096-c", 4, 32, 4, 4096, 160, True, "bf16"),
+    ("hd80-s2048-c", 8, 32, 32, 2048, 80, True, "bf16"),
+    ("hd256-s8192-c", 2, 32, 32, 8192, 256, True, "bf16"),
+    ("hd240-gqa8-s16384-c", 1, 32, 4, 16384, 240, True, "fp16"),
+    ("hd224-s16384-c", 1, 32, 32, 16384, 224, True, "bf16"),
+    ("hd256-gqa4-s4096-c", 4, 32, 8, 4096, 256, True, "bf16"),
+    ("hd32-s8192-c", 2, 32, 32, 8192, 32, True, "bf16"),
+    ("hd32-s2048-c", 8, 32, 32, 2048, 32, True, "bf16"),
 )
 SETTINGS = ("units", "tail")
 
@@ -53,17 +74,19 @@ def main(argv=None) -> int:
 
     if not hopper():
         return 2
-    shipped = (dict(attention_schedule.TAIL), attention_gluon.attention_forward)
+    shipped = (dict(attention_schedule.TAIL), attention_gluon.attention_forward,
+               dict(attention_gluon.EVEN_TAIL_MIN_KEYS))
     no_tail, tail = dict.fromkeys(shipped[0], False), dict.fromkeys(shipped[0], True)
-    forwards = {"units": (no_tail, shipped[1]), "tail": (tail, shipped[1]), None: shipped}
+    forwards = {"units": (no_tail, shipped[1], {}), "tail": (tail, shipped[1], {}), None: shipped}
     labels = list(SETTINGS)
     for path in args.before:
         name = Path(path).stem
-        forwards[name] = (shipped[0], _module_from(path, name).attention_forward)
+        forwards[name] = (shipped[0], _module_from(path, name).attention_forward, shipped[2])
         labels.insert(len(labels) - 2, name)
 
     def apply(name):
-        attention_schedule.TAIL, attention_gluon.attention_forward = forwards[name]
+        # "units": no tail at any even count, the routed ones (EVEN_TAIL_MIN_KEYS) included
+        attention_schedule.TAIL, attention_gluon.attention_forward, attention_gluon.EVEN_TAIL_MIN_KEYS = forwards[name]
 
     compare_settings(SHAPES, labels, apply, args.rounds, backward=not args.no_backward, out=args.out,
                      only=args.shapes, before=args.before)

@@ -214,6 +214,23 @@ MASKED_BLOCKS_LAST_WIDTHS = (256,)
 # session, bench/attention_gluon_causal_covers.py). False: masked wherever seq_k is ragged
 # (benches' A/B).
 CAUSAL_MASK_COVERS_SEQ_K = True
+# Causal calls with an even number of query blocks, by width, from this many keys: the persistent
+# schedule's tail (attention_schedule: the last heads' tiles one by one, largest first, after the
+# units of two tiles) instead of units alone, whose last round leaves about half of the SMs idle
+# for a unit's time (thirty-seventh session, run 1: hd64 s512 causal, 990 / 1024 / 1056 heads,
+# 1980 / 2048 / 2112 units on 132 SMs, took 127.1 / 133.9 / 134.1 µs: the 68 units past 15 rounds
+# cost as much as 132). Measured on the H200 (bench/attention_gluon_schedule.py, forward device
+# µs, units / tail taking turns, runs 9 and 10): at width 64 faster from 2048 keys, hd64 s16384
+# 2470 / 2342 and 2475 / 2328, GQA 8:1 s16384 2442 / 2330, s8192 fp16 1296 / 1274, s2048 354.8 /
+# 349.5 and 354.4 / 351.2, hd40 s8192 1239 / 1228, hd48 s4096 fp16 671.5 / 667.5; but slower at
+# 512-1024 keys (hd64 s1024 203.9 / 209.7 and 205.5 / 212.4, s512 133.8 / 134.7, hd40 s512 135.8 /
+# 137.0), where the general walk over the items costs more than the tail wins (twenty-first
+# session), and mixed at width 128 (hd128 s8192 1866 / 1923, s4096 985.6 / 964.3 and 972.7 /
+# 1010.4, hd96 s16384 3051 / 3004). Run 11: width 32 hd32 s2048 322.0 / 310.5, s8192 1130 / 1067;
+# width 256 at 16384 keys hd256 6613 / 6327 and 6668 / 6384, hd224 6781 / 6167, hd240 GQA 8:1 fp16
+# 6863 / 6563, but at 8192 hd256 3408 / 3444 (GQA 4:1 s4096 1814 / 1757; s512 398.1 / 400.9).
+# Empty: units alone at every even count (benches' A/B).
+EVEN_TAIL_MIN_KEYS = {32: 2048, 64: 2048, 256: 16384}
 
 
 def _exp2_asm(elements: int) -> str:
@@ -975,9 +992,18 @@ def masked_last(width: int, causal: bool, check_n: bool) -> bool:
     return MASKED_BLOCKS_LAST and causal and (check_n or width in MASKED_BLOCKS_LAST_WIDTHS)
 
 
-def work(seq_q: int, seq_k: int, batch_heads: int, causal: bool, programs: int) -> attention_schedule.Schedule:
-    """Which tiles each of at most ``programs`` programs runs (attention_schedule)."""
-    return attention_schedule.schedule(batch_heads, -(-seq_q // BLOCK_M), -(-seq_k // BLOCK_M), causal, programs)
+def even_tail(width: int, seq_k: int) -> bool:
+    """Whether causal calls with an even number of query blocks get the schedule's tail (EVEN_TAIL_MIN_KEYS)."""
+    least = EVEN_TAIL_MIN_KEYS.get(width)
+    return least is not None and seq_k >= least
+
+
+def work(seq_q: int, seq_k: int, batch_heads: int, causal: bool, programs: int,
+         width: int | None = None) -> attention_schedule.Schedule:
+    """Which tiles each of at most ``programs`` programs runs (attention_schedule), at ``width``
+    (None: without even_tail's routing)."""
+    return attention_schedule.schedule(batch_heads, -(-seq_q // BLOCK_M), -(-seq_k // BLOCK_M), causal, programs,
+                                       tail_at_even=width is not None and even_tail(width, seq_k))
 
 
 def _diagonal_skippable(width: int, keys_a_block: int) -> bool:
@@ -1010,7 +1036,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch * num_heads, seq_q), device=q.device, dtype=torch.float32)
     # One program an item where not PERSISTENT: a number of programs no item list reaches.
-    schedule = work(seq_q, seq_k, batch * num_heads, causal, sm_count(q.device) if PERSISTENT else 1 << 30)
+    schedule = work(seq_q, seq_k, batch * num_heads, causal, sm_count(q.device) if PERSISTENT else 1 << 30, width)
     use_torch_scratch()
     fast(_attention_forward_ws_kernel)[(schedule.programs,)](
         q, k, v, out, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],

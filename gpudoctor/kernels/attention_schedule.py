@@ -20,7 +20,9 @@ a head: every third program got only the small one). Shipped (TAIL): with an odd
 blocks the middles of two heads and a tail (5-15 % faster at 384 and 640 keys on the H200); with
 an even number, one head's pairs and no tail, which the kernel walks with one division
 (``Schedule.simple``): the general walk cost more than the tail won there (docs/benchmarks.md,
-twenty-first session).
+twenty-first session), but where the caller routes a tail at even counts too (``tail_at_even``:
+attention_gluon.EVEN_TAIL_MIN_KEYS: widths 32 and 64 from 2048 keys, 256 from 16384, thirty-seventh
+session).
 
 Pure Python, no torch: the cost model (COST_PER_TILE) only chooses ``tail_heads`` among a few
 candidates; any choice gives the same result, bit for bit (each tile is computed whole by one
@@ -44,7 +46,8 @@ MAX_TAIL_ROUNDS = 4
 # the items (attention_gluon._item) cost 7-15 % at 512 keys causal against the walk of one head's
 # pairs, so even counts keep that walk and no tail. Odd counts need the general walk (units of two
 # heads' middles: 640 keys 7-10 % faster, 384 keys 13-16 %), and the tail there was level to 6 %
-# faster (hd128 at 640 and 1152 keys).
+# faster (hd128 at 640 and 1152 keys). Even counts also take the tail where the caller routes it
+# (schedule's tail_at_even). {"even": True}: at every even count (benches' A/B, tests).
 TAIL = {"even": False, "odd": True}
 
 
@@ -77,13 +80,15 @@ def head_part_units(batch_heads: int, query_blocks: int, tail_heads: int) -> int
     return (batch_heads - tail_heads) // heads_per_group(query_blocks) * units_per_group(query_blocks)
 
 
-def schedule(batch_heads: int, query_blocks: int, key_blocks: int, causal: bool, sm_count: int) -> Schedule:
+def schedule(batch_heads: int, query_blocks: int, key_blocks: int, causal: bool, sm_count: int,
+             tail_at_even: bool = False) -> Schedule:
     """The schedule of a call: ``key_blocks`` the keys in blocks of 128 (causal tiles see at most
-    this many). Not causal: one tile an item."""
+    this many). Not causal: one tile an item. ``tail_at_even``: a tail at an even number of query
+    blocks too, where the caller's routing has measured it faster (attention_gluon.even_tail)."""
     if not causal:
         items = batch_heads * query_blocks
         return Schedule(items, items, 0, min(items, sm_count), simple=True)
-    tail = TAIL["odd" if query_blocks % 2 else "even"]
+    tail = TAIL["odd"] if query_blocks % 2 else TAIL["even"] or tail_at_even
     return _causal(batch_heads, query_blocks, min(key_blocks, query_blocks), sm_count, tail)
 
 

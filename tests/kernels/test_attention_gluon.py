@@ -323,9 +323,11 @@ def test_gpu_persistent_programs_match_one_program_per_unit(head_dim, causal, dt
 # (batch, heads, KV heads, seq, what the schedule must hold): a head part and a tail of more than
 # two rounds (the benchmarks' shape, snake rounds; the tail as the A/B option TAIL gives it); an odd
 # number of query blocks (middles of two heads make a unit), with an odd number of heads (one runs
-# tile by tile); one tile a program (TAIL); one query block a head (every unit two heads' tiles).
+# tile by tile); one tile a program (TAIL); one query block a head (every unit two heads' tiles); an
+# even number of query blocks where the tail is routed (width 64 from 2048 keys: even_tail).
 SCHEDULE_CASES = [(32, 32, 32, 512, "tail"), (8, 33, 11, 640, "middles"), (3, 11, 11, 640, "middles"),
-                  (1, 8, 2, 512, "one tile a program"), (4, 75, 75, 100, "middles")]
+                  (1, 8, 2, 512, "one tile a program"), (4, 75, 75, 100, "middles"),
+                  (4, 16, 4, 2048, "routed")]
 
 
 @pytest.mark.gpu
@@ -336,11 +338,15 @@ def test_gpu_every_schedule_runs_each_tile_once(batch, heads, kv_heads, seq, fea
     tile, bitwise, and against the float32 reference: a tile run twice or never would differ."""
     if not hopper():
         pytest.skip("needs a Hopper GPU")
-    monkeypatch.setattr(attention_schedule, "TAIL", {"even": feature != "middles", "odd": feature != "middles"})
+    if feature != "routed":  # routed: as shipped (attention_gluon.even_tail at width 64)
+        monkeypatch.setattr(attention_schedule, "TAIL", {"even": feature != "middles", "odd": feature != "middles"})
     programs = torch.cuda.get_device_properties(0).multi_processor_count
-    schedule = attention_gluon.work(seq, seq, batch * heads, True, programs)
+    schedule = attention_gluon.work(seq, seq, batch * heads, True, programs,
+                                    attention_gluon.forward_width(head_dim, seq, True))
     query_blocks = -(-seq // 128)
-    if feature == "tail":
+    if feature == "routed":
+        assert schedule.simple == (head_dim != 64)  # a tail at width 64 from 2048 keys (EVEN_TAIL_MIN_KEYS)
+    elif feature == "tail":
         assert schedule.head_units > 0 and schedule.tail_heads * query_blocks > 2 * programs
     elif feature == "middles":
         assert query_blocks % 2 == 1 and schedule.head_units >= 2 * (query_blocks // 2) + 1
@@ -444,6 +450,20 @@ def test_gpu_split_widths_everywhere(head_dim, narrow, wide, batch, kv_heads, se
 def _routed(setting, head_dim: int, seq_k: int, causal: bool):
     """A routing function of (width, seq_k, causal) at the width such a call computes at."""
     return setting(attention_gluon.forward_width(head_dim, seq_k, causal), seq_k, causal)
+
+
+def test_even_tail_where_measured_faster():
+    # Thirty-seventh session: the tail at even counts faster at widths 32 and 64 from 2048 keys (hd64
+    # s16384 causal 5-6 %) and at 256 at 16384, slower at 512-1024, mixed at width 128.
+    assert attention_gluon.even_tail(64, 2048) and attention_gluon.even_tail(64, 16384)
+    assert attention_gluon.even_tail(32, 2048) and attention_gluon.even_tail(256, 16384)
+    assert not attention_gluon.even_tail(64, 1024) and not attention_gluon.even_tail(128, 16384)
+    assert not attention_gluon.even_tail(256, 8192)
+    tiles = attention_gluon.work(16384, 16384, 32, True, 132, attention_gluon.forward_width(64, 16384, True))
+    assert not tiles.simple and tiles.tail_heads > 0
+    assert attention_gluon.work(16384, 16384, 32, True, 132, attention_gluon.forward_width(128, 16384, True)).simple
+    assert attention_gluon.work(1024, 1024, 512, True, 132, 64).simple
+    assert attention_gluon.work(16384, 16384, 32, True, 132).simple  # no width: not routed
 
 
 def test_narrow_key_blocks_where_measured_faster():

@@ -67,9 +67,12 @@ def test_causal_schedule_is_a_whole_head_part_and_a_tail(batch_heads, query_bloc
 
 @pytest.mark.parametrize("seq", [256, 512, 1024, 4096])
 def test_shipped_even_query_blocks_walk_one_heads_pairs(seq):
-    """As before this schedule: measured faster than the general walk with its tail (TAIL)."""
+    """As before this schedule: measured faster than the general walk with its tail (TAIL), unless
+    the caller routes a tail (tail_at_even)."""
     chosen = schedule(1024, seq // 128, seq // 128, True, H200_SMS)
     assert chosen.simple and chosen.items == 1024 * seq // 256 and chosen.programs == H200_SMS
+    routed = schedule(1024, seq // 128, seq // 128, True, H200_SMS, tail_at_even=True)
+    assert not routed.simple and routed.head_units + routed.tail_heads * (seq // 128) == routed.items
 
 
 def test_units_of_an_odd_count_pair_the_middles_of_two_heads():
