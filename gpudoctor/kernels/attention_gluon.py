@@ -229,8 +229,12 @@ CAUSAL_MASK_COVERS_SEQ_K = True
 # 1010.4, hd96 s16384 3051 / 3004). Run 11: width 32 hd32 s2048 322.0 / 310.5, s8192 1130 / 1067;
 # width 256 at 16384 keys hd256 6613 / 6327 and 6668 / 6384, hd224 6781 / 6167, hd240 GQA 8:1 fp16
 # 6863 / 6563, but at 8192 hd256 3408 / 3444 (GQA 4:1 s4096 1814 / 1757; s512 398.1 / 400.9).
-# Empty: units alone at every even count (benches' A/B).
-EVEN_TAIL_MIN_KEYS = {32: 2048, 64: 2048, 256: 16384}
+# Run 12, at 16384 keys: width 96 hd96 3198 / 3074 (run 10: 3051 / 3004), width 160 hd144 GQA 8:1
+# 4937 / 4722 and hd160 4841 / 4844, width 192 hd192 5501 / 5276 and hd176 GQA 4:1 fp16 5733 /
+# 5535; width 128 about level (hd128 3601 / 3539 and 3549 / 3544, hd112 fp16 3737 / 3701, hd128
+# GQA 4:1 fp16 3607 / 3654), at 8192 slower (hd128 1866 / 1923, hd192 2799 / 2821). Empty: units
+# alone at every even count (benches' A/B).
+EVEN_TAIL_MIN_KEYS = {32: 2048, 64: 2048, 96: 16384, 160: 16384, 192: 16384, 256: 16384}
 
 
 def _exp2_asm(elements: int) -> str:

@@ -21,8 +21,8 @@ blocks the middles of two heads and a tail (5-15 % faster at 384 and 640 keys on
 an even number, one head's pairs and no tail, which the kernel walks with one division
 (``Schedule.simple``): the general walk cost more than the tail won there (docs/benchmarks.md,
 twenty-first session), but where the caller routes a tail at even counts too (``tail_at_even``:
-attention_gluon.EVEN_TAIL_MIN_KEYS: widths 32 and 64 from 2048 keys, 256 from 16384, thirty-seventh
-session).
+attention_gluon.EVEN_TAIL_MIN_KEYS: widths 32 and 64 from 2048 keys, 96 and 160-256 from 16384,
+thirty-seventh session).
 
 Pure Python, no torch: the cost model (COST_PER_TILE) only chooses ``tail_heads`` among a few
 candidates; any choice gives the same result, bit for bit (each tile is computed whole by one
