@@ -66,7 +66,10 @@ SHAPES = (
     ("hd152-gqa8-s16384-c", 1, 32, 4, 16384, 152, True, "bf16"),
     ("hd184-gqa4-s16384-c", 1, 32, 8, 16384, 184, True, "bf16"),
 )
-SETTINGS = ("units", "tail")
+SETTINGS = ("units", "tail", "tail-cost2")
+# "tail-cost2": the tail with attention_schedule.COST_PER_TILE at 2 blocks instead of 0.5 (the model
+# then picks shorter tails at few query blocks: 34 heads instead of 100 at 512 keys, 1024 heads)
+TAIL_COST = 2.0
 
 
 def main(argv=None) -> int:
@@ -86,7 +89,9 @@ def main(argv=None) -> int:
     shipped = (dict(attention_schedule.TAIL), attention_gluon.attention_forward,
                dict(attention_gluon.EVEN_TAIL_MIN_KEYS))
     no_tail, tail = dict.fromkeys(shipped[0], False), dict.fromkeys(shipped[0], True)
-    forwards = {"units": (no_tail, shipped[1], {}), "tail": (tail, shipped[1], {}), None: shipped}
+    forwards = {"units": (no_tail, shipped[1], {}), "tail": (tail, shipped[1], {}),
+                "tail-cost2": (tail, shipped[1], {}), None: shipped}
+    shipped_cost = attention_schedule.COST_PER_TILE
     labels = list(SETTINGS)
     for path in args.before:
         name = Path(path).stem
@@ -96,6 +101,12 @@ def main(argv=None) -> int:
     def apply(name):
         # "units": no tail at any even count, the routed ones (EVEN_TAIL_MIN_KEYS) included
         attention_schedule.TAIL, attention_gluon.attention_forward, attention_gluon.EVEN_TAIL_MIN_KEYS = forwards[name]
+        cost = TAIL_COST if name == "tail-cost2" else shipped_cost
+        if cost != attention_schedule.COST_PER_TILE:
+            # its cached choices depend on COST_PER_TILE (cleared only on a change: the schedule's
+            # search on every call would slow the host and leave the GPU idle between calls)
+            attention_schedule.COST_PER_TILE = cost
+            attention_schedule._causal.cache_clear()
 
     compare_settings(SHAPES, labels, apply, args.rounds, backward=not args.no_backward, out=args.out,
                      only=args.shapes, before=args.before)
