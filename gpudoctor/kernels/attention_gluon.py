@@ -226,14 +226,15 @@ CAUSAL_MASK_COVERS_SEQ_K = True
 # 512-1024 keys (hd64 s1024 203.9 / 209.7 and 205.5 / 212.4, s512 133.8 / 134.7, hd40 s512 135.8 /
 # 137.0), where the general walk over the items costs more than the tail wins (twenty-first
 # session), and mixed at width 128 (hd128 s8192 1866 / 1923, s4096 985.6 / 964.3 and 972.7 /
-# 1010.4, hd96 s16384 3051 / 3004). Run 11: width 32 hd32 s2048 322.0 / 310.5, s8192 1130 / 1067;
+# 1010.4, s16384 3549 / 3544; hd96, on width 96, s16384 3051 / 3004). Run 11: width 32 hd32 s2048 322.0 / 310.5, s8192 1130 / 1067;
 # width 256 at 16384 keys hd256 6613 / 6327 and 6668 / 6384, hd224 6781 / 6167, hd240 GQA 8:1 fp16
 # 6863 / 6563, but at 8192 hd256 3408 / 3444 (GQA 4:1 s4096 1814 / 1757; s512 398.1 / 400.9).
-# Run 12, at 16384 keys: width 96 hd96 3198 / 3074 (run 10: 3051 / 3004), width 160 hd144 GQA 8:1
-# 4937 / 4722 and hd160 4841 / 4844, width 192 hd192 5501 / 5276 and hd176 GQA 4:1 fp16 5733 /
-# 5535; width 128 about level (hd128 3601 / 3539 and 3549 / 3544, hd112 fp16 3737 / 3701, hd128
-# GQA 4:1 fp16 3607 / 3654), at 8192 slower (hd128 1866 / 1923, hd192 2799 / 2821). Empty: units
-# alone at every even count (benches' A/B).
+# Runs 12 and 14, at 16384 keys: width 96 hd96 3198 / 3074 and 3113 / 2984, hd72 GQA 4:1 fp16 3196
+# / 3150, hd88 GQA 4:1 3229 / 3112; width 160 hd144 GQA 8:1 4937 / 4722, hd152 GQA 8:1 4936 / 4816,
+# hd160 4841 / 4844; width 192 hd192 5501 / 5276 and 5443 / 5335, hd176 GQA 4:1 fp16 5733 / 5535,
+# hd184 GQA 4:1 5846 / 5466; width 128 about level (hd128 3601 / 3539, hd112 fp16 3737 / 3701,
+# hd128 GQA 4:1 fp16 3607 / 3654), at 8192 slower (hd128 1866 / 1923, hd192 2799 / 2821). Empty:
+# units alone at every even count (benches' A/B).
 EVEN_TAIL_MIN_KEYS = {32: 2048, 64: 2048, 96: 16384, 160: 16384, 192: 16384, 256: 16384}
 
 
