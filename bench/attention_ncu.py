@@ -152,6 +152,7 @@ def main() -> None:
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--seq", type=int, default=4096)
     parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--kv-heads", type=int, help="grouped-query attention: this many K/V heads (default: --heads)")
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--ptxas", action="store_true",
                         help="no GPU: registers, spills and shared memory per kernel for sm90")
@@ -171,8 +172,11 @@ def main() -> None:
     from gpudoctor.kernels.attention import flash_attention
 
     shape = (args.batch, args.heads, args.seq, args.head_dim)
+    kv_heads = args.kv_heads or args.heads
     causal = not args.full
-    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    q = torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn((args.batch, kv_heads, args.seq, args.head_dim), device="cuda", dtype=torch.bfloat16,
+                        requires_grad=True) for _ in range(2))
     grad = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
 
     def both():
@@ -181,7 +185,7 @@ def main() -> None:
             if not args.forward_only:
                 out.backward(grad)
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv_heads != args.heads)
             if not args.forward_only:
                 out.backward(grad)
 
