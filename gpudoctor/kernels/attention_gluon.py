@@ -894,6 +894,11 @@ def available() -> bool:
     return gluon is not None
 
 
+def _from_keys(least: int | None, seq_k: int) -> bool:
+    """A routing table's answer for a call of ``seq_k`` keys: from ``least`` keys on; None, never."""
+    return least is not None and seq_k >= least
+
+
 def kernel_width(head_dim: int) -> int:
     """The next power of two, at least 32: the width of the backward kernels' tiles (they compute
     on fewer of its columns at some head dims: attention_gluon_backward.columns)."""
@@ -908,8 +913,7 @@ def forward_width(head_dim: int, seq_k: int, causal: bool) -> int:
     power = kernel_width(head_dim)
 
     def routed(width: int) -> bool:
-        least = SPLIT_MIN_KEYS.get(width, (0, 0))[0 if causal else 1]
-        return least is not None and seq_k >= least
+        return _from_keys(SPLIT_MIN_KEYS.get(width, (0, 0))[0 if causal else 1], seq_k)
 
     return min((width for width in SPLIT if head_dim <= width < power and routed(width)), default=power)
 
@@ -971,16 +975,14 @@ def kv_stages(head_dim: int, seq_k: int, causal: bool, width: int | None = None)
 def pingpong(width: int, seq_k: int, causal: bool) -> bool:
     """Whether the consumers take turns to issue their products (PINGPONG_MIN_KEYS,
     PINGPONG_CAUSAL_MIN_KEYS)."""
-    least = (PINGPONG_CAUSAL_MIN_KEYS if causal else PINGPONG_MIN_KEYS).get(width)
-    return least is not None and seq_k >= least
+    return _from_keys((PINGPONG_CAUSAL_MIN_KEYS if causal else PINGPONG_MIN_KEYS).get(width), seq_k)
 
 
 def softmax_under_pv(width: int, seq_k: int, causal: bool, head_dim: int | None = None) -> bool:
     """Whether the key loop's softmax runs under the last block's P·V (SOFTMAX_UNDER_PV_MIN_KEYS,
     SOFTMAX_UNDER_PV_MIN_HEAD_DIM) in a call of ``head_dim`` (None: ``width``) at ``width``."""
-    least = SOFTMAX_UNDER_PV_MIN_KEYS.get(width)
     narrowest = SOFTMAX_UNDER_PV_MIN_HEAD_DIM.get(width, 0)
-    return (not causal and least is not None and seq_k >= least
+    return (not causal and _from_keys(SOFTMAX_UNDER_PV_MIN_KEYS.get(width), seq_k)
             and (width if head_dim is None else head_dim) >= narrowest)
 
 
@@ -999,8 +1001,7 @@ def masked_last(width: int, causal: bool, check_n: bool) -> bool:
 
 def even_tail(width: int, seq_k: int) -> bool:
     """Whether causal calls with an even number of query blocks get the schedule's tail (EVEN_TAIL_MIN_KEYS)."""
-    least = EVEN_TAIL_MIN_KEYS.get(width)
-    return least is not None and seq_k >= least
+    return _from_keys(EVEN_TAIL_MIN_KEYS.get(width), seq_k)
 
 
 def work(seq_q: int, seq_k: int, batch_heads: int, causal: bool, programs: int,
