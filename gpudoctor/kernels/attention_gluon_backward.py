@@ -223,15 +223,22 @@ def gradient_parts(columns, width) -> tuple:
 
 
 def walk(width: int, causal: bool, group: int, seq_k: int) -> int:
-    """The block order (_walk) at this kernel width of a call with ``group`` query heads per KV head
-    (one head: they are all the same, and 0 is the plainest)."""
+    """The block order (_walk) at this kernel width of a call with ``group`` query heads per KV head."""
+    return chunked_walk(causal and width in CHUNKED_WALK_WIDTHS, group, seq_k, WALK,
+                        (CHUNKED_WALK, CHUNKED_WALK_MIN_GROUP, CHUNKED_WALK_MIN_KEYS))
+
+
+def chunked_walk(causal: bool, group: int, seq_k: int, forced: int | None, rule: tuple[int, int, int]) -> int:
+    """The rule both dK/dV kernels' walk() follow with their own tables: one query head a KV head, 0
+    (every order is the same, and 0 is the plainest); else ``forced`` where given (the module's
+    WALK); else ``rule``'s chunked walk (walk, least group, least keys) in causal calls of that many
+    query heads a KV head and keys, and 0 elsewhere."""
     if group == 1:
         return 0
-    if WALK is not None:
-        return WALK
-    chunked = (causal and width in CHUNKED_WALK_WIDTHS and group >= CHUNKED_WALK_MIN_GROUP
-               and seq_k >= CHUNKED_WALK_MIN_KEYS)
-    return CHUNKED_WALK if chunked else 0
+    if forced is not None:
+        return forced
+    chunked, least_group, least_keys = rule
+    return chunked if causal and group >= least_group and seq_k >= least_keys else 0
 
 
 def lags_dq_share(width: int, causal: bool) -> bool:

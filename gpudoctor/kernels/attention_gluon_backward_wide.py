@@ -210,13 +210,10 @@ def splits(causal: bool, group: int, seq_k: int) -> int:
 
 
 def walk(causal: bool, group: int, seq_k: int) -> int:
-    """The block order of a call with ``group`` query heads per KV head (one head: they are all
-    the same, and 0 is the plainest)."""
-    if group == 1:
-        return 0
-    if WALK is not None:
-        return WALK
-    return CHUNKED_WALK if causal and group >= CHUNKED_WALK_MIN_GROUP and seq_k >= CHUNKED_WALK_MIN_KEYS else 0
+    """The block order of a call with ``group`` query heads per KV head (the narrow kernel's rule,
+    attention_gluon_backward.chunked_walk, with this module's tables)."""
+    return attention_gluon_backward.chunked_walk(causal, group, seq_k, WALK,
+                                                 (CHUNKED_WALK, CHUNKED_WALK_MIN_GROUP, CHUNKED_WALK_MIN_KEYS))
 
 
 if attention_gluon.available():
