@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     for path in args.before:
         name = Path(path).stem
         forwards[name] = (shipped[0], _module_from(path, name).attention_forward, shipped[2])
-        labels.insert(len(labels) - 2, name)
+        labels.insert(len(labels) - len(SETTINGS), name)  # before the settings, as the files accumulate
 
     def apply(name):
         # "units": no tail at any even count, the routed ones (EVEN_TAIL_MIN_KEYS) included
